@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# One entry point for people and CI:
+#   bash run.sh demo   install, then run the main job
+#   bash run.sh test   install, then run lint, type checks and the whole test suite
+set -euo pipefail
+cd "$(dirname "$0")"
+
+setup() {
+    local py=${PYTHON:-python3}
+    if [ ! -x .venv/bin/python ]; then
+        "$py" -m venv .venv
+    fi
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+}
+
+run_tests() {
+    .venv/bin/ruff check src tests benchmarks scripts
+    .venv/bin/ruff format --check src tests benchmarks scripts
+    .venv/bin/mypy
+    set +e
+    .venv/bin/python -m pytest "$@"
+    local rc=$?
+    set -e
+    if [ "$rc" -eq 5 ]; then
+        echo "run.sh: pytest collected no tests; that is a failure, not a pass" >&2
+        exit 1
+    fi
+    exit "$rc"
+}
+
+case "${1:-}" in
+    demo) setup; exec bash scripts/demo.sh ;;
+    test) setup; shift; run_tests "$@" ;;
+    *) echo "usage: bash run.sh demo|test [pytest args]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,55 @@
+"""A click group whose sub-commands are imported only when they are run or listed in help."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import click
+
+
+class LazyGroup(click.Group):
+    """Sub-commands given as ``name -> "module:attribute"`` and a one-line help each."""
+
+    def __init__(self, *args: Any, lazy: dict[str, tuple[str, str]] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lazy = dict(lazy or {})
+        self._aliases: dict[str, str] = {}
+
+    def add_lazy(self, name: str, target: str, short_help: str, aliases: tuple[str, ...] = ()) -> None:
+        self._lazy[name] = (target, short_help)
+        for alias in aliases:
+            self._aliases[alias] = name
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self._lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        cmd_name = self._aliases.get(cmd_name, cmd_name)
+        if cmd_name in self._lazy:
+            target, _ = self._lazy[cmd_name]
+            module_name, attr = target.split(":")
+            command = getattr(importlib.import_module(module_name), attr)
+            assert isinstance(command, click.Command)
+            return command
+        return super().get_command(ctx, cmd_name)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name, command, rest = super().resolve_command(ctx, args)
+        return (command.name if command is not None else name), command, rest
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Help lists lazy commands from their one-line text without importing them.
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in self._lazy:
+                rows.append((name, self._lazy[name][1]))
+            else:
+                command = super().get_command(ctx, name)
+                if command is not None and not command.hidden:
+                    rows.append((name, command.get_short_help_str(formatter.width)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)

@@ -1,0 +1,108 @@
+"""The root ``talosctl`` group, global flags and the error edge."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+
+import click
+
+from ichor.cli._lazy import LazyGroup
+
+_CLI = "ichor.cli"
+
+
+@dataclass
+class GlobalOptions:
+    """Talos's persistent flags; they may appear anywhere on the command line."""
+
+    talosconfig: str | None = None
+    context: str | None = None
+    endpoints: list[str] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)
+    cluster: str | None = None
+
+
+# flag spelling -> (attribute, is a comma-separated list)
+_GLOBAL_FLAGS: dict[str, tuple[str, bool]] = {
+    "--talosconfig": ("talosconfig", False),
+    "--context": ("context", False),
+    "-e": ("endpoints", True),
+    "--endpoints": ("endpoints", True),
+    "-n": ("nodes", True),
+    "--nodes": ("nodes", True),
+    "--cluster": ("cluster", False),
+}
+
+
+def extract_global_options(argv: list[str]) -> tuple[GlobalOptions, list[str]]:
+    """Pull the persistent flags out of ``argv`` wherever they stand (before a ``--``)."""
+    opts = GlobalOptions()
+    rest: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--":
+            rest.extend(argv[i:])
+            break
+        name, eq, inline = arg.partition("=")
+        if name in _GLOBAL_FLAGS:
+            if eq:
+                value = inline
+            elif i + 1 < len(argv):
+                i += 1
+                value = argv[i]
+            else:
+                raise click.UsageError(f"flag needs an argument: {name}")
+            attr, is_list = _GLOBAL_FLAGS[name]
+            if is_list:
+                getattr(opts, attr).extend(v.strip() for v in value.split(",") if v.strip())
+            else:
+                setattr(opts, attr, value)
+        else:
+            rest.append(arg)
+        i += 1
+    return opts, rest
+
+
+ROOT_HELP = """A CLI for out-of-band management of Kubernetes nodes created by Talos (Ichor).
+
+\b
+Global flags (accepted anywhere on the command line):
+  --talosconfig PATH    path to the Talos configuration file
+                        (default $TALOSCONFIG, then ~/.talos/config)
+  --context NAME        context to be used in command
+  -e, --endpoints LIST  override default endpoints in Talos configuration
+  -n, --nodes LIST      target the specified nodes
+  --cluster NAME        cluster to connect to if a proxy endpoint is used
+"""
+
+
+@click.group(cls=LazyGroup, help=ROOT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    pass
+
+
+assert isinstance(cli, LazyGroup)
+cli.add_lazy("gen", f"{_CLI}._gen:gen", "Generate CAs, certificates, and private keys")
+cli.add_lazy("version", f"{_CLI}._version:version", "Prints the version")
+cli.add_lazy("validate", f"{_CLI}._validate:validate", "Validate config")
+cli.add_lazy(
+    "machineconfig", f"{_CLI}._machineconfig:machineconfig", "Machine config related commands", ("mc",)
+)
+cli.add_lazy("config", f"{_CLI}._config:config", "Manage the client configuration file (talosconfig)")
+cli.add_lazy("image", f"{_CLI}._image:image", "Manage CRI container images", ("images",))
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``talosctl`` console script."""
+    from ichor.cli._errors import run_with_error_edge
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    sys.exit(run_with_error_edge(lambda: _invoke(args), debug=bool(os.environ.get("ICHOR_DEBUG"))))
+
+
+def _invoke(args: list[str]) -> int:
+    opts, rest = extract_global_options(args)
+    return int(cli.main(rest, prog_name="talosctl", obj=opts, standalone_mode=False) or 0)

@@ -1,0 +1,6 @@
+"""The machinery: everything Ichor knows without talking to a node.
+
+It must not import from ``ichor.cli`` (or, later, the node agent or the API client): those build on
+it, never the other way round. Public entry points live in the sub-modules; errors are in
+:mod:`ichor.machinery.errors`.
+"""

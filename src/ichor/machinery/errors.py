@@ -1,0 +1,80 @@
+"""The one exception tree of :mod:`ichor.machinery`.
+
+::
+
+    MachineryError                  anything the machinery refuses; carries an optional ``hint``
+    ├── YAMLError                   a document that is not readable YAML
+    ├── ConfigError                 machine configuration problems
+    │   ├── ConfigDecodeError       unknown kind, missing kind, unknown keys, wrong types, duplicates
+    │   └── ConfigValidationError   a decoded config that breaks Talos's validation rules
+    ├── PatchError                  a patch that cannot be read or applied
+    ├── SecretsError                a secrets bundle that cannot be generated, read or reused
+    ├── PKIError                    certificate / key material that cannot be parsed or issued
+    ├── ClientConfigError           talosconfig problems (missing file, unknown context, ...)
+    └── OutputExistsError           refusing to overwrite a file without ``--force``
+
+Each error's ``str()`` is the message a user sees after ``error:``; ``hint`` says how to fix it.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ClientConfigError",
+    "ConfigDecodeError",
+    "ConfigError",
+    "ConfigValidationError",
+    "MachineryError",
+    "OutputExistsError",
+    "PKIError",
+    "PatchError",
+    "SecretsError",
+    "YAMLError",
+]
+
+
+class MachineryError(Exception):
+    """Base of every error the machinery raises on purpose."""
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+class YAMLError(MachineryError):
+    """Text that is not valid YAML (or not the shape a document must have)."""
+
+
+class ConfigError(MachineryError):
+    """Base for machine configuration errors."""
+
+
+class ConfigDecodeError(ConfigError):
+    """A document that cannot be decoded into a known config kind."""
+
+
+class ConfigValidationError(ConfigError):
+    """A decoded config that fails validation; ``problems`` lists every finding."""
+
+    def __init__(self, message: str, problems: list[str], *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.problems = problems
+
+
+class PatchError(MachineryError):
+    """A config patch that cannot be parsed or applied."""
+
+
+class SecretsError(MachineryError):
+    """A secrets bundle problem."""
+
+
+class PKIError(MachineryError):
+    """Certificate or key material that is malformed or cannot be issued."""
+
+
+class ClientConfigError(MachineryError):
+    """A talosconfig problem."""
+
+
+class OutputExistsError(MachineryError):
+    """An output file exists and ``--force`` was not given."""

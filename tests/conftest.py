@@ -1,0 +1,50 @@
+"""Shared fixtures: run the CLI in-process, and isolate HOME/TALOSCONFIG for every test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from ichor.cli._root import _invoke
+from ichor.cli._errors import run_with_error_edge
+
+REPO = Path(__file__).resolve().parent.parent
+SCHEMA_PATH = REPO / "src" / "ichor" / "machinery" / "schema" / "talos-1.7-config.schema.json"
+
+
+@dataclass
+class CLIResult:
+    exit_code: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture(autouse=True)
+def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    home = tmp_path_factory.mktemp("home")
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("TALOSCONFIG", raising=False)
+    yield home
+
+
+@pytest.fixture
+def talosctl(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch):
+    """Run ``talosctl`` in-process: ``talosctl("gen", "secrets", cwd=tmp_path)``."""
+
+    def run(*args: str, cwd: Path | None = None, stdin: str | None = None) -> CLIResult:
+        if cwd is not None:
+            monkeypatch.chdir(cwd)
+        if stdin is not None:
+            import io
+            import sys
+
+            monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+        capsys.readouterr()
+        code = run_with_error_edge(lambda: _invoke(list(args)))
+        out, err = capsys.readouterr()
+        return CLIResult(code, out, err)
+
+    return run
