@@ -53,3 +53,37 @@ class LazyGroup(click.Group):
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
+
+
+class CobraCommand(click.Command):
+    """A command whose boolean flags also accept Talos's (cobra's) ``--flag=true|false`` spelling."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, rewrite_bool_flags(self.params, args))
+
+
+def rewrite_bool_flags(params: list[click.Parameter], args: list[str]) -> list[str]:
+    """Turn ``--with-docs=false`` into ``--no-with-docs`` for on/off flags declared as ``--x/--no-x``."""
+    switches: dict[str, tuple[str, str]] = {}
+    for param in params:
+        if isinstance(param, click.Option) and param.is_flag and param.secondary_opts:
+            for opt in param.opts:
+                switches[opt] = (opt, param.secondary_opts[0])
+    out: list[str] = []
+    for arg in args:
+        if arg == "--":
+            out.extend(args[len(out) :])
+            break
+        name, eq, value = arg.partition("=")
+        if eq and name in switches:
+            on, off = switches[name]
+            lowered = value.lower()
+            if lowered in ("true", "1", "t", "yes"):
+                out.append(on)
+                continue
+            if lowered in ("false", "0", "f", "no"):
+                out.append(off)
+                continue
+            raise click.UsageError(f'invalid argument "{value}" for "{name}" flag: expected true or false')
+        out.append(arg)
+    return out
