@@ -52,7 +52,7 @@ def patch_command(machineconfig_file: str, patches: tuple[str, ...], output: str
 def _read_config(path: Path) -> list[object]:
     from collections.abc import Mapping
 
-    from ichor.machinery.errors import ConfigError
+    from ichor.machinery.errors import ConfigError, YAMLError
     from ichor.machinery.yamlio import load_documents
 
     hint = "give 'talosctl machineconfig patch' the path of a machine config file"
@@ -66,7 +66,10 @@ def _read_config(path: Path) -> list[object]:
         raise ConfigError(
             f"cannot read machine config file {str(path)!r}: {exc.strerror}", hint=hint
         ) from None
-    docs = load_documents(data, source=str(path))
+    try:
+        docs = load_documents(data, source=str(path))
+    except YAMLError as exc:
+        raise YAMLError(str(exc), hint="fix the machine config file, or give the right file") from None
     if not docs:
         raise ConfigError(f"machine config file {str(path)!r} has no documents", hint=hint)
     for index, doc in enumerate(docs, start=1):

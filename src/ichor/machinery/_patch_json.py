@@ -78,8 +78,10 @@ def _reason(exc: Exception) -> str:
     cut = text.find(" not found in ")
     if cut >= 0:
         text = text[:cut] + " not found"
-    if "does not support indexing" in text:
+    if "does not support indexing" in text or "to non-container type" in text:
         text = "a path element goes through a scalar value"
+    if text.startswith("'") and text.endswith("'"):
+        text = f"member {text} not found"
     return text
 
 
@@ -137,22 +139,39 @@ def fold_back(original: Any, new: Any) -> Any:
                 original[key] = original.pop(key)
         return original
     if isinstance(original, list) and isinstance(new, list):
-        if len(original) == len(new):
-            for pos, value in enumerate(new):
-                original[pos] = fold_back(original[pos], value)
-            return original
-        # Items were inserted or removed: reuse each unchanged original item once, in order.
-        unused = list(range(len(original)))
-        rebuilt: list[Any] = []
-        for value in new:
-            hit = next((i for i in unused if same(original[i], value)), None)
-            if hit is None:
-                rebuilt.append(from_plain(value))
-            else:
-                unused.remove(hit)
-                rebuilt.append(original[hit])
-        original[:] = rebuilt
-        return original
+        return _fold_back_list(original, new)
     if same(original, new):
         return original
     return from_plain(new)
+
+
+def _fold_back_list(original: list[Any], new: list[Any]) -> list[Any]:
+    """Reuse each original item once: first an equal one (items that moved), else the one at the same
+    position (items changed inside); carry ruamel's per-item comments along with the items."""
+    from ichor.machinery.yamlio import from_plain
+
+    hits: list[int | None] = []
+    unused = list(range(len(original)))
+    for value in new:
+        hit = next((i for i in unused if same(original[i], value)), None)
+        if hit is not None:
+            unused.remove(hit)
+        hits.append(hit)
+    for pos, value in enumerate(new):
+        if hits[pos] is None and pos in unused and isinstance(value, Mapping | list):
+            unused.remove(pos)
+            hits[pos] = pos
+    items = [
+        fold_back(original[hit], value) if hit is not None else from_plain(value)
+        for hit, value in zip(hits, new, strict=True)
+    ]
+    comments = getattr(getattr(original, "ca", None), "items", None)
+    old_comments = dict(comments) if isinstance(comments, dict) else None
+    original.clear()
+    original.extend(items)
+    if old_comments is not None and isinstance(comments, dict):
+        comments.clear()
+        for pos, hit in enumerate(hits):
+            if hit is not None and hit in old_comments:
+                comments[pos] = old_comments[hit]
+    return original
