@@ -184,7 +184,7 @@ def _read_spec(spec: str, *, base_dir: Path | None, flag: str) -> tuple[str, str
     """The patch text and a name for it (``file.yaml`` or ``inline patch``)."""
     if spec.startswith("@"):
         name = spec[1:]
-    elif not any(c in spec for c in " \n\t") and not spec.startswith(("[", "{")) and spec:
+    elif spec and not any(c in spec for c in " \n") and not spec.startswith(("[", "{")):
         # Talos's rule: inline patches always contain a space or newline, or start with [ or {.
         name = spec
     else:
