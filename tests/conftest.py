@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ichor.cli._root import _invoke
 from ichor.cli._errors import run_with_error_edge
+from ichor.cli._root import _invoke
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = REPO / "src" / "ichor" / "machinery" / "schema" / "talos-1.7-config.schema.json"
@@ -23,7 +23,9 @@ class CLIResult:
 
 
 @pytest.fixture(autouse=True)
-def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def _isolated_home(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.delenv("TALOSCONFIG", raising=False)

@@ -189,9 +189,9 @@ def gen_config(
         mirrors.append((host, url))
 
     contract = VersionContract.parse(talos_version) if talos_version else CURRENT_CONTRACT
-    patches = load_patches(list(config_patch))
-    cp_patches = load_patches(list(config_patch_control_plane))
-    worker_patches = load_patches(list(config_patch_worker))
+    patches = load_patches(list(config_patch), flag="--config-patch")
+    cp_patches = load_patches(list(config_patch_control_plane), flag="--config-patch-control-plane")
+    worker_patches = load_patches(list(config_patch_worker), flag="--config-patch-worker")
 
     # Decide every destination before generating anything: an existing file without --force
     # must stop us before a single byte is written.
