@@ -1,0 +1,271 @@
+"""The resource model: metadata, typed specs and resource type declarations.
+
+A resource is ``(metadata, spec)``. Metadata is COSI's: namespace, type, id, version (1 on create,
++1 per write, 0 meaning "undefined" for tombstones), owner, phase, timestamps, labels, annotations,
+finalizers. The spec is a frozen dataclass (or pydantic model) per type; it is rendered to plain
+data and YAML with Talos's camelCase keys so ``talosctl get -o yaml`` shows what Talos would.
+
+This module holds values only: it never stores resources and never talks to the event loop.
+"""
+
+from __future__ import annotations
+
+import base64
+import builtins
+import dataclasses
+import enum
+import ipaddress
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
+from typing import Any, Generic, TypeVar
+
+from ichor.machined.cosi._naming import validate_type_name
+from ichor.machinery.yamlio import dump_document, from_plain
+
+__all__ = [
+    "Clock",
+    "EmptySpec",
+    "Metadata",
+    "Phase",
+    "PrintColumn",
+    "Resource",
+    "ResourceType",
+    "format_time",
+    "resource_to_plain",
+    "spec_to_plain",
+    "spec_to_yaml",
+    "utc_now",
+]
+
+S = TypeVar("S")
+
+Clock = Callable[[], datetime]
+"""Returns the current time (timezone-aware); injected wherever time is read."""
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class Phase(enum.StrEnum):
+    RUNNING = "running"
+    TEARING_DOWN = "tearingDown"
+
+
+@dataclasses.dataclass(frozen=True)
+class PrintColumn:
+    """An extra ``talosctl get`` table column: a header and a k8s-style JSONPath over the spec."""
+
+    name: str
+    json_path: str
+
+
+@dataclasses.dataclass(frozen=True)
+class EmptySpec:
+    """The spec of tombstones and of types that carry nothing but their id."""
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclasses.dataclass(frozen=True)
+class Metadata:
+    namespace: str
+    type: str
+    id: str
+    version: int = 0
+    owner: str = ""
+    phase: Phase = Phase.RUNNING
+    created: datetime = _EPOCH
+    updated: datetime = _EPOCH
+    labels: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=dict)
+    finalizers: tuple[str, ...] = ()
+
+    @property
+    def version_string(self) -> str:
+        """The version as COSI writes it on the wire: a decimal, or ``undefined`` for 0."""
+        return str(self.version) if self.version > 0 else "undefined"
+
+    def __str__(self) -> str:
+        # COSI's resource reference format, used verbatim in its error messages.
+        return f"{self.type}({self.namespace}/{self.id}@{self.version_string})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Resource(Generic[S]):
+    metadata: Metadata
+    spec: S
+
+    @property
+    def id(self) -> str:
+        return self.metadata.id
+
+    @property
+    def is_tombstone(self) -> bool:
+        return self.metadata.version == 0
+
+    @staticmethod
+    def tombstone(namespace: str, type: str, id: str) -> Resource[EmptySpec]:
+        """Metadata-only stand-in for a resource that does not exist (version ``undefined``)."""
+        return Resource(Metadata(namespace=namespace, type=type, id=id), EmptySpec())
+
+    def with_spec(self, spec: S) -> Resource[S]:
+        return dataclasses.replace(self, spec=spec)
+
+    def with_labels(self, labels: Mapping[str, str]) -> Resource[S]:
+        return dataclasses.replace(self, metadata=dataclasses.replace(self.metadata, labels=dict(labels)))
+
+
+@dataclasses.dataclass(frozen=True)
+class ResourceType(Generic[S]):
+    """A resource type, declared once: everything ``get`` and the runtime need to know about it.
+
+    ``type`` is COSI's canonical name, ``<PluralCamelCase>.<suffix>`` (e.g.
+    ``MachineStatuses.runtime.talos.dev``). Columns are evaluated over the spec's plain form.
+    """
+
+    type: str
+    default_namespace: str
+    spec_class: builtins.type[S]
+    aliases: tuple[str, ...] = ()
+    print_columns: tuple[PrintColumn, ...] = ()
+    sensitive: bool = False
+    display_type: str | None = None
+    """Overrides the singular display name when the generic English rules get it wrong."""
+
+    def __post_init__(self) -> None:
+        validate_type_name(self.type)
+
+    def new(
+        self,
+        id: str,
+        spec: S,
+        *,
+        namespace: str | None = None,
+        labels: Mapping[str, str] | None = None,
+        annotations: Mapping[str, str] | None = None,
+    ) -> Resource[S]:
+        """A resource of this type, not yet stored (version ``undefined``)."""
+        if not isinstance(spec, self.spec_class):
+            raise TypeError(f"{self.type} needs a {self.spec_class.__name__} spec, got {type(spec).__name__}")
+        if not id:
+            raise ValueError(f"{self.type}: resource id must not be empty")
+        meta = Metadata(
+            namespace=namespace or self.default_namespace,
+            type=self.type,
+            id=id,
+            labels=dict(labels or {}),
+            annotations=dict(annotations or {}),
+        )
+        return Resource(meta, spec)
+
+
+def format_time(value: datetime) -> str:
+    """RFC 3339 in UTC with a ``Z``, fractional seconds only when present (as Go prints times)."""
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    value = value.astimezone(UTC)
+    text = value.strftime("%Y-%m-%dT%H:%M:%S")
+    if value.microsecond:
+        text += f".{value.microsecond:06d}".rstrip("0")
+    return text + "Z"
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _is_empty(value: Any) -> bool:
+    return (
+        value is None
+        or value == ""
+        or value == 0
+        or value is False
+        or (hasattr(value, "__len__") and len(value) == 0)
+    )
+
+
+def _format_duration(value: timedelta) -> str:
+    # Go's time.Duration String(), which is what Talos's YAML shows for durations.
+    total_us = int(value / timedelta(microseconds=1))
+    if total_us == 0:
+        return "0s"
+    sign = "-" if total_us < 0 else ""
+    total_us = abs(total_us)
+    hours, rem = divmod(total_us, 3_600_000_000)
+    minutes, rem = divmod(rem, 60_000_000)
+    seconds = rem / 1_000_000
+    out = ""
+    if hours:
+        out += f"{hours}h"
+    if hours or minutes:
+        out += f"{minutes}m"
+    out += f"{seconds:f}".rstrip("0").rstrip(".") + "s"
+    return sign + out
+
+
+def spec_to_plain(spec: Any) -> Any:
+    """Plain data (dicts, lists, str, int, float, bool, None) with Talos's YAML key names.
+
+    Dataclass fields are camelCased; ``field(metadata={"yaml": "nodeIP"})`` overrides a key and
+    ``{"omitempty": True}`` drops empty values, like Go's ``yaml:"...,omitempty"``.
+    """
+    if dataclasses.is_dataclass(spec) and not isinstance(spec, type):
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(spec):
+            value = getattr(spec, f.name)
+            if f.metadata.get("omitempty") and _is_empty(value):
+                continue
+            out[f.metadata.get("yaml", _camel(f.name))] = spec_to_plain(value)
+        return out
+    if hasattr(spec, "model_dump") and callable(spec.model_dump):
+        return spec_to_plain(spec.model_dump(mode="json", by_alias=True))
+    if isinstance(spec, enum.Enum):
+        return spec_to_plain(spec.value)
+    if isinstance(spec, bool | int | float | str) or spec is None:
+        return spec
+    if isinstance(spec, datetime):
+        return format_time(spec)
+    if isinstance(spec, timedelta):
+        return _format_duration(spec)
+    if isinstance(spec, Mapping):
+        return {str(k): spec_to_plain(v) for k, v in spec.items()}
+    if isinstance(spec, list | tuple | set | frozenset):
+        items = sorted(spec) if isinstance(spec, set | frozenset) else spec
+        return [spec_to_plain(v) for v in items]
+    if isinstance(spec, bytes):
+        return base64.b64encode(spec).decode("ascii")
+    if isinstance(
+        spec, ipaddress.IPv4Address | ipaddress.IPv6Address | ipaddress.IPv4Network | ipaddress.IPv6Network
+    ):
+        return str(spec)
+    raise TypeError(f"cannot render {type(spec).__name__} in a resource spec")
+
+
+def spec_to_yaml(spec: Any) -> str:
+    """The spec as COSI's ``yaml_spec``: never empty (an empty spec is ``{}``)."""
+    return dump_document(from_plain(spec_to_plain(spec)))
+
+
+def resource_to_plain(resource: Resource[Any]) -> dict[str, Any]:
+    """``{metadata, spec}`` as ``talosctl get -o yaml``/``-o json`` show a resource."""
+    meta = resource.metadata
+    out_meta: dict[str, Any] = {
+        "namespace": meta.namespace,
+        "type": meta.type,
+        "id": meta.id,
+        "version": meta.version_string,
+        "owner": meta.owner,
+        "phase": str(meta.phase),
+        "created": format_time(meta.created),
+        "updated": format_time(meta.updated),
+    }
+    if meta.labels:
+        out_meta["labels"] = dict(meta.labels)
+    if meta.annotations:
+        out_meta["annotations"] = dict(meta.annotations)
+    if meta.finalizers:
+        out_meta["finalizers"] = list(meta.finalizers)
+    return {"metadata": out_meta, "spec": spec_to_plain(resource.spec)}
