@@ -244,7 +244,8 @@ def test_invalid_yaml_is_a_yaml_error_naming_the_line() -> None:
     with pytest.raises(YAMLError) as exc:
         load_config("machine:\n  type: [worker\n", source="cfg.yaml")
     assert "cfg.yaml" in str(exc.value)
-    assert "line" in str(exc.value)
+    assert "line 3" in str(exc.value)  # the unclosed flow sequence runs to the end of the input
+    assert exc.value.hint
 
 
 def test_errors_in_several_documents_are_reported_together() -> None:

@@ -22,7 +22,7 @@ import pydantic
 
 from ichor.machinery import yamlio
 from ichor.machinery.docident import DocIdentity, document_identity, is_v1alpha1
-from ichor.machinery.errors import ConfigDecodeError
+from ichor.machinery.errors import ConfigDecodeError, YAMLError
 from ichor.machinery.files import write_atomic
 
 from . import _models
@@ -310,7 +310,14 @@ def load_config(text: str | bytes, *, source: str = "<input>") -> Container:
                 f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})",
                 hint="machine configs are UTF-8 YAML",
             ) from None
-    raws = yamlio.load_documents(text, source=source)
+    try:
+        raws = yamlio.load_documents(text, source=source)
+    except YAMLError as exc:
+        if exc.hint:
+            raise
+        raise YAMLError(
+            str(exc), hint="fix the YAML syntax at the reported line (indentation, brackets, quotes)"
+        ) from None
     if not raws:
         raise ConfigDecodeError(
             f"{source}: config not found: the input has no YAML documents",
