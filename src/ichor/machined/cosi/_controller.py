@@ -82,6 +82,12 @@ class Input:
 class Output:
     type: ResourceType[Any]
     kind: OutputKind = OutputKind.EXCLUSIVE
+    namespace: str | None = None
+    """Where the controller writes it; defaults to the type's default namespace."""
+
+    @property
+    def ns(self) -> str:
+        return self.namespace or self.type.default_namespace
 
 
 class SkipReconcile(Exception):
@@ -345,8 +351,8 @@ class TransformController(Controller, Generic[S]):
         self.name = name
         self.inputs = tuple(inputs)
         self.output = output
-        self.outputs = (Output(output, output_kind),)
         self.output_namespace = output_namespace or output.default_namespace
+        self.outputs = (Output(output, output_kind, self.output_namespace),)
         self._map_inputs = map_inputs
 
     async def run(self, ctx: ControllerContext) -> None:

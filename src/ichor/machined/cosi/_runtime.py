@@ -155,7 +155,7 @@ class Runtime:
             (inp.ns, inp.type.type, inp.id, False) for inp in controller.inputs
         ]
         for output in controller.outputs:
-            out.append((output.type.default_namespace, output.type.type, None, True))
+            out.append((output.ns, output.type.type, None, True))
         return out
 
     async def _forward(
@@ -196,7 +196,6 @@ class Runtime:
             try:
                 await sup.controller.run(ctx)
             except Exception as exc:
-                sup.running = False
                 sup.failures += 1
                 sup.restarts += 1
                 sup.last_error = f"{type(exc).__name__}: {exc}"
@@ -205,6 +204,7 @@ class Runtime:
                 log.warning("controller %s failed (restart in %.1fs): %s", name, delay, sup.last_error)
                 await self._sleep(delay)
                 continue
-            sup.running = False
+            finally:
+                sup.running = False
             log.info("controller %s finished", name)
             return

@@ -55,7 +55,7 @@ async def assert_resource(
         ns, type_name = namespace, type
     else:
         ns, type_name = namespace or type.default_namespace, type.type
-    last = "it never existed"
+    last = "it does not exist"
     try:
         async with asyncio.timeout(timeout):
             while True:  # a new watch after a history overrun
