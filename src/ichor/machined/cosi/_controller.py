@@ -19,7 +19,7 @@ import dataclasses
 import enum
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar, overload
 
 from ichor.machined.cosi._errors import (
@@ -134,7 +134,7 @@ class ControllerContext:
         """Read-only use in tests and diagnostics; controllers go through the checked methods."""
         return self._state
 
-    def now(self) -> Any:
+    def now(self) -> datetime:
         return self._clock()
 
     # -- waking ------------------------------------------------------------------------------
