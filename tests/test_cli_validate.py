@@ -41,8 +41,8 @@ def test_invalid_config_lists_every_error(talosctl, tmp_path: Path) -> None:
     assert r.exit_code == 1
     assert r.stdout == ""
     assert f"error: {path}: 2 errors occurred:" in r.stderr
-    assert "  * machine.install: either install disk or diskSelector should be defined" in r.stderr
-    assert "  * persist: .persist should be enabled" in r.stderr
+    assert "\t* machine.install: either install disk or diskSelector should be defined" in r.stderr
+    assert "\t* persist: .persist should be enabled" in r.stderr
     assert "hint:" in r.stderr
 
 
@@ -55,7 +55,7 @@ def test_warnings_are_printed_and_strict_makes_them_errors(talosctl, tmp_path: P
     r = talosctl("validate", "--config", str(path), "--mode", "cloud", "--strict")
     assert r.exit_code == 1
     assert r.stdout == ""
-    assert '  * warning: machine.type: use "worker" instead of "join" for machine type' in r.stderr
+    assert '\t* warning: machine.type: use "worker" instead of "join" for machine type' in r.stderr
 
 
 def test_container_mode_rules(talosctl, tmp_path: Path) -> None:

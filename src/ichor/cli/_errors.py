@@ -40,9 +40,11 @@ def run_with_error_edge(fn: Callable[[], int], *, debug: bool = False) -> int:
     except ConfigValidationError as exc:
         if debug:
             traceback.print_exc()
-        _print_error(str(exc), exc.hint)
+        click.echo(f"error: {exc}", err=True)
         for problem in exc.problems:
-            click.echo(f"  * {problem}", err=True)
+            click.echo(f"\t* {problem}", err=True)
+        if exc.hint:
+            click.echo(f"hint: {exc.hint}", err=True)
         return EXIT_ERROR
     except MachineryError as exc:
         if debug:

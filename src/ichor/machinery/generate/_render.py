@@ -37,6 +37,8 @@ _NON_STRING = re.compile(
     re.VERBOSE,
 )
 _PLAIN_FIRST_BAD = set("-?:,[]{}#&*!|>'\"%@`")
+# Number-like text that some YAML readers mis-resolve (e.g. "._" or "-_"): quote it to be safe.
+_NUMBERISH = re.compile(r"^[-+._0-9:eExXoObBaAcCdDfF]*[._0-9][-+._0-9:eExXoObBaAcCdDfF]*$")
 _PLAIN_SAFE = re.compile(r"^[^\x00-\x1f\x7f-\x9f\ufeff\ud800-\udfff\ufffe\uffff]+$")
 
 
@@ -82,7 +84,7 @@ def format_scalar(value: Any) -> str:
     if isinstance(value, int | float):
         return json.dumps(value)
     text = str(value)
-    if text == "" or _NON_STRING.match(text):
+    if text == "" or _NON_STRING.match(text) or _NUMBERISH.match(text):
         return _quote_double(text)
     if not _PLAIN_SAFE.match(text) or text != text.strip():
         return _quote_double(text)
@@ -318,7 +320,7 @@ def _literal_ok(text: str) -> bool:
         return False
     lines = text.rstrip("\n").split("\n")
     first = next(line for line in lines if line)
-    return not first[0] in " \t" and not any(line and not line.strip() for line in lines)
+    return first[0] not in " \t" and not any(line and not line.strip() for line in lines)
 
 
 def _is_block(value: Any) -> bool:
