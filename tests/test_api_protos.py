@@ -382,6 +382,7 @@ def pki(tmp_path: Path) -> _PKI:
     node = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "node.example")])
     server = _issue(node, ca, usage=ExtendedKeyUsageOID.SERVER_AUTH, ip="127.0.0.1")
     admin = _issue(_org("os:admin"), ca, usage=ExtendedKeyUsageOID.CLIENT_AUTH)
+    # Same issuer name as the real CA, different key: only the signature check can refuse it.
     stranger = _issue(_org("os:admin"), other_ca, usage=ExtendedKeyUsageOID.CLIENT_AUTH)
     return _PKI(
         ca=ca,
@@ -491,7 +492,8 @@ async def _handshake_facts(port: int, ctx: ssl.SSLContext) -> tuple[str | None, 
 
 async def _refused_by_grpclib(port: int, ctx: ssl.SSLContext) -> None:
     # With TLS 1.3 the client finishes its side of the handshake before the server checks the
-    # client certificate, so grpclib sees the server's alert as a lost connection.
+    # client certificate, and asyncio's server then just closes the socket (no TLS alert reaches
+    # the client), so grpclib reports a lost connection rather than a certificate error.
     with pytest.raises(StreamTerminatedError, match="Connection lost"):
         await _version_call(port, ctx)
 
