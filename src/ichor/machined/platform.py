@@ -1,0 +1,125 @@
+"""Where a node lives: the one place that maps Talos paths and addresses onto a platform.
+
+Every path machined touches is a Talos path (``/system/state/config.yaml``, ``/var/lib/etcd``,
+``/system/secrets/etcd``) resolved through :class:`Layout`, and every address a node binds or dials
+for itself comes from :attr:`Layout.address`, never a literal ``127.0.0.1``. The ``container``
+platform (process nodes) keeps a node's "disks" as directories under its root and gives it one
+loopback address; later platforms (a network namespace, a VM where machined is PID 1) supply a
+different root and address and reuse everything else.
+
+This module only computes paths; it creates directories on request and never deletes anything.
+"""
+
+from __future__ import annotations
+
+__all__ = ["EXIT_POWEROFF", "EXIT_REBOOT", "Layout", "Platform"]
+
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path, PurePosixPath
+
+# Exit codes a node process uses to tell its launcher what the "machine" should do next.
+EXIT_POWEROFF = 0
+EXIT_REBOOT = 75
+
+
+class Platform(StrEnum):
+    CONTAINER = "container"
+    METAL = "metal"
+
+
+# Talos system partitions (labels) and the directory each one is on the container platform.
+PARTITIONS: dict[str, str] = {
+    "STATE": "system/state",
+    "EPHEMERAL": "var",
+    "META": "system/meta",
+}
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A node's root directory and address; maps absolute Talos paths into the root."""
+
+    root: Path
+    address: str
+    platform: Platform = Platform.CONTAINER
+
+    def path(self, talos_path: str) -> Path:
+        """``/system/state/config.yaml`` -> ``<root>/system/state/config.yaml``.
+
+        Refuses paths that would leave the root (``..``), so an API path from a user cannot reach
+        the host's files.
+        """
+        pure = PurePosixPath("/") / talos_path
+        parts = [part for part in pure.parts[1:] if part not in ("", ".")]
+        if ".." in parts:
+            raise ValueError(f"path {talos_path!r} escapes the node root")
+        return self.root.joinpath(*parts)
+
+    def talos_path(self, host_path: Path) -> str:
+        """The Talos path of a file under the root (inverse of :meth:`path`)."""
+        relative = host_path.resolve().relative_to(self.root.resolve())
+        return "/" + relative.as_posix() if relative.parts else "/"
+
+    def partition(self, label: str) -> Path:
+        """The directory standing in for a system partition (``STATE``, ``EPHEMERAL``, ``META``)."""
+        try:
+            return self.root / PARTITIONS[label]
+        except KeyError:
+            raise ValueError(
+                f"unknown system partition label {label!r}; known: {', '.join(PARTITIONS)}"
+            ) from None
+
+    # Talos paths used across machined, named once here.
+    @property
+    def state_dir(self) -> Path:
+        return self.partition("STATE")
+
+    @property
+    def config_file(self) -> Path:
+        return self.path("/system/state/config.yaml")
+
+    @property
+    def node_identity_file(self) -> Path:
+        return self.path("/system/state/node-identity.yaml")
+
+    @property
+    def machined_socket(self) -> Path:
+        return self.path("/system/run/machined/machine.sock")
+
+    @property
+    def apid_socket(self) -> Path:
+        return self.path("/system/run/apid/apid.sock")
+
+    @property
+    def secrets_dir(self) -> Path:
+        return self.path("/system/secrets")
+
+    @property
+    def log_dir(self) -> Path:
+        return self.path("/var/log")
+
+    @property
+    def console_log(self) -> Path:
+        """The node's console (what ``talosctl dmesg`` shows on the container platform)."""
+        return self.path("/var/log/console.log")
+
+    @property
+    def etcd_data_dir(self) -> Path:
+        return self.path("/var/lib/etcd")
+
+    def ensure(self) -> None:
+        """Create the directory skeleton a booting node expects (idempotent)."""
+        for talos_path in (
+            "/system/state",
+            "/system/meta",
+            "/system/run/machined",
+            "/system/run/apid",
+            "/system/run/trustd",
+            "/system/secrets",
+            "/system/config",
+            "/var/log",
+            "/var/lib",
+            "/etc",
+        ):
+            self.path(talos_path).mkdir(parents=True, exist_ok=True, mode=0o700)
