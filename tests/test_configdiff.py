@@ -53,7 +53,7 @@ def test_live_changes(update: dict[str, Any]) -> None:
     [
         ({"machine__type": "controlplane"}, "machine.type"),
         ({"machine__token": "new"}, "machine.token"),
-        ({"machine__files": [{"path": "/var/f"}]}, "machine.files.0"),
+        ({"machine__files": [{"path": "/var/f"}]}, "machine.files"),
         ({"machine__features__rbac": False}, "machine.features.rbac"),
         ({"machine__env": {"A": "b"}}, "machine.env"),
         ({"persist": False}, "persist"),
