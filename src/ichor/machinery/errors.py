@@ -11,6 +11,7 @@
     ├── SecretsError                a secrets bundle that cannot be generated, read or reused
     ├── PKIError                    certificate / key material that cannot be parsed or issued
     ├── ClientConfigError           talosconfig problems (missing file, unknown context, ...)
+    ├── ProcessError                a child process that failed, timed out or could not start (proc)
     └── OutputExistsError           refusing to overwrite a file without ``--force``
 
 Each error's ``str()`` is the message a user sees after ``error:``; ``hint`` says how to fix it.
@@ -27,6 +28,7 @@ __all__ = [
     "OutputExistsError",
     "PKIError",
     "PatchError",
+    "ProcessError",
     "SecretsError",
     "YAMLError",
 ]
@@ -74,6 +76,24 @@ class PKIError(MachineryError):
 
 class ClientConfigError(MachineryError):
     """A talosconfig problem."""
+
+
+class ProcessError(MachineryError):
+    """A child process failed: ``exit_code`` (None: never started or timed out) and ``stderr_tail``."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        command: list[str],
+        exit_code: int | None,
+        stderr_tail: str = "",
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.command = command
+        self.exit_code = exit_code
+        self.stderr_tail = stderr_tail
 
 
 class OutputExistsError(MachineryError):
