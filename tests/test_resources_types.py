@@ -224,9 +224,6 @@ def test_machine_type_column_is_talos_whole_spec_path(registry: Registry) -> Non
     ]
 
 
-@pytest.mark.xfail(
-    strict=True, reason="ichor.machined.cosi's JSONPath subset lacks '@' (whole value), which Talos uses here"
-)
 def test_machine_type_column_renders(registry: Registry) -> None:
     resource = MACHINE_TYPES.new("machine-type", MachineTypeSpec.CONTROLPLANE)
     assert registry.render_columns(resource) == ["controlplane"]

@@ -36,7 +36,8 @@ def _steps(expr: str) -> list[re.Match[str]]:
     expr = expr.strip()
     if expr in ("", "."):
         return []
-    if expr.startswith("$"):
+    if expr.startswith(("$", "@")):
+        # Both the root ($) and the current value (@) are the whole value at the top level.
         expr = expr[1:]
     steps: list[re.Match[str]] = []
     pos = 0
