@@ -1,0 +1,131 @@
+"""How talosctl reaches nodes: the Talos API client (mutual TLS over grpclib, endpoints vs nodes).
+
+Typical use in a command::
+
+    from ichor.client import Client, node_replies
+
+    async with Client.from_options(opts) as c:          # opts = the CLI's GlobalOptions
+        c.require_nodes()
+        reply = await c.machine.Version(Empty())          # `nodes` metadata: one-to-many
+        replies = node_replies(reply, fallback_node=c.peer_host).check("error getting version")
+        for node, version in replies: ...
+        if replies.warning(): print(replies.warning(), file=sys.stderr)
+
+* Endpoints (``-e`` or the context's) are where the client connects; nodes (``-n`` or the context's)
+  are what a command acts on and travel as ``nodes`` gRPC metadata on every call. COSI calls go per
+  node with ``node`` metadata: ``c.with_node(n).cosi``.
+* Several endpoints are shuffled; when one cannot be connected to, the next is tried.
+* ``Client.from_options(opts, insecure=True, cert_fingerprints=[...])`` is maintenance mode: the
+  ``--nodes`` are dialled directly, no client certificate, no verification, optional SPKI pinning.
+* Every call failure is a :class:`ClientError`; gRPC statuses leave a call (or a stream's ``async
+  with`` block) as :class:`RPCError`.
+
+Exception tree (all carry ``hint``; the CLI edge prints ``error:``/``hint:``)::
+
+    MachineryError
+    └── ClientError                       anything this package refuses
+        ├── NoEndpointsError              nothing to dial (names `talosctl config endpoint` and -e)
+        ├── NoNodesError                  a command needs nodes and none are set (or too many)
+        ├── ConnectionFailedError         no endpoint could be connected; .failures, one per endpoint
+        │   ├── EndpointUnreachableError  refused / timed out / did not resolve, on every endpoint
+        │   └── TLSError                  the TLS handshake failed
+        │       ├── UnknownAuthorityError     server cert not from the context's CA (other cluster?)
+        │       ├── CertificateNameError      server cert has no SAN for the endpoint as typed
+        │       └── FingerprintMismatchError  --cert-fingerprint does not match (maintenance mode)
+        ├── RPCError                      the server returned a gRPC error (.code, .code_name, .rpc_message)
+        │   ├── PermissionDeniedError     PermissionDenied; .roles_needed names the role(s)
+        │   └── ConnectionLostError       the connection closed under a call
+        └── AllNodesFailedError           every node of a one-to-many reply failed; .errors
+
+Talosconfig problems (missing file, unknown context, damaged base64) are
+:class:`~ichor.machinery.errors.ClientConfigError`, as elsewhere.
+
+This package never prints (except the once-per-process certificate expiry warning on stderr) and
+never exits; it does not define CLI commands.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "APID_PORT",
+    "DEFAULT_CONNECT_TIMEOUT",
+    "EXPIRY_WARNING",
+    "GRPC_MAX_MESSAGE_SIZE",
+    "NODES_NOT_SET",
+    "AllNodesFailedError",
+    "CertificateNameError",
+    "Client",
+    "ClientError",
+    "ConnectionFailedError",
+    "ConnectionLostError",
+    "Endpoint",
+    "EndpointFailure",
+    "EndpointUnreachableError",
+    "FingerprintMismatchError",
+    "GlobalOptionsLike",
+    "NoEndpointsError",
+    "NoNodesError",
+    "NodeError",
+    "NodeLineBuffer",
+    "NodeReplies",
+    "PermissionDeniedError",
+    "RPCError",
+    "TLSError",
+    "UnknownAuthorityError",
+    "code_name",
+    "expiry_warning",
+    "format_errors",
+    "format_tabbed",
+    "message_error",
+    "message_node",
+    "node_column",
+    "node_replies",
+    "parse_endpoint",
+    "parse_endpoints",
+    "parse_fingerprint",
+    "prefix_lines",
+    "render_table",
+    "roles_for",
+    "rpc_error_text",
+    "spki_fingerprint",
+    "warn_if_expiring",
+]
+
+from ichor.client._client import DEFAULT_CONNECT_TIMEOUT, NODES_NOT_SET, Client, GlobalOptionsLike
+from ichor.client._endpoints import APID_PORT, Endpoint, parse_endpoint, parse_endpoints
+from ichor.client._errors import (
+    AllNodesFailedError,
+    CertificateNameError,
+    ClientError,
+    ConnectionFailedError,
+    ConnectionLostError,
+    EndpointFailure,
+    EndpointUnreachableError,
+    FingerprintMismatchError,
+    NoEndpointsError,
+    NoNodesError,
+    PermissionDeniedError,
+    RPCError,
+    TLSError,
+    UnknownAuthorityError,
+    code_name,
+    roles_for,
+    rpc_error_text,
+)
+from ichor.client._output import NodeLineBuffer, format_tabbed, node_column, prefix_lines, render_table
+from ichor.client._replies import (
+    NodeError,
+    NodeReplies,
+    format_errors,
+    message_error,
+    message_node,
+    node_replies,
+)
+from ichor.client._tls import (
+    EXPIRY_WARNING,
+    GRPC_MAX_MESSAGE_SIZE,
+    expiry_warning,
+    parse_fingerprint,
+    spki_fingerprint,
+    warn_if_expiring,
+)
