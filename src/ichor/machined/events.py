@@ -1,0 +1,112 @@
+"""The node's event stream (``talosctl events``): sequence, phase, task, service and status events.
+
+Each event gets an ``rs/xid``-style id (12 bytes: seconds, machine id, pid, counter, in base32hex,
+20 characters, roughly time-ordered) as Talos's ids are, and an optional actor id that ties it to
+the API call that caused it (``reboot --wait`` follows its own actor). A bounded history lets a
+subscriber ask for the last N events, everything after an id, or the last N seconds.
+
+This module only keeps and fans out events; what publishes them is up to the node.
+"""
+
+from __future__ import annotations
+
+__all__ = ["EventBus", "NodeEvent", "new_xid"]
+
+import asyncio
+import hashlib
+import itertools
+import os
+import socket
+from collections import deque
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+_B32HEX = "0123456789abcdefghijklmnopqrstuv"
+_MACHINE = hashlib.sha256(socket.gethostname().encode()).digest()[:3]
+_COUNTER = itertools.count(int.from_bytes(os.urandom(3), "big"))
+
+
+def new_xid(now: datetime | None = None) -> str:
+    """A 20-character xid: sortable by creation second, unique per process."""
+    seconds = int((now or datetime.now(UTC)).timestamp())
+    raw = (
+        seconds.to_bytes(4, "big")
+        + _MACHINE
+        + (os.getpid() & 0xFFFF).to_bytes(2, "big")
+        + (next(_COUNTER) & 0xFFFFFF).to_bytes(3, "big")
+    )
+    number = int.from_bytes(raw, "big") << 4  # 96 bits -> 100 bits, 20 groups of 5
+    return "".join(_B32HEX[(number >> shift) & 31] for shift in range(95, -5, -5))
+
+
+def xid_time(xid: str) -> datetime:
+    """The creation second encoded in an xid; ``ValueError`` when it is not one."""
+    if len(xid) != 20 or any(ch not in _B32HEX for ch in xid):
+        raise ValueError(f"invalid xid {xid!r}")
+    number = 0
+    for ch in xid:
+        number = (number << 5) | _B32HEX.index(ch)
+    seconds = (number >> 4) >> 64
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+@dataclass(frozen=True)
+class NodeEvent:
+    id: str
+    actor_id: str
+    payload: Any  # a machine.*Event protobuf message
+    at: datetime
+
+    @property
+    def type_url(self) -> str:
+        name: str = self.payload.DESCRIPTOR.full_name
+        return "talos/runtime/" + name
+
+
+class EventBus:
+    """Publish events; subscribers get history (as asked) then live events, in order."""
+
+    def __init__(self, *, history: int = 1000, clock: Callable[[], datetime] | None = None) -> None:
+        self._history: deque[NodeEvent] = deque(maxlen=history)
+        self._subscribers: set[asyncio.Queue[NodeEvent]] = set()
+        self._clock = clock or (lambda: datetime.now(UTC))
+
+    def publish(self, payload: Any, *, actor_id: str = "") -> NodeEvent:
+        now = self._clock()
+        event = NodeEvent(id=new_xid(now), actor_id=actor_id, payload=payload, at=now)
+        self._history.append(event)
+        for queue in self._subscribers:
+            queue.put_nowait(event)
+        return event
+
+    def _backlog(self, tail_events: int, tail_id: str, tail_seconds: int) -> list[NodeEvent]:
+        history = list(self._history)
+        if tail_id:
+            xid_time(tail_id)  # validates
+            ids = [e.id for e in history]
+            return history[ids.index(tail_id) + 1 :] if tail_id in ids else []
+        if tail_seconds > 0:
+            since = self._clock() - timedelta(seconds=tail_seconds)
+            return [e for e in history if e.at >= since]
+        if tail_events < 0:
+            return history
+        return history[len(history) - tail_events :] if tail_events else []
+
+    async def subscribe(
+        self, *, tail_events: int = 0, tail_id: str = "", tail_seconds: int = 0, actor_id: str = ""
+    ) -> AsyncIterator[NodeEvent]:
+        """Events from the requested history on, forever (until the caller stops iterating)."""
+        queue: asyncio.Queue[NodeEvent] = asyncio.Queue()
+        self._subscribers.add(queue)
+        try:
+            for event in self._backlog(tail_events, tail_id, tail_seconds):
+                if not actor_id or event.actor_id == actor_id:
+                    yield event
+            while True:
+                event = await queue.get()
+                if not actor_id or event.actor_id == actor_id:
+                    yield event
+        finally:
+            self._subscribers.discard(queue)
