@@ -32,6 +32,7 @@ from ichor.client import (
     CertificateNameError,
     Client,
     ConnectionFailedError,
+    ConnectionLostError,
     EndpointUnreachableError,
     FingerprintMismatchError,
     PermissionDeniedError,
@@ -338,6 +339,7 @@ def test_wrong_ca_is_unknown_authority_with_the_mixed_talosconfig_hint(tmp_path:
                     async with asyncio.timeout(TIMEOUT):
                         await c.machine.Version(empty_pb2.Empty())
         assert "certificate signed by unknown authority" in str(err.value)
+        assert "the context trusts CA key id" in str(err.value)  # the two CAs, side by side
         assert f"127.0.0.1:{port}" in str(err.value)
         assert err.value.hint is not None
         assert "the endpoint's CA differs from the talosconfig context 'demo' CA" in err.value.hint
@@ -441,3 +443,58 @@ def test_common_empty_round_trip_is_what_servers_use() -> None:
         messages=[common_pb2.Empty(metadata=common_pb2.Metadata(hostname="bad", error="e"))]
     ).SerializeToString()
     assert machine_pb2.VersionResponse.FromString(failure).messages[0].metadata.hostname == "bad"
+
+
+class _Streaming(_Machine):
+    async def Logs(self, stream: Stream[Any, Any]) -> None:
+        async with asyncio.timeout(TIMEOUT):
+            await stream.recv_message()
+            await stream.send_message(common_pb2.Data(bytes=b"line 1\n"))
+            raise GRPCError(Status.NOT_FOUND, "service not found")
+
+
+_Streaming.__abstractmethods__ = frozenset()
+
+
+def test_stream_errors_leave_the_block_as_rpc_errors(tmp_path: Path) -> None:
+    bundle = SecretsBundle.generate()
+    tls = _server_tls(tmp_path, _apid_cert(bundle, ips=["127.0.0.1"]), bundle.os)
+
+    async def scenario() -> None:
+        async with _serving([_Streaming()], tls) as port:
+            ctx = issue_admin_context(bundle)
+            async with Client.from_context(
+                ctx, name="demo", endpoints=[f"127.0.0.1:{port}"], nodes=["n"]
+            ) as c:
+                got: list[bytes] = []
+                with pytest.raises(RPCError) as err:
+                    async with asyncio.timeout(TIMEOUT), c.machine.Logs.open() as stream:
+                        await stream.send_message(machine_pb2.LogsRequest(id="x"), end=True)
+                        async for chunk in stream:
+                            got.append(chunk.bytes)
+        assert got == [b"line 1\n"]
+        assert str(err.value) == "rpc error: code = NotFound desc = service not found"
+        assert err.value.method == "/machine.MachineService/Logs"
+
+    _run(scenario)
+
+
+def test_client_certificate_from_another_cluster_is_a_lost_connection_with_a_hint(tmp_path: Path) -> None:
+    cluster, other = SecretsBundle.generate(), SecretsBundle.generate()
+    tls = _server_tls(tmp_path, _apid_cert(cluster, ips=["127.0.0.1"]), cluster.os)
+
+    async def scenario() -> None:
+        async with _serving([_Machine()], tls) as port:
+            ctx = issue_admin_context(other)
+            ctx.ca = cluster.os.crt_b64()  # trusts the node, but its certificate is another cluster's
+            async with Client.from_context(
+                ctx, name="demo", endpoints=[f"127.0.0.1:{port}"], nodes=["n"]
+            ) as c:
+                with pytest.raises(RPCError) as err:
+                    async with asyncio.timeout(TIMEOUT):
+                        await c.machine.Version(empty_pb2.Empty())
+        assert isinstance(err.value, ConnectionLostError)
+        assert err.value.code_name == "Unavailable"
+        assert err.value.hint is not None and "context 'demo'" in err.value.hint
+
+    _run(scenario)

@@ -93,7 +93,9 @@ def translate_error(exc: BaseException, *, method: str | None, call: CallContext
         if call.context_name
         else "this client"
     )
-    return ConnectionLostError(Status.UNAVAILABLE.value, f"connection lost: {exc}", method=method, hint=hint)
+    detail = str(exc)
+    text = "connection lost" if detail.lower() in ("", "connection lost") else f"connection lost: {detail}"
+    return ConnectionLostError(Status.UNAVAILABLE.value, text, method=method, hint=hint)
 
 
 class _TranslatingStream(Stream[Any, Any]):
@@ -320,6 +322,9 @@ class FailoverChannel(Channel):
                 aki = cert.extensions.get_extension_for_class(x509.AuthorityKeyIdentifier).value
                 if aki.key_identifier:
                     detail += f", CA key id {aki.key_identifier.hex()[:16]}"
+            trusted = _key_id(self._call.trusted_ca_pem)
+            if trusted:
+                detail += f"; the context trusts CA key id {trusted}"
             detail += ")"
         return EndpointFailure(
             ep.address, f"x509: certificate signed by unknown authority{detail}", "unknown-authority", hint
@@ -358,6 +363,18 @@ class FailoverChannel(Channel):
             "machines a command acts on; check the endpoints are up, or set others with "
             "`talosctl config endpoint <IP>` or -e/--endpoints"
         )
+
+
+def _key_id(ca_pem: bytes) -> str:
+    """The first 16 hex digits of the (first) CA certificate's key id, or "" if unknown."""
+    if not ca_pem:
+        return ""
+    try:
+        cert = x509.load_pem_x509_certificate(ca_pem)
+        ski = cert.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value
+    except (ValueError, x509.ExtensionNotFound):
+        return ""
+    return ski.digest.hex()[:16]
 
 
 class ScopedChannel:

@@ -181,8 +181,8 @@ class Client:
                 else client_ssl_context(ca_pem=ca, crt_pem=crt, key_pem=key)
             )
 
-        if not insecure:
-            make_ssl()  # refuse a bad CA/crt/key now, not at the first call
+        # Build it now so a bad CA/crt/key is refused here, not at the first call.
+        ready = None if insecure else make_ssl()
         self._conn = _Connection(
             parsed,
             make_ssl,
@@ -191,6 +191,7 @@ class Client:
             fingerprints=fingerprints,
             rng=rng or random.Random(),
         )
+        self._conn._ssl = ready
         self._owner = True
         self._metadata: tuple[tuple[str, str], ...] = (
             () if insecure else tuple(("nodes", n) for n in self.nodes)
