@@ -212,6 +212,9 @@ def test_endpoint_flag_overrides_the_context(tmp_path: Path) -> None:
     assert client.metadata == (("nodes", "n1"), ("nodes", "n2"))
     with pytest.raises(ValueError, match="one node at a time"):
         client.cosi  # noqa: B018
+    assert client.with_nodes("n1")._cosi_metadata == (("node", "n1"),)
+    assert client.with_node("n2").metadata == (("node", "n2"),)
+    assert client.without_nodes()._cosi_metadata == ()
 
 
 def test_missing_nodes_is_talosctls_error_with_a_hint(tmp_path: Path) -> None:

@@ -196,9 +196,7 @@ class Client:
         self._metadata: tuple[tuple[str, str], ...] = (
             () if insecure else tuple(("nodes", n) for n in self.nodes)
         )
-        self._cosi_metadata: tuple[tuple[str, str], ...] | None = (
-            () if insecure or not self.nodes else (("node", self.nodes[0]),) if len(self.nodes) == 1 else None
-        )
+        self._cosi_metadata = _cosi_routing(self._metadata)
 
     # --- construction from talosconfig / flags -------------------------------------------------
 
@@ -304,7 +302,7 @@ class Client:
         view._conn = conn
         view._owner = False
         view._metadata = metadata
-        view._cosi_metadata = metadata if not metadata or metadata[0][0] == "node" else None
+        view._cosi_metadata = _cosi_routing(metadata)
         return view
 
     def with_node(self, node: str) -> Client:
@@ -439,6 +437,14 @@ class Client:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _cosi_routing(metadata: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...] | None:
+    """COSI's metadata for a view: ``node`` for one target, none for none, None (refused) for several."""
+    targets = [v for k, v in metadata if k in ("node", "nodes")]
+    if not targets:
+        return ()
+    return (("node", targets[0]),) if len(targets) == 1 else None
 
 
 def _no_endpoints(insecure: bool, context_name: str | None) -> NoEndpointsError:
