@@ -1,0 +1,64 @@
+"""apid: the node's Talos API endpoint on ``<address>:50000`` — a transparent gRPC proxy.
+
+Callers reach machined (on its unix socket) only through apid. apid terminates mutual TLS, works
+out the caller's roles (certificate Organization, RBAC on/off, impersonation), routes the call by
+its ``node``/``nodes``/``proxyfrom`` metadata to this node's machined or to other nodes' apids,
+and for one-to-many calls tags each node's reply with ``metadata.hostname`` and turns a node's
+failure into an in-band error element. It forwards protobuf bytes without decoding them and never
+authorizes: machined checks ``talos-role`` with :mod:`ichor.machined.authz`.
+
+Public surface:
+
+* :class:`Apid` — the server (``start``/``close``/``serve``, async context manager).
+* :data:`METHODS`, :func:`is_streamed` — the proxied methods and which fan out as streams.
+* :func:`route`, :class:`Route`, :class:`RouteKind` — the routing decision on its own.
+* :func:`append_info`, :func:`error_reply`, :func:`go_error_string` — the wire-level reply edits.
+* :class:`RawCodec` and :data:`MAX_MESSAGE_SIZE` (32 MiB) — the passthrough codec.
+* :func:`server_context`, :func:`client_context`, :func:`ext_key_usage_problem` — TLS.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "APID_PORT",
+    "DIAL_TIMEOUT",
+    "MAX_MESSAGE_SIZE",
+    "METHODS",
+    "NODES_KEY",
+    "NODE_KEY",
+    "PROXYFROM_KEY",
+    "Apid",
+    "Method",
+    "RawCodec",
+    "RawStatusDetailsCodec",
+    "Route",
+    "RouteKind",
+    "WireError",
+    "append_info",
+    "check_target",
+    "client_context",
+    "error_reply",
+    "ext_key_usage_problem",
+    "go_error_string",
+    "hostname_metadata",
+    "is_streamed",
+    "local_target_checker",
+    "route",
+    "server_context",
+]
+
+from ._codec import MAX_MESSAGE_SIZE, RawCodec, RawStatusDetailsCodec
+from ._methods import METHODS, Method, is_streamed
+from ._proxy import APID_PORT, DIAL_TIMEOUT, Apid
+from ._router import (
+    NODE_KEY,
+    NODES_KEY,
+    PROXYFROM_KEY,
+    Route,
+    RouteKind,
+    check_target,
+    local_target_checker,
+    route,
+)
+from ._tls import client_context, ext_key_usage_problem, server_context
+from ._wire import WireError, append_info, error_reply, go_error_string, hostname_metadata

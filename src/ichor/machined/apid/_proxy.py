@@ -1,0 +1,410 @@
+"""apid: a transparent gRPC proxy in front of machined, with Talos's routing and role injection.
+
+It never decodes a request or a reply: messages are forwarded as bytes (``RawCodec``); only
+one-to-many replies are touched, at the protobuf wire level (``_wire``). Authorization is not done
+here: apid works out the caller's roles and passes them on as ``talos-role``; machined checks them.
+
+Each call runs in its grpclib handler task; fan-out and relaying run in a ``TaskGroup`` inside it,
+so cancelling the call (client gone, deadline, shutdown) cancels every backend call it started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import logging
+import os
+import socket
+import ssl
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from grpclib.client import Channel
+from grpclib.const import Handler, Status
+from grpclib.exceptions import GRPCError, ProtocolError, StreamTerminatedError
+from grpclib.server import Server, Stream
+from multidict import MultiDict, MultiMapping
+
+from ichor.machinery.pki import CertKey
+
+from .. import authz
+from ._codec import RawCodec, RawStatusDetailsCodec
+from ._methods import METHODS, Method, is_streamed
+from ._router import NODE_KEY, NODES_KEY, PROXYFROM_KEY, Route, RouteKind, local_target_checker, route
+from ._tls import client_context, server_context
+from ._wire import WireError, append_info, error_reply
+
+log = logging.getLogger(__name__)
+
+APID_PORT = 50000
+#: How long apid waits for a TCP+TLS connection to another node (or machined's socket).
+DIAL_TIMEOUT = 20.0
+#: How long :meth:`Apid.close` waits for cancelled calls to finish.
+SHUTDOWN_TIMEOUT = 10.0
+
+_Metadata = MultiDict[str | bytes]
+_DROPPED_KEYS = frozenset({NODE_KEY, NODES_KEY, PROXYFROM_KEY, authz.ROLE_METADATA_KEY})
+
+
+@dataclass(frozen=True)
+class _Failure:
+    """A backend call that did not succeed, as apid reports it."""
+
+    status: Status
+    message: str
+    details: bytes | None = None
+    trailers: _Metadata | None = None
+
+
+class _BackendFailed(Exception):
+    def __init__(self, failure: _Failure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+def _connection_failure(where: str, exc: BaseException) -> _Failure:
+    # Shaped like grpc-go's dial errors, which is what talosctl users know from Talos.
+    if isinstance(exc, ssl.SSLError):
+        reason = f"transport: authentication handshake failed: {exc.reason or exc}"
+    elif isinstance(exc, TimeoutError):
+        reason = f"transport: Error while dialing: dial {where}: i/o timeout"
+    else:
+        # asyncio's strerror repeats the address; the errno text is what Go prints.
+        errno = exc.errno if isinstance(exc, OSError) else None
+        text = os.strerror(errno) if errno else str(exc)
+        reason = f"transport: Error while dialing: dial {where}: connect: {text.lower()}"
+    return _Failure(Status.UNAVAILABLE, f'connection error: desc = "{reason}"')
+
+
+class _Backend:
+    """One place calls can go: machined's unix socket or another node's apid (a pooled channel)."""
+
+    def __init__(self, name: str, make_channel: Callable[[], Channel], dial_timeout: float) -> None:
+        self.name = name
+        self._make_channel = make_channel
+        self._dial_timeout = dial_timeout
+        self._channel: Channel | None = None
+        self._connect_lock = asyncio.Lock()
+
+    async def connected(self) -> Channel:
+        async with self._connect_lock:
+            if self._channel is None:
+                self._channel = self._make_channel()
+            try:
+                async with asyncio.timeout(self._dial_timeout):
+                    await self._channel.__connect__()
+            except (OSError, TimeoutError) as exc:
+                raise _BackendFailed(_connection_failure(self.name, exc)) from exc
+            return self._channel
+
+    def close(self) -> None:
+        if self._channel is not None:
+            self._channel.close()
+            self._channel = None
+
+    async def call(
+        self,
+        method: Method,
+        requests: Sequence[bytes] | Stream[bytes, bytes],
+        metadata: _Metadata,
+        deadline: Any,
+        on_headers: Callable[[_Metadata], Awaitable[None]],
+        on_reply: Callable[[bytes], Awaitable[None]],
+    ) -> _Metadata:
+        """Make the call and relay its replies; returns the trailers, raises ``_BackendFailed``."""
+        channel = await self.connected()
+        call = channel.request(
+            method.path, method.cardinality, bytes, bytes, metadata=metadata, deadline=deadline
+        )
+        try:
+            async with call:
+                await call.send_request()
+                if isinstance(requests, Stream):
+                    async for message in requests:
+                        await call.send_message(message)
+                else:
+                    for message in requests:
+                        await call.send_message(message)
+                await call.end()
+                try:
+                    await call.recv_initial_metadata()
+                finally:
+                    # Also for a trailers-only error reply: its headers are empty then.
+                    await on_headers(_Metadata(call.initial_metadata or ()))
+                async for reply in call:
+                    await on_reply(reply)
+                await call.recv_trailing_metadata()
+                return _Metadata(call.trailing_metadata or ())
+        except GRPCError as exc:
+            trailers = _Metadata(call.trailing_metadata or ())
+            details = exc.details if isinstance(exc.details, bytes) else None
+            raise _BackendFailed(_Failure(exc.status, exc.message or "", details, trailers)) from exc
+        except StreamTerminatedError as exc:
+            raise _BackendFailed(_Failure(Status.UNAVAILABLE, f"error reading from server: {exc}")) from exc
+        except (OSError, TimeoutError) as exc:
+            raise _BackendFailed(_connection_failure(self.name, exc)) from exc
+        except ProtocolError as exc:
+            raise _BackendFailed(_Failure(Status.INTERNAL, f"protocol error: {exc}")) from exc
+
+
+class Apid:
+    """apid for one node: TLS on ``<address>:<port>``, proxying to machined and other nodes.
+
+    ``client_cert`` is this node's own client certificate for the hop to other nodes (control
+    planes: O=``os:impersonator``); ``None`` on a worker, which then forwards nothing. One-to-many
+    calls dial every target, this node included, as Talos does; only a worker serves a single
+    target naming itself (``local_addresses``, default ``address``) locally.
+    """
+
+    def __init__(
+        self,
+        *,
+        address: str,
+        machined_socket: Path,
+        server_cert: CertKey,
+        accepted_cas: Sequence[bytes],
+        client_cert: CertKey | None,
+        rbac: bool = True,
+        check_ext_key_usage: bool = True,
+        port: int = APID_PORT,
+        remote_port: int | None = None,
+        local_addresses: Iterable[str] = (),
+        dial_timeout: float = DIAL_TIMEOUT,
+    ) -> None:
+        self.address = address
+        self.port = port
+        self.rbac = rbac
+        self._remote_port = port if remote_port is None else remote_port
+        self._dial_timeout = dial_timeout
+        self._server_ssl = server_context(server_cert, accepted_cas, check_ext_key_usage=check_ext_key_usage)
+        self._client_ssl = client_context(client_cert, accepted_cas) if client_cert is not None else None
+        self._is_local = local_target_checker([address, *local_addresses])
+        # Talos forwards the caller's :authority here; grpclib does not expose it, so the address
+        # the caller reached is used (it is only checked for presence downstream).
+        self._proxyfrom = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
+        self._machined_socket = machined_socket
+        self._local: _Backend | None = None
+        self._remotes: dict[str, _Backend] = {}
+        self._server: Server | None = None
+        self._closing = False
+
+    @property
+    def forwarding(self) -> bool:
+        """Whether this apid can dial other nodes (it has a client certificate)."""
+        return self._client_ssl is not None
+
+    # ---------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        if self._server is not None:
+            raise RuntimeError("apid is already started")
+        family = socket.AF_INET6 if ipaddress.ip_address(self.address).version == 6 else socket.AF_INET
+        sock = socket.create_server((self.address, self.port), family=family, backlog=128)
+        self.port = sock.getsockname()[1]
+        self._local = _Backend(
+            "unix " + str(self._machined_socket),
+            lambda: Channel(
+                path=str(self._machined_socket),
+                codec=RawCodec(),
+                status_details_codec=RawStatusDetailsCodec(),
+            ),
+            self._dial_timeout,
+        )
+        server = Server([self], codec=RawCodec(), status_details_codec=RawStatusDetailsCodec())
+        try:
+            await server.start(sock=sock, ssl=self._server_ssl)
+        except BaseException:
+            sock.close()
+            raise
+        self._server = server
+
+    async def close(self) -> None:
+        """Stop listening, cancel running calls, close every backend connection."""
+        server, self._server = self._server, None
+        if server is not None:
+            self._closing = True
+            server.close()
+            try:
+                async with asyncio.timeout(SHUTDOWN_TIMEOUT):
+                    await server.wait_closed()
+            except TimeoutError:
+                log.warning("apid: calls still running %.0fs after shutdown began", SHUTDOWN_TIMEOUT)
+        for backend in [*self._remotes.values(), *([self._local] if self._local else [])]:
+            backend.close()
+        self._remotes.clear()
+
+    async def serve(self) -> None:
+        """Run until cancelled (the service supervisor's way to stop it)."""
+        await self.start()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await self.close()
+
+    async def __aenter__(self) -> Apid:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    # ---------------------------------------------------------------- grpclib servable
+
+    def __mapping__(self) -> dict[str, Handler]:
+        return {
+            path: Handler(self._handler(method), method.cardinality, bytes, bytes)
+            for path, method in METHODS.items()
+        }
+
+    def _handler(self, method: Method) -> Callable[[Stream[bytes, bytes]], Awaitable[None]]:
+        async def handle(stream: Stream[bytes, bytes]) -> None:
+            await self._handle(method, stream)
+
+        return handle
+
+    # ---------------------------------------------------------------- calls
+
+    def _remote(self, target: str) -> _Backend:
+        backend = self._remotes.get(target)
+        if backend is None:
+            client_ssl = self._client_ssl
+            assert client_ssl is not None  # the router refuses forwarding without it
+            host = target.strip("[]")
+            backend = _Backend(
+                f"tcp {self._format(host)}:{self._remote_port}",
+                lambda: Channel(
+                    host,
+                    self._remote_port,
+                    ssl=client_ssl,
+                    codec=RawCodec(),
+                    status_details_codec=RawStatusDetailsCodec(),
+                ),
+                self._dial_timeout,
+            )
+            self._remotes[target] = backend
+        return backend
+
+    @staticmethod
+    def _format(host: str) -> str:
+        return f"[{host}]" if ":" in host else host
+
+    def _outgoing(self, metadata: MultiMapping[str | bytes], roles: frozenset[authz.Role]) -> _Metadata:
+        out = _Metadata((k, v) for k, v in metadata.items() if k not in _DROPPED_KEYS)
+        out.add(PROXYFROM_KEY, self._proxyfrom)
+        for role in sorted(roles):
+            out.add(authz.ROLE_METADATA_KEY, role.value)
+        return out
+
+    async def _handle(self, method: Method, stream: Stream[bytes, bytes]) -> None:
+        try:
+            await self._route_and_forward(method, stream)
+        except asyncio.CancelledError:
+            if self._closing:
+                await self._say_goodbye(stream)
+            raise
+
+    async def _say_goodbye(self, stream: Stream[bytes, bytes]) -> None:
+        # grpclib cancels handlers on shutdown but leaves their streams open; end them with a
+        # status so a client following logs or events sees apid go away instead of hanging.
+        try:
+            async with asyncio.timeout(1.0):
+                await stream.send_trailing_metadata(
+                    status=Status.UNAVAILABLE, status_message="apid is shutting down"
+                )
+        except (ProtocolError, StreamTerminatedError, OSError, TimeoutError, AttributeError):
+            pass  # already ended, or the connection is gone
+
+    async def _route_and_forward(self, method: Method, stream: Stream[bytes, bytes]) -> None:
+        metadata: MultiMapping[str | bytes] = stream.metadata or _Metadata()
+        roles = authz.caller_roles(stream.peer.cert(), metadata, rbac=self.rbac)
+        where: Route = route(
+            method.path, metadata, forwarding=self.forwarding, is_local_target=self._is_local
+        )
+        outgoing = self._outgoing(metadata, roles)
+        if where.kind is RouteKind.ONE_TO_MANY:
+            await self._one_to_many(method, stream, where.targets, outgoing)
+            return
+        assert self._local is not None
+        backend = self._local if where.kind is RouteKind.LOCAL else self._remote(where.targets[0])
+        await self._one_to_one(method, stream, backend, outgoing)
+
+    async def _one_to_one(
+        self, method: Method, stream: Stream[bytes, bytes], backend: _Backend, outgoing: _Metadata
+    ) -> None:
+        """Pass everything through unchanged: headers, messages, trailers, status."""
+
+        async def on_headers(headers: _Metadata) -> None:
+            if headers:
+                await stream.send_initial_metadata(metadata=headers)
+
+        try:
+            trailers = await backend.call(
+                method, stream, outgoing, stream.deadline, on_headers, stream.send_message
+            )
+        except _BackendFailed as failed:
+            f = failed.failure
+            await stream.send_trailing_metadata(
+                status=f.status, status_message=f.message, status_details=f.details, metadata=f.trailers
+            )
+            return
+        await stream.send_trailing_metadata(metadata=trailers)
+
+    async def _one_to_many(
+        self, method: Method, stream: Stream[bytes, bytes], targets: Sequence[str], outgoing: _Metadata
+    ) -> None:
+        streaming = is_streamed(method.path)
+        # The request goes to every node, so it is read once; only EtcdRecover sends several.
+        requests = [message async for message in stream]
+        headers = _Metadata()
+        trailers = _Metadata()
+        # One slot per value of ``nodes``, repeated values included, as Talos answers.
+        replies: list[list[bytes]] = [[] for _ in targets]
+        send_lock = asyncio.Lock()
+
+        async def send(reply: bytes) -> None:
+            async with send_lock:  # frames of two messages must not interleave
+                await stream.send_message(reply)
+
+        async def one(index: int, target: str) -> None:
+            async def on_headers(got: _Metadata) -> None:
+                headers.extend(got)
+
+            async def on_reply(reply: bytes) -> None:
+                if streaming:
+                    await send(append_info(reply, target, streaming=True))
+                else:
+                    replies[index].append(append_info(reply, target, streaming=False))
+
+            try:
+                got = await self._remote(target).call(
+                    method, requests, outgoing, stream.deadline, on_headers, on_reply
+                )
+                trailers.extend(got)
+            except _BackendFailed as failed:
+                f = failed.failure
+                if f.trailers:
+                    trailers.extend(f.trailers)
+                error = error_reply(target, f.status, f.message, f.details, streaming=streaming)
+                if streaming:
+                    await send(error)
+                else:
+                    replies[index] = [error]
+            except WireError as exc:
+                # Talos fails the whole call here; one node's malformed reply should not hide
+                # the others, so it becomes that node's in-band error instead.
+                message = f"error appending info: {exc}"
+                replies[index] = [error_reply(target, Status.INTERNAL, message, streaming=False)]
+
+        async with asyncio.TaskGroup() as group:
+            for index, target in enumerate(targets):
+                group.create_task(one(index, target))
+        if not streaming:
+            # Node order, not arrival order: same meaning for talosctl, stable for people.
+            await stream.send_initial_metadata(metadata=headers)
+            await stream.send_message(b"".join(b"".join(slot) for slot in replies))
+        await stream.send_trailing_metadata(metadata=trailers)

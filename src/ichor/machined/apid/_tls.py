@@ -1,0 +1,110 @@
+"""TLS for apid: the server side of :50000 and the client side of the hop to another node.
+
+Talos's policy: client certificate required and verified against the accepted OS CAs, TLS 1.2 at
+least (in practice 1.3), session tickets off, ALPN ``h2``. With the ``apidCheckExtKeyUsage``
+feature a non-CA client certificate must carry exactly the ``ClientAuth`` extended key usage;
+Go checks that during the handshake, so here a refused certificate fails the handshake too.
+
+OpenSSL loads certificates and keys only from files, so PEMs are written to a private temporary
+directory for the moment of loading and removed at once. Nothing else touches the filesystem.
+"""
+
+from __future__ import annotations
+
+import logging
+import ssl
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.x509.oid import ExtendedKeyUsageOID
+
+from ichor.machinery.pki import CertKey, load_private_key
+
+log = logging.getLogger(__name__)
+
+# Talos's only TLS 1.2 suite (siderolabs/crypto defaults); TLS 1.3 suites are not configurable.
+_TLS12_CIPHERS = "ECDHE-ECDSA-AES256-GCM-SHA384"
+
+
+def ext_key_usage_problem(der: bytes) -> str | None:
+    """Why a client certificate fails apid's ext-key-usage check, or ``None`` if it passes."""
+    cert = x509.load_der_x509_certificate(der)
+    try:
+        if cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca:
+            return None
+    except x509.ExtensionNotFound:
+        pass
+    try:
+        usages = list(cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value)
+    except x509.ExtensionNotFound:
+        usages = []
+    if usages == [ExtendedKeyUsageOID.CLIENT_AUTH]:
+        return None
+    names = ", ".join(getattr(u, "_name", u.dotted_string) for u in usages) or "none"
+    return (
+        f"client certificate {cert.subject.rfc4514_string()!r} has extended key usage [{names}], "
+        "want exactly [clientAuth]"
+    )
+
+
+class _ExtKeyUsageChecking(ssl.SSLObject):
+    def do_handshake(self) -> None:
+        super().do_handshake()
+        der = self.getpeercert(binary_form=True)
+        problem = ext_key_usage_problem(der) if der else None
+        if problem is not None:
+            log.warning("apid: refused TLS client: %s", problem)
+            raise ssl.SSLError(ssl.SSL_ERROR_SSL, f"apid ext key usage check failed: {problem}")
+
+
+def _pkcs8(key_pem: bytes) -> bytes:
+    # Talos labels Ed25519 keys "ED25519 PRIVATE KEY", which OpenSSL does not read.
+    return load_private_key(key_pem).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+
+
+def _load_chain(ctx: ssl.SSLContext, pair: CertKey) -> None:
+    with tempfile.TemporaryDirectory(prefix="ichor-apid-") as tmp:
+        crt = Path(tmp) / "tls.crt"
+        key = Path(tmp) / "tls.key"
+        crt.write_bytes(pair.crt)
+        key.touch(mode=0o600)
+        key.write_bytes(_pkcs8(pair.key))
+        ctx.load_cert_chain(crt, key)
+
+
+def _ca_data(cas: Sequence[bytes]) -> str:
+    if not cas:
+        raise ValueError("apid needs at least one accepted CA")
+    return "\n".join(pem.decode("ascii").strip() for pem in cas) + "\n"
+
+
+def server_context(
+    server: CertKey, accepted_cas: Sequence[bytes], *, check_ext_key_usage: bool
+) -> ssl.SSLContext:
+    """TLS server context for apid's :50000 listener."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.set_ciphers(_TLS12_CIPHERS)
+    ctx.options |= ssl.OP_NO_TICKET
+    ctx.verify_mode = ssl.CERT_REQUIRED
+    ctx.load_verify_locations(cadata=_ca_data(accepted_cas))
+    _load_chain(ctx, server)
+    ctx.set_alpn_protocols(["h2"])
+    if check_ext_key_usage:
+        ctx.sslobject_class = _ExtKeyUsageChecking
+    return ctx
+
+
+def client_context(client: CertKey, accepted_cas: Sequence[bytes]) -> ssl.SSLContext:
+    """TLS client context for dialling another node's apid with this node's client certificate."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies the server and its SAN
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    ctx.load_verify_locations(cadata=_ca_data(accepted_cas))
+    _load_chain(ctx, client)
+    ctx.set_alpn_protocols(["h2"])
+    return ctx
