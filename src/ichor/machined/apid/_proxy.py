@@ -144,7 +144,10 @@ class _Backend:
             raise _BackendFailed(_Failure(exc.status, exc.message or "", details, trailers)) from exc
         except StreamTerminatedError as exc:
             raise _BackendFailed(_Failure(Status.UNAVAILABLE, f"error reading from server: {exc}")) from exc
-        except (OSError, TimeoutError) as exc:
+        except TimeoutError as exc:
+            # The caller's deadline, carried onto this hop (connecting has its own timeout).
+            raise _BackendFailed(_Failure(Status.DEADLINE_EXCEEDED, "context deadline exceeded")) from exc
+        except OSError as exc:
             raise _BackendFailed(_connection_failure(self.name, exc)) from exc
         except ProtocolError as exc:
             raise _BackendFailed(_Failure(Status.INTERNAL, f"protocol error: {exc}")) from exc
