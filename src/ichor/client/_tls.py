@@ -10,13 +10,10 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
-import os
 import ssl
 import sys
-import tempfile
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from pathlib import Path
 
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
@@ -40,34 +37,17 @@ def _base_context() -> ssl.SSLContext:
 
 
 def _load_pair(ctx: ssl.SSLContext, crt_pem: bytes, key_pem: bytes) -> None:
-    from ichor.machinery.pki import load_certificate, load_private_key
+    from ichor.machinery.pki import load_certificate, load_into_ssl_context, load_private_key
 
     try:
         load_certificate(crt_pem, what="client certificate (crt)")
-        key = load_private_key(key_pem, what="client key (key)")
+        load_private_key(key_pem, what="client key (key)")
     except PKIError as exc:
         raise ClientConfigError(
             str(exc), hint="the talosconfig context's crt/key are damaged; regenerate the talosconfig"
         ) from None
-    pkcs8 = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    blob = crt_pem.rstrip(b"\n") + b"\n" + pkcs8
-    memfd = getattr(os, "memfd_create", None)
     try:
-        if memfd is not None:
-            fd = memfd("ichor-client-credentials", os.MFD_CLOEXEC)
-            try:
-                os.write(fd, blob)
-                ctx.load_cert_chain(f"/proc/self/fd/{fd}")
-            finally:
-                os.close(fd)
-        else:  # pragma: no cover - non-Linux fallback
-            with tempfile.TemporaryDirectory() as tmp:
-                path = Path(tmp) / "pair.pem"
-                path.touch(mode=0o600)
-                path.write_bytes(blob)
-                ctx.load_cert_chain(path)
+        load_into_ssl_context(ctx, crt_pem, key_pem)
     except ssl.SSLError as exc:
         raise ClientConfigError(
             f"could not load client key pair: {exc.reason or exc}",

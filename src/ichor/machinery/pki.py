@@ -34,6 +34,7 @@ __all__ = [
     "key_algorithm",
     "load_certificate",
     "load_csr",
+    "load_into_ssl_context",
     "load_private_key",
     "new_csr",
     "new_ecdsa_ca",
@@ -53,11 +54,15 @@ import base64
 import binascii
 import hashlib
 import ipaddress
+import os
 import re
 import secrets as _random
+import ssl
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
@@ -595,3 +600,30 @@ def new_csr(
     except (ValueError, InvalidSignature) as exc:
         raise PKIError(f"error generating CSR: {exc}") from None
     return csr.public_bytes(serialization.Encoding.PEM)
+
+
+def load_into_ssl_context(ctx: ssl.SSLContext, crt_pem: bytes, key_pem: bytes) -> None:
+    """Give a stdlib ``ssl`` context a certificate and key in any PEM form Talos writes.
+
+    OpenSSL cannot read Talos's ``ED25519 PRIVATE KEY`` label, so the key is re-encoded as PKCS#8.
+    ``ssl`` only loads key pairs from files: an anonymous in-memory file keeps the key off the disk
+    (a private temporary directory where memfd does not exist).
+    """
+    pkcs8 = load_private_key(key_pem).private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    blob = crt_pem.rstrip(b"\n") + b"\n" + pkcs8
+    memfd = getattr(os, "memfd_create", None)
+    if memfd is not None:
+        fd = memfd("ichor-key-pair", os.MFD_CLOEXEC)
+        try:
+            os.write(fd, blob)
+            ctx.load_cert_chain(f"/proc/self/fd/{fd}")
+        finally:
+            os.close(fd)
+        return
+    with tempfile.TemporaryDirectory(prefix="ichor-tls-") as tmp:  # pragma: no cover - non-Linux
+        path = Path(tmp) / "pair.pem"
+        path.touch(mode=0o600)
+        path.write_bytes(blob)
+        ctx.load_cert_chain(path)

@@ -5,23 +5,19 @@ least (in practice 1.3), session tickets off, ALPN ``h2``. With the ``apidCheckE
 feature a non-CA client certificate must carry exactly the ``ClientAuth`` extended key usage;
 Go checks that during the handshake, so here a refused certificate fails the handshake too.
 
-OpenSSL loads certificates and keys only from files, so PEMs are written to a private temporary
-directory for the moment of loading and removed at once. Nothing else touches the filesystem.
+Key pairs are loaded with :func:`ichor.machinery.pki.load_into_ssl_context` (keys never touch disk).
 """
 
 from __future__ import annotations
 
 import logging
 import ssl
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 
 from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 from cryptography.x509.oid import ExtendedKeyUsageOID
 
-from ichor.machinery.pki import CertKey, load_private_key
+from ichor.machinery.pki import CertKey, load_into_ssl_context
 
 log = logging.getLogger(__name__)
 
@@ -60,21 +56,8 @@ class _ExtKeyUsageChecking(ssl.SSLObject):
             raise ssl.SSLError(ssl.SSL_ERROR_SSL, f"apid ext key usage check failed: {problem}")
 
 
-def _pkcs8(key_pem: bytes) -> bytes:
-    # Talos labels Ed25519 keys "ED25519 PRIVATE KEY", which OpenSSL does not read.
-    return load_private_key(key_pem).private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-
-
 def _load_chain(ctx: ssl.SSLContext, pair: CertKey) -> None:
-    with tempfile.TemporaryDirectory(prefix="ichor-apid-") as tmp:
-        crt = Path(tmp) / "tls.crt"
-        key = Path(tmp) / "tls.key"
-        crt.write_bytes(pair.crt)
-        key.touch(mode=0o600)
-        key.write_bytes(_pkcs8(pair.key))
-        ctx.load_cert_chain(crt, key)
+    load_into_ssl_context(ctx, pair.crt, pair.key)
 
 
 def _ca_data(cas: Sequence[bytes]) -> str:
