@@ -16,7 +16,6 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 
 from cryptography import x509
-from cryptography.hazmat.primitives import serialization
 
 from ichor.client._errors import ClientError
 from ichor.machinery.errors import ClientConfigError, PKIError
@@ -84,11 +83,9 @@ def insecure_ssl_context() -> ssl.SSLContext:
 
 def spki_fingerprint(cert_der: bytes) -> str:
     """Base64 SHA-256 of the certificate's SubjectPublicKeyInfo (talosctl's ``--cert-fingerprint``)."""
-    cert = x509.load_der_x509_certificate(cert_der)
-    spki = cert.public_key().public_bytes(
-        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    return base64.b64encode(hashlib.sha256(spki).digest()).decode("ascii")
+    from ichor.machinery.pki import spki_fingerprint as fingerprint
+
+    return fingerprint(cert_der)
 
 
 def parse_fingerprint(text: str) -> str:

@@ -46,6 +46,7 @@ __all__ = [
     "new_rsa_ca",
     "new_rsa_key",
     "new_self_signed_ca",
+    "spki_fingerprint",
     "spki_sha256",
     "utc_now",
 ]
@@ -627,3 +628,19 @@ def load_into_ssl_context(ctx: ssl.SSLContext, crt_pem: bytes, key_pem: bytes) -
         path.touch(mode=0o600)
         path.write_bytes(blob)
         ctx.load_cert_chain(path)
+
+
+def spki_fingerprint(cert: bytes) -> str:
+    """Base64 SHA-256 of a certificate's SubjectPublicKeyInfo (``talosctl --cert-fingerprint``).
+
+    ``cert`` is PEM or DER.
+    """
+    parsed = (
+        x509.load_pem_x509_certificate(cert)
+        if cert.lstrip().startswith(b"-----")
+        else x509.load_der_x509_certificate(cert)
+    )
+    spki = parsed.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return base64.b64encode(hashlib.sha256(spki).digest()).decode("ascii")
