@@ -37,6 +37,6 @@ def version(client: bool, short: bool, insecure: bool) -> None:
         click.echo(client_version_text(), nl=False)
     if client:
         return
-    raise click.ClickException(
-        "talking to a node is not available in this build yet; use `talosctl version --client`"
-    )
+    from ichor.cli._node_basic import server_version
+
+    server_version(short, insecure)

@@ -1,0 +1,44 @@
+"""``python -m ichor.machined --root DIR --address IP [--config FILE]``: run one node.
+
+The process exits with :data:`~ichor.machined.platform.EXIT_REBOOT` when the node reboots (its
+launcher starts it again) and :data:`~ichor.machined.platform.EXIT_POWEROFF` when it powers off.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from ichor.machined.platform import EXIT_POWEROFF, Layout
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m ichor.machined", description=__doc__)
+    parser.add_argument("--root", required=True, type=Path, help="the node's root directory (its disks)")
+    parser.add_argument("--address", required=True, help="the node's address (one loopback IP per node)")
+    parser.add_argument("--config", type=Path, help="a machine config to boot with when STATE has none")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
+
+    from ichor.machined.node import Node
+
+    node = Node(Layout(root=args.root.resolve(), address=args.address), config_source=args.config)
+
+    async def run() -> int:
+        task = asyncio.current_task()
+        assert task is not None
+        loop = asyncio.get_running_loop()
+        # SIGTERM from the launcher is a power-off: stop services and exit cleanly.
+        loop.add_signal_handler(signal.SIGTERM, lambda: node._finish(EXIT_POWEROFF))
+        loop.add_signal_handler(signal.SIGINT, lambda: node._finish(EXIT_POWEROFF))
+        return await node.run()
+
+    return asyncio.run(run())
+
+
+if __name__ == "__main__":
+    sys.exit(main())
