@@ -195,6 +195,7 @@ class FailoverChannel(Channel):
             problem = self._check_pinning(transport, ep)
             if problem is not None:
                 transport.abort()
+                await asyncio.sleep(0)  # abort closes the socket in a callback: let it run
                 failures.append(problem)
                 continue
             self.endpoint = ep
@@ -281,6 +282,7 @@ class FailoverChannel(Channel):
             return None
         finally:
             writer.transport.abort()
+            await asyncio.sleep(0)  # abort closes the socket in a callback: let it run
 
     async def _name_failure(self, ep: Endpoint) -> EndpointFailure:
         cert = await self._probe(ep)

@@ -437,6 +437,9 @@ class Client:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+        # TLS transports finish closing in loop callbacks; give them a turn before the loop ends.
+        for _ in range(3):
+            await asyncio.sleep(0)
 
 
 def _cosi_routing(metadata: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...] | None:

@@ -2,7 +2,8 @@
 
 Every process start in the project goes through this module: :func:`run` for short blocking
 commands whose output is captured, :func:`spawn` for long-lived children (service processes) whose
-output streams to a file or to pipes. Both log the command line, start the child in its own session
+output streams to a file or to pipes, and :func:`start` for a child that must outlive the event
+loop or even the caller (a node's launcher, a node in a test). Both log the command line, start the child in its own session
 (so it and everything it forks form one process group that can be signalled together), and report
 failure as :class:`~ichor.machinery.errors.ProcessError` carrying the exit code and the last lines
 of stderr.
@@ -29,6 +30,7 @@ from ichor.machinery.errors import ProcessError
 
 __all__ = [
     "STDERR_TAIL_LINES",
+    "Background",
     "Completed",
     "Process",
     "ProcessError",
@@ -36,6 +38,7 @@ __all__ = [
     "pid_alive",
     "run",
     "spawn",
+    "start",
 ]
 
 log = logging.getLogger("ichor.proc")
@@ -327,3 +330,62 @@ async def spawn(
                 sink.close()
     log.info("started PID %d: %s", child.pid, shlex.join(argv))
     return Process(argv, child, output)
+
+
+class Background:
+    """A child started by :func:`start`, managed without an event loop."""
+
+    def __init__(self, args: list[str], popen: subprocess.Popen[bytes]) -> None:
+        self.args = args
+        self._popen = popen
+
+    def __repr__(self) -> str:
+        return f"Background(pid={self.pid}, args={self.args!r})"
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    def poll(self) -> int | None:
+        return self._popen.poll()
+
+    def wait(self, timeout: float | None = None) -> int:
+        """The exit code; ``subprocess.TimeoutExpired`` when it is still running after ``timeout``."""
+        return self._popen.wait(timeout)
+
+    def stop(self, timeout: float = 10.0) -> int:
+        """SIGTERM the whole process group, SIGKILL it after ``timeout``; returns the exit code."""
+        if self._popen.poll() is None:
+            _kill_group(self.pid, signal.SIGTERM)
+            try:
+                return self._popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                log.warning("process %d ignored SIGTERM for %.1fs, sending SIGKILL", self.pid, timeout)
+        _kill_group(self.pid, signal.SIGKILL)
+        return self._popen.wait()
+
+
+def start(
+    args: Sequence[str],
+    *,
+    output: Path,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    hint: str | None = None,
+) -> Background:
+    """Start a child in its own session with stdout+stderr appended to ``output``; do not wait.
+
+    The child keeps running if the caller exits (it is not tied to the caller's terminal or loop).
+    """
+    argv = [str(a) for a in args]
+    log.info("starting: %s (output %s)", shlex.join(argv), output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    with output.open("ab") as sink:
+        try:
+            popen = subprocess.Popen(
+                argv, cwd=cwd, env=_environment(env), stdin=subprocess.DEVNULL, stdout=sink,
+                stderr=subprocess.STDOUT, start_new_session=True,
+            )  # fmt: skip
+        except OSError as err:
+            raise _start_error(argv, err, hint) from None
+    return Background(argv, popen)

@@ -1,0 +1,160 @@
+"""End to end: a real node process (machined) driven with talosctl, as the Getting Started guide does.
+
+The node boots into maintenance mode, takes its config over ``apply-config --insecure``, serves
+the authenticated API through apid, keeps its config across a reboot, rejects a bad config
+without losing the good one, and returns to maintenance mode after a reset.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ichor.machined.platform import EXIT_POWEROFF, EXIT_REBOOT
+from ichor.machinery import proc
+
+pytestmark = pytest.mark.e2e
+
+BOOT_TIMEOUT = 30
+
+
+class NodeProcess:
+    def __init__(self, root: Path, address: str) -> None:
+        self.root = root
+        self.address = address
+        self.log = root.parent / f"{address}.log"
+        self.process: proc.Background | None = None
+
+    def start(self) -> None:
+        self.process = proc.start(
+            [sys.executable, "-m", "ichor.machined", "--root", str(self.root), "--address", self.address],
+            output=self.log,
+        )
+
+    def console(self) -> str:
+        path = self.root / "var/log/console.log"
+        return path.read_text() if path.exists() else ""
+
+    def wait_console(self, text: str, *, after: int = 0) -> None:
+        deadline = time.monotonic() + BOOT_TIMEOUT
+        while time.monotonic() < deadline:
+            if text in self.console()[after:]:
+                return
+            assert self.process is not None
+            if self.process.poll() is not None:
+                raise AssertionError(f"node exited ({self.process.poll()}):\n{self.log.read_text()[-3000:]}")
+            time.sleep(0.1)
+        raise AssertionError(f"{text!r} not in console within {BOOT_TIMEOUT}s:\n{self.console()[-3000:]}")
+
+    def wait_exit(self) -> int:
+        assert self.process is not None
+        return self.process.wait(timeout=BOOT_TIMEOUT)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.stop(timeout=10)
+
+
+class CLIRun:
+    def __init__(self, exit_code: int, stdout: str, stderr: str) -> None:
+        self.exit_code, self.stdout, self.stderr = exit_code, stdout, stderr
+
+
+@pytest.fixture
+def talosctl(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """talosctl as a separate process, exactly as a user runs it (HOME isolated by conftest)."""
+
+    def run(*args: str, cwd: Path | None = None) -> CLIRun:
+        done = proc.run([sys.executable, "-m", "ichor", *args], cwd=cwd or tmp_path, check=False, timeout=60)
+        return CLIRun(done.exit_code if done.exit_code is not None else -1, done.stdout, done.stderr)
+
+    return run
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[NodeProcess]:
+    address = f"127.{random.randint(100, 199)}.{random.randint(0, 255)}.{random.randint(2, 250)}"
+    n = NodeProcess(tmp_path / "node", address)
+    n.start()
+    try:
+        yield n
+    finally:
+        n.stop()
+
+
+def _until_ok(talosctl, *args: str) -> object:
+    deadline = time.monotonic() + BOOT_TIMEOUT
+    while True:
+        result = talosctl(*args)
+        if result.exit_code == 0 or time.monotonic() > deadline:
+            return result
+        time.sleep(0.3)
+
+
+def test_getting_started_flow_on_a_node_process(node: NodeProcess, talosctl, tmp_path: Path) -> None:
+    node.wait_console("entering maintenance service")
+    console = node.console()
+    assert f"talosctl apply-config --insecure --nodes {node.address} --file <config.yaml>" in console
+    assert "server certificate issued, fingerprint: " in console
+    fingerprint = console.split("fingerprint: ")[1].split()[0]
+
+    # Maintenance mode: reader only, admin RPCs refused, a wrong fingerprint refused.
+    assert talosctl("gen", "config", "e2e", f"https://{node.address}:6443", cwd=tmp_path).exit_code == 0
+    tc = str(tmp_path / "talosconfig")
+    wrong = talosctl("apply-config", "--insecure", "-n", node.address, "-f", "controlplane.yaml",
+                     "--cert-fingerprint", "A" * 43 + "=", cwd=tmp_path)  # fmt: skip
+    assert wrong.exit_code != 0
+    staged = talosctl(
+        "apply-config", "--insecure", "-n", node.address, "-f", "controlplane.yaml", "-m", "staged"
+    )
+    assert staged.exit_code != 0 and "not supported in maintenance mode" in staged.stderr
+
+    applied = talosctl("apply-config", "--insecure", "-n", node.address, "-f", "controlplane.yaml",
+                       "--cert-fingerprint", fingerprint)  # fmt: skip
+    assert applied.exit_code == 0, applied.stderr
+    node.wait_console("booting as controlplane")
+
+    # The authenticated API through apid, with the generated talosconfig.
+    base = ("--talosconfig", tc, "-e", node.address, "-n", node.address)
+    version = _until_ok(talosctl, *base, "version")
+    assert version.exit_code == 0, version.stderr  # type: ignore[attr-defined]
+    assert "Tag:         v1.7.6" in version.stdout and f"NODE:        {node.address}" in version.stdout  # type: ignore[attr-defined]
+    services = talosctl(*base, "services")
+    assert "apid" in services.stdout and "Running" in services.stdout
+    listing = talosctl(*base, "ls", "/system/state")
+    assert "config.yaml" in listing.stdout
+    assert (node.root / "system/state/config.yaml").stat().st_mode & 0o777 == 0o600
+    dmesg = talosctl(*base, "dmesg")
+    assert f"{node.address}: " in dmesg.stdout and "booting as controlplane" in dmesg.stdout
+
+    # A bad config is rejected with the validation errors; the node keeps its config.
+    (tmp_path / "bad.yaml").write_text("machine:\n  type: worker\n  kubelet:\n    imagee: x\n")
+    before = (node.root / "system/state/config.yaml").read_bytes()
+    bad = talosctl(*base, "apply-config", "-f", str(tmp_path / "bad.yaml"))
+    assert bad.exit_code != 0 and "imagee" in bad.stderr
+    assert (node.root / "system/state/config.yaml").read_bytes() == before
+
+    # Reboot: the process exits with the reboot code; started again, it boots from STATE.
+    assert talosctl(*base, "reboot").exit_code == 0
+    assert node.wait_exit() == EXIT_REBOOT
+    mark = len(node.console())
+    node.start()
+    node.wait_console("loaded successfully from STATE", after=mark)
+    assert _until_ok(talosctl, *base, "version").exit_code == 0  # type: ignore[attr-defined]
+
+    # Reset wipes STATE and EPHEMERAL; with --reboot the node comes back in maintenance mode.
+    assert talosctl(*base, "reset", "--reboot").exit_code == 0
+    assert node.wait_exit() == EXIT_REBOOT
+    assert not (node.root / "system/state/config.yaml").exists()
+    mark = len(node.console())
+    node.start()
+    node.wait_console("entering maintenance service", after=mark)
+
+    # Shutdown (power off) from maintenance mode is a SIGTERM from the launcher.
+    assert node.process is not None
+    assert node.process.stop(timeout=10) == EXIT_POWEROFF
