@@ -33,3 +33,14 @@ def test_ensure_creates_private_skeleton(tmp_path: Path) -> None:
     layout.ensure()
     assert layout.machined_socket.parent.is_dir()
     assert (layout.secrets_dir.stat().st_mode & 0o777) == 0o700
+
+
+def test_long_socket_paths_get_a_short_private_stand_in(tmp_path: Path) -> None:
+    deep = tmp_path / ("d" * 60) / ("e" * 60)
+    layout = Layout(root=deep, address="127.5.0.2")
+    sock = layout.machined_socket
+    assert len(str(sock)) < 100 and sock.name == "machine.sock"
+    assert (sock.parent.stat().st_mode & 0o777) == 0o700
+    assert Layout(root=deep, address="127.5.0.9").machined_socket == sock  # stable per root
+    short = Layout(root=tmp_path / "n", address="127.5.0.2")
+    assert short.machined_socket == tmp_path / "n/system/run/machined/machine.sock"

@@ -460,27 +460,64 @@ class Node:
             from ichor.machined.apid import Apid
 
             machine = self.config.v1alpha1.get("machine", {}) if self.config else {}
-            os_ca = self._os_ca()
-            if not os_ca.has_key:
-                raise RuntimeError("workers get their API certificate from trustd, which is not built yet")
-            certs = _certs.issue_api_certificates(
-                os_ca, address=self.layout.address, hostname=self.hostname(),
-                cert_sans=[str(s) for s in machine.get("certSANs") or []],
-            )  # fmt: skip
+            certs = await self._api_certificates(machine)
             rbac = bool((machine.get("features") or {}).get("rbac", False))
             server = Apid(
                 address=self.layout.address, machined_socket=self.layout.machined_socket,
                 server_cert=certs.server, accepted_cas=certs.accepted_cas, client_cert=certs.client, rbac=rbac,
+                local_addresses=[self.hostname()],
             )  # fmt: skip
             log_file.write(f"apid serving on {self.layout.address}:50000\n")
             log_file.flush()
             await server.serve()
 
-        return [
+        async def trustd(log_file: IO[str]) -> None:
+            from ichor.machined import trustd as trust
+
+            machine = self.config.v1alpha1.get("machine", {}) if self.config else {}
+            certs = await self._api_certificates(machine)
+            service = trust.SecurityService(self._os_ca(), str(machine.get("token", "")), certs.accepted_cas)
+            log_file.write(f"trustd serving on {self.layout.address}:{trust.TRUSTD_PORT}\n")
+            log_file.flush()
+            await trust.serve(self.layout.address, certs.server, service)
+
+        services = [
             Service("machined", goroutine(machined), description="Machine API", restart=RestartPolicy.FOREVER),
             Service("apid", goroutine(apid), description="Talos API proxy", depends_on=("machined",),
                     restart=RestartPolicy.FOREVER),
         ]  # fmt: skip
+        if self.machine_type() == "controlplane":
+            services.append(Service("trustd", goroutine(trustd), description="Trust daemon",
+                                    restart=RestartPolicy.FOREVER))  # fmt: skip
+        return services
+
+    async def _api_certificates(self, machine: dict[str, Any]) -> _certs.ApiCertificates:
+        """Control planes sign their own; workers ask the control planes' trustd (no OS CA key)."""
+        from urllib.parse import urlsplit
+
+        from ichor.machined import trustd as trust
+
+        os_ca = self._os_ca()
+        sans = [str(s) for s in machine.get("certSANs") or []]
+        if os_ca.has_key:
+            return _certs.issue_api_certificates(
+                os_ca, address=self.layout.address, hostname=self.hostname(), cert_sans=sans
+            )
+        endpoint = (
+            str((self.config.v1alpha1.get("cluster", {}).get("controlPlane") or {}).get("endpoint", ""))
+            if self.config
+            else ""
+        )
+        host = urlsplit(endpoint).hostname
+        if not host:
+            raise RuntimeError(
+                "cluster.controlPlane.endpoint has no host: cannot reach trustd for a certificate"
+            )
+        server, accepted = await trust.request_server_certificate(
+            [host], os_ca_crt=os_ca.crt, token=str(machine.get("token", "")), hostname=self.hostname(),
+            address=self.layout.address,
+        )  # fmt: skip
+        return _certs.ApiCertificates(server=server, client=None, accepted_cas=(accepted,))
 
     # --- run -------------------------------------------------------------------------------------
 

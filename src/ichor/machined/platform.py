@@ -14,6 +14,9 @@ from __future__ import annotations
 
 __all__ = ["EXIT_POWEROFF", "EXIT_REBOOT", "Layout", "Platform"]
 
+import hashlib
+import os
+import tempfile
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
@@ -27,6 +30,8 @@ class Platform(StrEnum):
     CONTAINER = "container"
     METAL = "metal"
 
+
+_MAX_SOCKET_PATH = 100  # below the 107-byte sun_path limit, with room for the kernel's NUL
 
 # Talos system partitions (labels) and the directory each one is on the container platform.
 PARTITIONS: dict[str, str] = {
@@ -83,13 +88,27 @@ class Layout:
     def node_identity_file(self) -> Path:
         return self.path("/system/state/node-identity.yaml")
 
+    def socket(self, talos_path: str) -> Path:
+        """A unix socket's path: under the root, or a short private stand-in when that is too long.
+
+        ``sun_path`` holds 107 bytes; node roots in deep directories (tests, ``~/.talos/clusters``)
+        can exceed it, so such sockets live in ``$TMPDIR/ichor-<hash of root>/`` instead.
+        """
+        path = self.path(talos_path)
+        if len(os.fsencode(path)) <= _MAX_SOCKET_PATH:
+            return path
+        digest = hashlib.sha256(os.fsencode(self.root.resolve())).hexdigest()[:16]
+        short = Path(tempfile.gettempdir()) / f"ichor-{digest}"
+        short.mkdir(mode=0o700, exist_ok=True)
+        return short / PurePosixPath(talos_path).name
+
     @property
     def machined_socket(self) -> Path:
-        return self.path("/system/run/machined/machine.sock")
+        return self.socket("/system/run/machined/machine.sock")
 
     @property
     def apid_socket(self) -> Path:
-        return self.path("/system/run/apid/apid.sock")
+        return self.socket("/system/run/apid/apid.sock")
 
     @property
     def secrets_dir(self) -> Path:

@@ -353,6 +353,11 @@ class Background:
         """The exit code; ``subprocess.TimeoutExpired`` when it is still running after ``timeout``."""
         return self._popen.wait(timeout)
 
+    def signal_group(self, sig: int) -> None:
+        """Send ``sig`` to the child's whole process group (safe inside a signal handler)."""
+        if self._popen.poll() is None:
+            _kill_group(self.pid, sig)
+
     def stop(self, timeout: float = 10.0) -> int:
         """SIGTERM the whole process group, SIGKILL it after ``timeout``; returns the exit code."""
         if self._popen.poll() is None:

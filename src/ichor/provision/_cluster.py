@@ -1,0 +1,273 @@
+"""Cluster create, show and destroy for process nodes."""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ichor.machinery import proc
+from ichor.machinery.errors import MachineryError
+from ichor.machinery.files import write_atomic
+from ichor.machinery.yamlio import dump_document, from_plain, load_documents, to_plain
+
+DEFAULT_STATE = Path("~/.talos/clusters")
+DEFAULT_CIDR = "127.5.0.0/24"
+
+
+@dataclass
+class NodeRecord:
+    name: str
+    type: str
+    address: str
+    root: str
+    launcher_pid: int = 0
+
+
+@dataclass
+class ClusterRecord:
+    name: str
+    cidr: str
+    state_dir: str
+    nodes: list[NodeRecord] = field(default_factory=list)
+
+    @property
+    def file(self) -> Path:
+        return Path(self.state_dir) / "cluster.yaml"
+
+    def save(self) -> None:
+        write_atomic(self.file, dump_document(from_plain(asdict(self))), mode=0o600)
+
+    @classmethod
+    def load(cls, state: Path, name: str) -> ClusterRecord:
+        path = state.expanduser() / name / "cluster.yaml"
+        if not path.exists():
+            raise MachineryError(
+                f"cluster {name!r} not found (no {path})",
+                hint="list clusters with `ls ~/.talos/clusters`, or pass --name/--state as used at create",
+            )
+        raw: dict[str, Any] = to_plain(load_documents(path.read_text(), source=str(path))[0])
+        nodes = [NodeRecord(**n) for n in raw.pop("nodes", [])]
+        return cls(**raw, nodes=nodes)
+
+
+def allocate_addresses(cidr: str, count: int) -> list[str]:
+    """Node addresses from the CIDR: .2 onwards (as Talos leaves .1 to the gateway)."""
+    try:
+        network = ipaddress.ip_network(cidr, strict=False)
+    except ValueError:
+        raise MachineryError(f"invalid CIDR {cidr!r}", hint="pass --cidr like 127.5.0.0/24") from None
+    if not network.is_loopback:
+        raise MachineryError(
+            f"--cidr {cidr} is not a loopback range",
+            hint="process nodes each own a loopback address: use a 127.0.0.0/8 range such as 127.5.0.0/24",
+        )
+    hosts = list(network.hosts())[1 : count + 1]
+    if len(hosts) < count:
+        raise MachineryError(
+            f"--cidr {cidr} has room for {len(hosts)} nodes, {count} asked", hint="use a larger CIDR"
+        )
+    return [str(h) for h in hosts]
+
+
+def _pid_alive(pid: int) -> bool:
+    return pid > 0 and proc.pid_alive(pid)
+
+
+def start_launcher(node: NodeRecord, state_dir: Path) -> int:
+    log = state_dir / f"{node.name}.log"
+    background = proc.start(
+        [sys.executable, "-m", "ichor.provision.launcher", "--root", node.root, "--address", node.address,
+         "--log", str(log)],
+        output=state_dir / f"{node.name}.launcher.log",
+    )  # fmt: skip
+    return background.pid
+
+
+def _wait(what: str, check: Callable[[], bool], timeout: float, progress: Callable[[str], None]) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            raise MachineryError(
+                f"timed out after {timeout:.0f}s waiting for {what}",
+                hint="see the node logs in the cluster state directory",
+            )
+        time.sleep(0.2)
+    progress(f"{what}: done")
+
+
+def create(
+    *,
+    name: str,
+    cidr: str,
+    controlplanes: int,
+    workers: int,
+    state: Path,
+    talosconfig: Path,
+    config_patches: Sequence[str] = (),
+    cp_patches: Sequence[str] = (),
+    worker_patches: Sequence[str] = (),
+    wait_timeout: float = 600.0,
+    progress: Callable[[str], None] = print,
+) -> ClusterRecord:
+    """Create a cluster of process nodes, as a user would: boot, apply configs, merge talosconfig."""
+    from ichor.machinery.clientconfig import TalosConfig
+    from ichor.machinery.generate import GenOptions, OutputType, generate
+    from ichor.machinery.patch import load_patches
+    from ichor.machinery.secrets import SecretsBundle
+
+    if controlplanes < 1:
+        raise MachineryError(
+            "a cluster needs at least one control plane", hint="pass --controlplanes 1 or more"
+        )
+    state_dir = state.expanduser() / name
+    if (state_dir / "cluster.yaml").exists():
+        raise MachineryError(
+            f"cluster {name!r} already exists in {state_dir}",
+            hint="destroy it first: talosctl cluster destroy --name " + name,
+        )
+    addresses = allocate_addresses(cidr, controlplanes + workers)
+    started = time.monotonic()
+    state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    record = ClusterRecord(name=name, cidr=cidr, state_dir=str(state_dir))
+    for i in range(controlplanes + workers):
+        kind = "controlplane" if i < controlplanes else "worker"
+        index = i + 1 if kind == "controlplane" else i - controlplanes + 1
+        node_name = f"{name}-{kind}-{index}"
+        record.nodes.append(NodeRecord(node_name, kind, addresses[i], str(state_dir / node_name)))
+
+    progress("generating PKI and tokens")
+    bundle = SecretsBundle.generate()
+    write_atomic(state_dir / "secrets.yaml", bundle.to_yaml(), mode=0o600)
+    cp_address = record.nodes[0].address
+    opts = GenOptions(cluster_name=name, endpoint=f"https://{cp_address}:6443")
+    common = load_patches(list(config_patches), flag="--config-patch")
+    per_type = {
+        "controlplane": load_patches(list(cp_patches), flag="--config-patch-control-plane"),
+        "worker": load_patches(list(worker_patches), flag="--config-patch-worker"),
+    }
+    configs: dict[str, bytes] = {}
+    for node in record.nodes:
+        hostname = load_patches([f"machine:\n  network:\n    hostname: {node.name}\n"])
+        output = OutputType.CONTROLPLANE if node.type == "controlplane" else OutputType.WORKER
+        text = generate(bundle, opts, output_types=[output], patches=[*common, *hostname],
+                        controlplane_patches=per_type["controlplane"], worker_patches=per_type["worker"],
+                        with_docs=False, with_examples=False).outputs[output]  # fmt: skip
+        configs[node.name] = text.encode()
+        write_atomic(state_dir / f"{node.name}.yaml", text, mode=0o600)
+
+    progress(f"creating {controlplanes} control plane and {workers} worker node processes in {state_dir}")
+    for node in record.nodes:
+        node.launcher_pid = start_launcher(node, state_dir)
+        record.save()
+    for node in record.nodes:
+        console = Path(node.root) / "var/log/console.log"
+        _wait(f"{node.name} ({node.address}) in maintenance mode",
+              lambda c=console: c.exists() and "entering maintenance service" in c.read_text(), 60, progress)  # fmt: skip
+
+    progress("applying configuration to each node over the insecure maintenance API")
+    asyncio.run(_apply_all(record, configs))
+
+    generated = generate(bundle, opts, output_types=[OutputType.TALOSCONFIG]).outputs[OutputType.TALOSCONFIG]
+    cluster_config = TalosConfig.from_yaml(generated, source="generated talosconfig")
+    _, context = cluster_config.get(name)
+    context.endpoints = [n.address for n in record.nodes if n.type == "controlplane"]
+    context.nodes = [cp_address]
+    target = talosconfig.expanduser()
+    merged = TalosConfig.load(target) if target.exists() else TalosConfig(context=None, contexts={})
+    for message in merged.merge(cluster_config):
+        progress(message)
+    merged.save(target)
+    progress(
+        f"merged the cluster's talosconfig into {target} (context {merged.context!r}, endpoints {', '.join(context.endpoints)})"
+    )
+
+    progress("waiting for the Talos API on every node")
+    asyncio.run(_wait_api(record, target, merged.context or name, wait_timeout))
+    progress(
+        f"cluster {name!r} is up: {len(record.nodes)} nodes configured in {time.monotonic() - started:.1f}s"
+    )
+    return record
+
+
+async def _apply_all(record: ClusterRecord, configs: dict[str, bytes]) -> None:
+    from ichor.api.gen.machine import machine_pb2
+    from ichor.client import Client
+
+    for node in record.nodes:
+        async with Client(endpoints=[node.address], nodes=[node.address], insecure=True) as client:
+            request = machine_pb2.ApplyConfigurationRequest(
+                data=configs[node.name], mode=machine_pb2.ApplyConfigurationRequest.AUTO
+            )
+            await client.machine.ApplyConfiguration(request)
+
+
+async def _wait_api(record: ClusterRecord, talosconfig: Path, context: str, timeout: float) -> None:
+    from google.protobuf import empty_pb2
+
+    from ichor.client import Client, ClientError, node_replies
+
+    deadline = time.monotonic() + timeout
+    pending = [n.address for n in record.nodes]
+    last = ""
+    while pending:
+        for address in list(pending):
+            try:
+                opts = _Opts(str(talosconfig), context, [record.nodes[0].address], [address])
+                async with Client.from_options(opts, connect_timeout=3) as client:
+                    reply = node_replies(
+                        await client.machine.Version(empty_pb2.Empty()), fallback_node=address
+                    )
+                    reply.check("version")
+                pending.remove(address)
+            except ClientError as exc:
+                last = f"{address}: {exc}"
+        if pending:
+            if time.monotonic() > deadline:
+                raise MachineryError(f"nodes not answering after {timeout:.0f}s: {', '.join(pending)} (last error: {last})",
+                                     hint="see <state>/<node>.log and `talosctl dmesg -n <node>`")  # fmt: skip
+            await asyncio.sleep(0.5)
+
+
+@dataclass
+class _Opts:
+    talosconfig: str | None
+    context: str | None
+    endpoints: list[str]
+    nodes: list[str]
+    cluster: str | None = None
+
+
+def destroy(state: Path, name: str, progress: Callable[[str], None] = print) -> None:
+    """Stop every process of the cluster (by recorded PID) and remove its state."""
+    record = ClusterRecord.load(state, name)
+    for node in record.nodes:
+        if _pid_alive(node.launcher_pid):
+            progress(f"stopping {node.name} (launcher PID {node.launcher_pid})")
+            os.kill(node.launcher_pid, signal.SIGTERM)
+    deadline = time.monotonic() + 40
+    for node in record.nodes:
+        while _pid_alive(node.launcher_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _pid_alive(node.launcher_pid):
+            progress(f"{node.name} did not stop in time: killing its process group")
+            os.killpg(node.launcher_pid, signal.SIGKILL)
+    shutil.rmtree(record.state_dir, ignore_errors=True)
+    progress(f"destroyed cluster {name!r}")
+
+
+def show(state: Path, name: str) -> list[list[str]]:
+    record = ClusterRecord.load(state, name)
+    rows = [["NAME", "TYPE", "IP", "PID", "STATE"]]
+    for node in record.nodes:
+        alive = "running" if _pid_alive(node.launcher_pid) else "stopped"
+        rows.append([node.name, node.type, node.address, str(node.launcher_pid), alive])
+    return rows

@@ -1,0 +1,78 @@
+"""End to end: ``talosctl cluster create`` with node processes, then commands through the endpoint."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+
+from ichor.machinery import proc
+
+pytestmark = pytest.mark.e2e
+
+
+def _talosctl(home: Path, *args: str) -> proc.Completed:
+    env = {"HOME": str(home), "TALOSCONFIG": str(home / ".talos/config")}
+    return proc.run([sys.executable, "-m", "ichor", *args], env=env, cwd=home, check=False, timeout=180)
+
+
+def test_cluster_create_1_plus_1_and_talk_to_both_nodes(tmp_path: Path) -> None:
+    cidr = f"127.{random.randint(200, 250)}.{random.randint(0, 255)}.0/24"
+    prefix = cidr.rsplit(".", 1)[0]
+    cp, worker = f"{prefix}.2", f"{prefix}.3"
+    created = _talosctl(
+        tmp_path, "cluster", "create", "--name", "e2e", "--cidr", cidr, "--wait-timeout", "2m"
+    )
+    try:
+        assert created.exit_code == 0, created.stderr
+        assert "cluster 'e2e' is up: 2 nodes configured" in created.stderr
+
+        shown = _talosctl(tmp_path, "cluster", "show", "--name", "e2e")
+        assert "e2e-controlplane-1" in shown.stdout and "e2e-worker-1" in shown.stdout
+        assert shown.stdout.count("running") == 2
+
+        # Through the control plane endpoint (from the merged talosconfig) to both nodes.
+        version = _talosctl(tmp_path, "-n", f"{cp},{worker}", "version", "--short")
+        assert version.exit_code == 0, version.stderr
+        assert f"{cp}: v1.7.6" in version.stdout and f"{worker}: v1.7.6" in version.stdout
+        services = _talosctl(tmp_path, "-n", f"{cp},{worker}", "services")
+        assert f"{cp}   trustd" in services.stdout and f"{worker}   apid" in services.stdout
+        hostname = _talosctl(tmp_path, "-n", worker, "read", "/system/state/config.yaml")
+        assert "hostname: e2e-worker-1" in hostname.stdout
+
+        # The worker reboots through the control plane and its launcher brings it back.
+        assert _talosctl(tmp_path, "-n", worker, "reboot").exit_code == 0
+        for _ in range(60):
+            again = _talosctl(tmp_path, "-n", worker, "dmesg")
+            if again.stdout.count("booting as worker") >= 2:
+                break
+        assert again.stdout.count("booting as worker") >= 2
+
+        # A second create with the same name is refused and changes nothing.
+        twice = _talosctl(tmp_path, "cluster", "create", "--name", "e2e", "--cidr", cidr)
+        assert twice.exit_code != 0 and "already exists" in twice.stderr
+    finally:
+        destroyed = _talosctl(tmp_path, "cluster", "destroy", "--name", "e2e")
+    assert destroyed.exit_code == 0, destroyed.stderr
+    assert not (tmp_path / ".talos/clusters/e2e").exists()
+    for line in shown.stdout.splitlines()[1:]:
+        pid = int(line.split()[3])
+        assert not proc.pid_alive(pid)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--cidr", "10.5.0.0/24"], "not a loopback range"),
+        (["--cidr", "nonsense"], "invalid CIDR"),
+        (["--controlplanes", "0"], "0"),
+    ],
+)
+def test_cluster_create_refuses_bad_input_and_starts_nothing(
+    tmp_path: Path, args: list[str], message: str
+) -> None:
+    result = _talosctl(tmp_path, "cluster", "create", "--name", "bad", *args)
+    assert result.exit_code != 0 and message in result.stderr
+    assert not (tmp_path / ".talos/clusters/bad/cluster.yaml").exists()
