@@ -46,4 +46,22 @@ step "talosctl image default"
 "$TALOSCTL" image default
 
 printf '\nOffline flow complete: files are in %s\n' "$PWD"
-printf 'Starting nodes (cluster create, apply-config, bootstrap) arrives with the node agent.\n'
+
+# A local cluster of node processes: 1 control plane + 1 worker on loopback addresses, each booted
+# into maintenance mode and configured over the insecure API, as Getting Started does by hand.
+STATE="$PWD/clusters"
+cleanup() { "$TALOSCTL" cluster destroy --name ichor-demo --state "$STATE" >/dev/null 2>&1 || true; }
+trap cleanup EXIT
+
+step "talosctl cluster create (process provisioner)"
+"$TALOSCTL" cluster create --name ichor-demo --state "$STATE" --cidr 127.5.0.0/24 --controlplanes 1 --workers 1
+"$TALOSCTL" cluster show --name ichor-demo --state "$STATE"
+
+step "talosctl -n <cp>,<worker> version / services (through the control plane endpoint)"
+"$TALOSCTL" -n 127.5.0.2,127.5.0.3 version
+"$TALOSCTL" -n 127.5.0.2,127.5.0.3 services
+
+step "talosctl cluster destroy"
+cleanup
+trap - EXIT
+printf '\nDone. etcd, bootstrap and health checks arrive with the control-plane issue.\n'
