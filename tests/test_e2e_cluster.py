@@ -42,6 +42,27 @@ def test_cluster_create_1_plus_1_and_talk_to_both_nodes(tmp_path: Path) -> None:
         hostname = _talosctl(tmp_path, "-n", worker, "read", "/system/state/config.yaml")
         assert "hostname: e2e-worker-1" in hostname.stdout
 
+        # Any resource through COSI, found by alias, on each node.
+        status = _talosctl(tmp_path, "-n", f"{cp},{worker}", "get", "machinestatus")
+        assert status.exit_code == 0, status.stderr
+        assert status.stdout.splitlines()[0].split() == [
+            "NODE",
+            "NAMESPACE",
+            "TYPE",
+            "ID",
+            "VERSION",
+            "STAGE",
+            "READY",
+        ]
+        assert (
+            f"{worker}   runtime     MachineStatus   machine" in status.stdout and "running" in status.stdout
+        )
+        hostname_yaml = _talosctl(tmp_path, "-n", worker, "get", "hostname", "-o", "yaml")
+        assert "type: HostnameStatuses.net.talos.dev" in hostname_yaml.stdout
+        assert "hostname: e2e-worker-1" in hostname_yaml.stdout
+        unknown = _talosctl(tmp_path, "-n", cp, "get", "nonsense")
+        assert unknown.exit_code == 1 and 'resource type "nonsense" is not registered' in unknown.stderr
+
         # The worker reboots through the control plane and its launcher brings it back.
         assert _talosctl(tmp_path, "-n", worker, "reboot").exit_code == 0
         for _ in range(60):

@@ -32,10 +32,15 @@ def run_with_error_edge(fn: Callable[[], int], *, debug: bool = False) -> int:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return EXIT_ERROR
-    except click.ClickException as exc:
+    except click.UsageError as exc:
         if debug:
             traceback.print_exc()
         exc.show()
+        return exc.exit_code
+    except click.ClickException as exc:
+        if debug:
+            traceback.print_exc()
+        _print_error(exc.format_message(), None)
         return exc.exit_code
     except ConfigValidationError as exc:
         if debug:

@@ -94,6 +94,7 @@ cli.add_lazy(
 cli.add_lazy("config", f"{_CLI}._config:config", "Manage the client configuration file (talosconfig)")
 cli.add_lazy("image", f"{_CLI}._image:image", "Manage CRI container images", ("images",))
 cli.add_lazy("cluster", f"{_CLI}._cluster:cluster", "A collection of commands for managing local clusters")
+cli.add_lazy("get", f"{_CLI}._get:get", "Get a specific resource or list of resources", ("g",))
 _NODE = f"{_CLI}._node_basic"
 cli.add_lazy("apply-config", f"{_NODE}:apply_config", "Apply a new configuration to a node", ("apply",))
 cli.add_lazy(

@@ -65,7 +65,6 @@ from ichor.machined.cosi._errors import (
     RegistrationError,
     UnknownTypeError,
 )
-from ichor.machined.cosi._jsonpath import JSONPathError, render_jsonpath
 from ichor.machined.cosi._resource import (
     Clock,
     EmptySpec,
@@ -95,6 +94,7 @@ from ichor.machined.cosi._state import (
 )
 from ichor.machined.cosi._testing import assert_no_resource, assert_resource
 from ichor.machined.cosi._waits import WAIT_STATUSES, WaitingFor, WaitStatusSpec, clear_wait, publish_wait
+from ichor.machinery.jsonpath import JSONPathError, render_jsonpath
 
 __all__ = [
     "DEFAULT_HISTORY",

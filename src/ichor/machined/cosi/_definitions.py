@@ -25,9 +25,9 @@ from ichor.machined.cosi._errors import (
     RegistrationError,
     UnknownTypeError,
 )
-from ichor.machined.cosi._jsonpath import render_jsonpath
 from ichor.machined.cosi._naming import singular, split_type_name
 from ichor.machined.cosi._resource import PrintColumn, Resource, ResourceType, spec_to_plain
+from ichor.machinery.jsonpath import render_jsonpath
 
 if TYPE_CHECKING:
     from ichor.machined.cosi._state import State
