@@ -206,6 +206,9 @@ class Apid:
             raise RuntimeError("apid is already started")
         family = socket.AF_INET6 if ipaddress.ip_address(self.address).version == 6 else socket.AF_INET
         sock = socket.create_server((self.address, self.port), family=family, backlog=128)
+        # Accepted sockets inherit TCP_NODELAY; asyncio would not set it on them (proto 0), and
+        # without it a reply's headers/data/trailers wait on delayed ACKs (~40 ms per call).
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.port = sock.getsockname()[1]
         self._local = _Backend(
             "unix " + str(self._machined_socket),
