@@ -221,9 +221,10 @@ def test_info_with_broken_certificate(talosctl, _isolated_home: Path) -> None:
     assert r.exit_code == 1 and "not PEM data" in r.stderr
 
 
-def test_config_new_explains_it_needs_a_node(talosctl, home_config: Path) -> None:
-    r = talosctl("config", "new")
-    assert r.exit_code == 1 and "gen config" in r.stderr
+def test_config_new_needs_a_reachable_node(talosctl, home_config: Path) -> None:
+    r = talosctl("config", "new", "-e", "127.0.0.1:1", "-n", "127.0.0.1")
+    assert r.exit_code == 1 and "127.0.0.1:1" in r.stderr
+    assert not Path("talosconfig").exists()
 
 
 def test_read_only_service_account_config(talosctl, tmp_path: Path, monkeypatch) -> None:

@@ -63,6 +63,23 @@ def test_cluster_create_1_plus_1_and_talk_to_both_nodes(tmp_path: Path) -> None:
         unknown = _talosctl(tmp_path, "-n", cp, "get", "nonsense")
         assert unknown.exit_code == 1 and 'resource type "nonsense" is not registered' in unknown.stderr
 
+        # disks, cp, and config new for a reader (who may read state but not reboot or read files).
+        disks = _talosctl(tmp_path, "-n", worker, "disks")
+        assert disks.exit_code == 0 and "ichor node root" in disks.stdout
+        copied = _talosctl(tmp_path, "-n", worker, "cp", "/system/state", str(tmp_path / "copy"))
+        assert copied.exit_code == 0, copied.stderr
+        assert "hostname: e2e-worker-1" in (tmp_path / "copy/state/config.yaml").read_text()
+        reader = _talosctl(
+            tmp_path, "-n", cp, "config", "new", str(tmp_path / "reader.talosconfig"), "--roles", "os:reader"
+        )
+        assert reader.exit_code == 0, reader.stderr
+        as_reader = ("--talosconfig", str(tmp_path / "reader.talosconfig"), "-e", cp, "-n", cp)
+        assert _talosctl(tmp_path, *as_reader, "version").exit_code == 0
+        denied = _talosctl(tmp_path, *as_reader, "reboot")
+        assert denied.exit_code == 1 and "not authorized" in denied.stderr
+        denied_read = _talosctl(tmp_path, *as_reader, "read", "/system/state/config.yaml")
+        assert denied_read.exit_code == 1
+
         # The worker reboots through the control plane and its launcher brings it back.
         assert _talosctl(tmp_path, "-n", worker, "reboot").exit_code == 0
         for _ in range(60):

@@ -38,7 +38,7 @@ config.add_lazy("info", f"{_M}:config_info", "Show information about the current
 config.add_lazy(
     "merge", f"{_M}:config_merge", "Merge additional contexts from another client configuration file"
 )
-config.add_lazy("new", f"{_M}:config_new", "Generate a new client configuration file")
+config.add_lazy("new", "ichor.cli._node_more:config_new", "Generate a new client configuration file")
 config.add_lazy("node", f"{_M}:config_node", "Set the node(s) for the current context", ("nodes",))
 config.add_lazy("remove", f"{_M}:config_remove", "Remove contexts")
 
@@ -351,14 +351,3 @@ def _warn_expiry(name: str, expires: datetime, now: datetime) -> None:
             f"({expires:%Y-%m-%d}); renew it before then with `talosctl config new`",
             err=True,
         )
-
-
-@click.command("new", help="Generate a new client configuration file")
-@click.argument("path", required=False)
-@click.option("--roles", default="os:admin", help="roles")
-@click.option("--crt-ttl", default="8760h", help="certificate TTL")
-def config_new(path: str | None, roles: str, crt_ttl: str) -> None:
-    raise click.ClickException(
-        "`config new` asks a node to sign the certificate and talking to nodes is not available in this "
-        "build yet; to make an admin talosconfig offline, use `talosctl gen config --with-secrets secrets.yaml`"
-    )

@@ -113,6 +113,9 @@ cli.add_lazy("processes", f"{_NODE}:processes", "List running processes", ("ps",
 cli.add_lazy("reboot", f"{_NODE}:reboot", "Reboot a node")
 cli.add_lazy("shutdown", f"{_NODE}:shutdown", "Shutdown a node")
 cli.add_lazy("reset", f"{_NODE}:reset", "Reset a node")
+cli.add_lazy("disks", f"{_CLI}._node_more:disks", "Get the list of disks from /sys/block on the machine")
+cli.add_lazy("events", f"{_CLI}._node_more:events", "Stream runtime events")
+cli.add_lazy("copy", f"{_CLI}._node_more:copy", "Copy data out from the node", ("cp",))
 
 
 def main(argv: list[str] | None = None) -> None:

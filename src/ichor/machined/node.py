@@ -415,7 +415,11 @@ class Node:
         pki.load_into_ssl_context(ctx, cert.crt, cert.key)
         ctx.set_alpn_protocols(["h2"])
         reader = fixed_roles("os:reader")
-        server = Server([MaintenanceService(self), StateService(self.state, roles_of=reader)])
+        from ichor.machined.server._storage import StorageService
+
+        server = Server(
+            [MaintenanceService(self), StateService(self.state, roles_of=reader), StorageService(self.layout)]
+        )
         await server.start(self.layout.address, 50000, ssl=ctx)
         fingerprint = pki.spki_fingerprint(cert.crt)
         self.say(
@@ -446,7 +450,15 @@ class Node:
         async def machined(log_file: IO[str]) -> None:
             sock = self.layout.machined_socket
             sock.unlink(missing_ok=True)
-            server = Server([MachineService(self, roles_of=roles), StateService(self.state, roles_of=roles)])
+            from ichor.machined.server._storage import StorageService
+
+            server = Server(
+                [
+                    MachineService(self, roles_of=roles),
+                    StateService(self.state, roles_of=roles),
+                    StorageService(self.layout),
+                ]
+            )
             await server.start(path=str(sock))
             log_file.write(f"serving machine API on {sock}\n")
             log_file.flush()

@@ -1,0 +1,204 @@
+"""Node commands: disks, events, cp, config new."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import sys
+import tarfile
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ichor.cli._lazy import CobraCommand
+from ichor.cli._nodecmd import replies, run
+
+
+def _empty() -> Any:
+    from google.protobuf import empty_pb2
+
+    return empty_pb2.Empty()
+
+
+def _human_bytes(size: int) -> str:
+    value = float(size)
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if value < 1000 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    return f"{value} TB"
+
+
+@click.command("disks", help="Get the list of disks from /sys/block on the machine")
+@click.option(
+    "-i",
+    "--insecure",
+    is_flag=True,
+    help="get disks using the insecure (encrypted with no auth) maintenance service",
+)
+def disks(insecure: bool) -> None:
+    from ichor.client import render_table
+
+    async def work(client: Any) -> None:
+        response = await client.storage.Disks(_empty())
+        rows = [
+            [
+                "NODE",
+                "DEV",
+                "MODEL",
+                "SERIAL",
+                "TYPE",
+                "UUID",
+                "WWID",
+                "MODALIAS",
+                "NAME",
+                "SIZE",
+                "BUS_PATH",
+                "SUBSYSTEM",
+                "READ_ONLY",
+                "SYSTEM_DISK",
+            ]
+        ]
+        for node, message in replies(client, response, "error getting disks"):
+            for d in message.disks:
+                rows.append([node, d.device_name, d.model or "-", d.serial or "-", "UNKNOWN" if d.type == 0 else str(d.type),
+                             d.uuid or "-", d.wwid or "-", d.modalias or "-", d.name or "-", _human_bytes(d.size),
+                             d.bus_path or "-", d.subsystem or "-", "*" if d.readonly else "", "*" if d.system_disk else ""])  # fmt: skip
+        click.echo(render_table(rows), nl=False)
+
+    run(work, insecure=insecure)
+
+
+_EVENT_NAMES = {
+    "machine.SequenceEvent": "SequenceEvent",
+    "machine.PhaseEvent": "PhaseEvent",
+    "machine.TaskEvent": "TaskEvent",
+    "machine.ServiceStateEvent": "ServiceStateEvent",
+    "machine.ConfigLoadErrorEvent": "ConfigLoadErrorEvent",
+    "machine.ConfigValidationErrorEvent": "ConfigValidationErrorEvent",
+    "machine.AddressEvent": "AddressEvent",
+    "machine.MachineStatusEvent": "MachineStatusEvent",
+}
+
+
+def _describe(type_url: str, value: bytes) -> tuple[str, str] | None:
+    from ichor.api.gen.machine import machine_pb2
+
+    name = type_url.removeprefix("talos/runtime/")
+    if name not in _EVENT_NAMES:
+        return None
+    message = getattr(machine_pb2, name.split(".", 1)[1])()
+    message.ParseFromString(value)
+    if name == "machine.SequenceEvent":
+        text = f"{message.sequence}: {machine_pb2.SequenceEvent.Action.Name(message.action)}"
+    elif name == "machine.ServiceStateEvent":
+        text = f"{message.service}: {message.message}"
+    elif name == "machine.MachineStatusEvent":
+        text = f"stage: {machine_pb2.MachineStatusEvent.MachineStage.Name(message.stage)}"
+    elif name == "machine.ConfigLoadErrorEvent":
+        text = message.error
+    else:
+        text = str(message).replace("\n", " ").strip()
+    return _EVENT_NAMES[name], text
+
+
+@click.command("events", help="Stream runtime events")
+@click.option(
+    "--tail",
+    default=0,
+    type=int,
+    help="show specified number of past events (use -1 to show full history, default is to show no history)",
+)
+@click.option(
+    "--since", default="", help="show events after the specified event ID (default is to show no history)"
+)
+@click.option(
+    "--duration",
+    default="",
+    help="show events for the past duration interval (one second resolution, default is to show no history)",
+)
+@click.option("--actor-id", default="", help="filter events by the specified actor ID (default is no filter)")
+def events(tail: int, since: str, duration: str, actor_id: str) -> None:
+    from ichor.api.gen.machine import machine_pb2
+    from ichor.cli._node_basic import _parse_duration
+    from ichor.client import message_error, message_node, render_table
+
+    seconds = int(_parse_duration(duration).total_seconds()) if duration else 0
+    request = machine_pb2.EventsRequest(
+        tail_events=tail, tail_id=since, tail_seconds=seconds, with_actor_id=actor_id
+    )
+
+    async def work(client: Any) -> None:
+        click.echo(render_table([["NODE", "ID", "EVENT", "ACTOR", "SOURCE", "MESSAGE"]]), nl=False)
+        async with client.machine.Events.open() as call:
+            await call.send_message(request, end=True)
+            async for event in call:
+                error = message_error(event, client.peer_host)
+                if error is not None:
+                    click.echo(f"error: {error}", err=True)
+                    continue
+                described = _describe(event.data.type_url, event.data.value)
+                if described is None:
+                    continue  # the hello event and types this client does not know
+                kind, text = described
+                node = message_node(event, client.peer_host)
+                click.echo(f"{node}   {event.id}   {kind}   {event.actor_id}   {text}")
+                sys.stdout.flush()
+
+    run(work)
+
+
+@click.command("copy", help="Copy data out from the node")
+@click.argument("src")
+@click.argument("dst", default=".")
+def copy(src: str, dst: str) -> None:
+    from ichor.api.gen.machine import machine_pb2
+    from ichor.client import message_error
+
+    async def work(client: Any) -> None:
+        if len(client.nodes) > 1:
+            raise click.UsageError("cp works with one node at a time (-n)")
+        data = bytearray()
+        async with client.machine.Copy.open() as call:
+            await call.send_message(machine_pb2.CopyRequest(root_path=src), end=True)
+            async for chunk in call:
+                error = message_error(chunk, client.peer_host)
+                if error is not None:
+                    raise click.ClickException(str(error))
+                data.extend(chunk.bytes)
+        target = Path(dst)
+        if dst == "-":
+            sys.stdout.buffer.write(bytes(data))
+            return
+        target.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(fileobj=io.BytesIO(gzip.decompress(bytes(data)))) as archive:
+            archive.extractall(target, filter="data")
+
+    run(work)
+
+
+@click.command("new", cls=CobraCommand, help="Generate a new client configuration file")
+@click.argument("path", default="talosconfig")
+@click.option("--roles", multiple=True, default=["os:admin"], show_default=True, help="roles")
+@click.option("--crt-ttl", default="8760h", show_default=True, help="certificate TTL")
+def config_new(path: str, roles: tuple[str, ...], crt_ttl: str) -> None:
+    from ichor.api.gen.machine import machine_pb2
+    from ichor.cli._node_basic import _parse_duration
+    from ichor.machinery.files import write_atomic
+
+    ttl: timedelta = _parse_duration(crt_ttl)
+    role_list = [r.strip() for value in roles for r in value.split(",") if r.strip()]
+
+    async def work(client: Any) -> None:
+        if len(client.nodes) > 1:
+            raise click.UsageError("config new talks to one node at a time (-n)")
+        request = machine_pb2.GenerateClientConfigurationRequest(roles=role_list)
+        request.crt_ttl.FromTimedelta(ttl)
+        response = await client.machine.GenerateClientConfiguration(request)
+        for _, message in replies(client, response, "error generating client configuration"):
+            write_atomic(Path(path), message.talosconfig, mode=0o600)
+            click.echo(f"Created {path}", err=True)
+
+    run(work)
