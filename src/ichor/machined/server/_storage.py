@@ -26,7 +26,9 @@ def _mount_source(path: Path) -> str:
     resolved = str(path.resolve())
     for line in lines:
         fields = line.split()
-        inside = len(fields) >= 2 and (resolved == fields[1] or resolved.startswith(fields[1].rstrip("/") + "/"))
+        inside = len(fields) >= 2 and (
+            resolved == fields[1] or resolved.startswith(fields[1].rstrip("/") + "/")
+        )
         if inside and len(fields[1]) >= len(best):
             best, source = fields[1], fields[0]
     return source
