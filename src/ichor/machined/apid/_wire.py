@@ -23,6 +23,7 @@ from google.rpc import status_pb2  # type: ignore[import-untyped]
 from grpclib.const import Status
 
 from ichor.api.gen.common import common_pb2
+from ichor.api.wire import encode_varint
 
 _WIRE_LEN = 2
 _MESSAGES_FIELD = 1
@@ -52,20 +53,6 @@ _GO_CODE_NAMES = {
 
 class WireError(ValueError):
     """A reply that does not have the one-element ``messages`` shape apid relies on."""
-
-
-def encode_varint(value: int) -> bytes:
-    if value < 0:
-        raise ValueError("varints here are unsigned")
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
 
 
 def read_varint(data: bytes, pos: int = 0) -> tuple[int, int]:

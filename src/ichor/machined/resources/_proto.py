@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from ichor.api.wire import encode_varint
+
 __all__ = ["bool_field", "bytes_field", "message_field", "repeated", "string_field", "varint_field"]
 
 _WIRE_VARINT = 0
@@ -16,17 +18,8 @@ _WIRE_LEN = 2
 
 
 def _varint(value: int) -> bytes:
-    if value < 0:
-        value &= (1 << 64) - 1  # int64 two's complement, as Go encodes negative numbers
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+    # int64 two's complement for negative numbers, as Go encodes them
+    return encode_varint(value & ((1 << 64) - 1) if value < 0 else value)
 
 
 def _key(number: int, wire: int) -> bytes:
