@@ -94,7 +94,7 @@ def main() -> None:
 
             # Boot to API-ready: reboot the worker and time until it answers again.
             worker = record.nodes[1]
-            _talosctl(home, "-n", worker.address, "reboot")
+            _talosctl(home, "-n", worker.address, "reboot", "--wait=false")
             t0 = time.perf_counter()
             time.sleep(0.3)
             while proc.run([PY, "-m", "ichor", "-n", worker.address, "version", "--short"],

@@ -81,7 +81,8 @@ def test_cluster_create_1_plus_1_and_talk_to_both_nodes(tmp_path: Path) -> None:
         assert denied_read.exit_code == 1
 
         # The worker reboots through the control plane and its launcher brings it back.
-        assert _talosctl(tmp_path, "-n", worker, "reboot").exit_code == 0
+        rebooted = _talosctl(tmp_path, "-n", worker, "reboot")
+        assert rebooted.exit_code == 0 and f"{worker}: back up after" in rebooted.stderr
         for _ in range(60):
             again = _talosctl(tmp_path, "-n", worker, "dmesg")
             if again.stdout.count("booting as worker") >= 2:

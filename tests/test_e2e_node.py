@@ -140,7 +140,7 @@ def test_getting_started_flow_on_a_node_process(node: NodeProcess, talosctl, tmp
     assert (node.root / "system/state/config.yaml").read_bytes() == before
 
     # Reboot: the process exits with the reboot code; started again, it boots from STATE.
-    assert talosctl(*base, "reboot").exit_code == 0
+    assert talosctl(*base, "reboot", "--wait=false").exit_code == 0
     assert node.wait_exit() == EXIT_REBOOT
     mark = len(node.console())
     node.start()
@@ -148,7 +148,7 @@ def test_getting_started_flow_on_a_node_process(node: NodeProcess, talosctl, tmp
     assert _until_ok(talosctl, *base, "version").exit_code == 0  # type: ignore[attr-defined]
 
     # Reset wipes STATE and EPHEMERAL; with --reboot the node comes back in maintenance mode.
-    assert talosctl(*base, "reset", "--reboot").exit_code == 0
+    assert talosctl(*base, "reset", "--reboot", "--wait=false").exit_code == 0
     assert node.wait_exit() == EXIT_REBOOT
     assert not (node.root / "system/state/config.yaml").exists()
     mark = len(node.console())

@@ -398,12 +398,63 @@ def processes() -> None:
     run(work)
 
 
-def _lifecycle(name: str, request: Any) -> None:
+async def _boot_marker(client: Any, node: str) -> tuple[str, str] | None:
+    """(created, stage) of the node's MachineStatus; None while the node cannot be asked."""
+    from ichor.api.gen.v1alpha1 import state_pb2
+    from ichor.client import ClientError
+
+    try:
+        reply = await client.with_node(node).cosi.Get(
+            state_pb2.GetRequest(namespace="runtime", type="MachineStatuses.runtime.talos.dev", id="machine")
+        )
+    except (ClientError, OSError):
+        return None
+    meta = reply.resource.metadata
+    stage = (
+        reply.resource.spec.yaml_spec.split("stage:", 1)[-1].split()[0]
+        if "stage:" in reply.resource.spec.yaml_spec
+        else ""
+    )
+    return meta.created.ToJsonString(), stage
+
+
+def _lifecycle(name: str, request: Any, *, wait: bool, comes_back: bool, timeout: float = 600.0) -> None:
+    import asyncio
+    import time
+
     async def work(client: Any) -> None:
+        nodes = client.nodes or [client.peer_host]
+        before = {node: await _boot_marker(client, node) for node in nodes} if wait else {}
         method = getattr(client.machine, name)
         response = await method(request)
         for node, message in replies(client, response, f"error executing {name.lower()}"):
-            click.echo(f"{node}: {name.lower()} requested (actor {message.actor_id})")
+            click.echo(f"{node}: {name.lower()} requested (actor {message.actor_id})", err=wait)
+        if not wait:
+            return
+        deadline = time.monotonic() + timeout
+        pending = set(nodes)
+        since = time.monotonic()
+        while pending:
+            for node in sorted(pending):
+                now = await _boot_marker(client, node)
+                if (
+                    comes_back
+                    and now is not None
+                    and before.get(node) is not None
+                    and now[0] != before[node][0]
+                    and now[1] == "running"
+                ):  # type: ignore[index]
+                    click.echo(f"{node}: back up after {time.monotonic() - since:.1f}s", err=True)
+                    pending.discard(node)
+                elif not comes_back and now is None:
+                    click.echo(f"{node}: down after {time.monotonic() - since:.1f}s", err=True)
+                    pending.discard(node)
+            if pending:
+                if time.monotonic() > deadline:
+                    raise click.ClickException(
+                        f"timed out waiting for {', '.join(sorted(pending))} after {timeout:.0f}s"
+                    )
+                await asyncio.sleep(0.3)
 
     run(work)
 
@@ -422,7 +473,9 @@ def _lifecycle(name: str, request: Any) -> None:
 def reboot(mode: str, wait: bool) -> None:
     from ichor.api.gen.machine import machine_pb2
 
-    _lifecycle("Reboot", machine_pb2.RebootRequest(mode=1 if mode == "powercycle" else 0))
+    _lifecycle(
+        "Reboot", machine_pb2.RebootRequest(mode=1 if mode == "powercycle" else 0), wait=wait, comes_back=True
+    )
 
 
 @click.command("shutdown", cls=CobraCommand, help="Shutdown a node")
@@ -435,7 +488,7 @@ def reboot(mode: str, wait: bool) -> None:
 def shutdown(force: bool, wait: bool) -> None:
     from ichor.api.gen.machine import machine_pb2
 
-    _lifecycle("Shutdown", machine_pb2.ShutdownRequest(force=force))
+    _lifecycle("Shutdown", machine_pb2.ShutdownRequest(force=force), wait=wait, comes_back=False)
 
 
 @click.command("reset", cls=CobraCommand, help="Reset a node")
@@ -465,4 +518,10 @@ def reset(graceful: bool, reboot: bool, system_labels_to_wipe: tuple[str, ...], 
         graceful=graceful, reboot=reboot,
         system_partitions_to_wipe=[machine_pb2.ResetPartitionSpec(label=label, wipe=True) for label in labels],
     )  # fmt: skip
-    _lifecycle("Reset", request)
+    # A reset node comes back in maintenance mode (no config): it is done once it has gone down.
+    _lifecycle("Reset", request, wait=wait, comes_back=False)
+    if wait and reboot:
+        click.echo(
+            "the node boots into maintenance mode: configure it with `talosctl apply-config --insecure`",
+            err=True,
+        )
