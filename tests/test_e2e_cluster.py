@@ -80,6 +80,25 @@ def test_cluster_create_1_plus_1_and_talk_to_both_nodes(tmp_path: Path) -> None:
         denied_read = _talosctl(tmp_path, *as_reader, "read", "/system/state/config.yaml")
         assert denied_read.exit_code == 1
 
+        # Security: a talosconfig from another cluster, an expired client certificate, a worker
+        # asked to forward, and a node in maintenance mode asked for an admin RPC.
+        other = tmp_path / "other"
+        other.mkdir()
+        assert (
+            _talosctl(other, "gen", "config", "other", "https://10.0.0.1:6443", "-t", "talosconfig").exit_code
+            == 0
+        )
+        foreign = _talosctl(
+            tmp_path, "--talosconfig", str(other / "talosconfig"), "-e", cp, "-n", cp, "version"
+        )
+        assert foreign.exit_code == 1 and "certificate signed by unknown authority" in foreign.stderr
+        assert "another cluster" in foreign.stderr
+        expired = _expired_talosconfig(tmp_path)
+        old = _talosctl(tmp_path, "--talosconfig", str(expired), "-e", cp, "-n", cp, "version")
+        assert old.exit_code == 1
+        forwarded = _talosctl(tmp_path, "-e", worker, "-n", cp, "version")
+        assert forwarded.exit_code == 1 and "no request forwarding" in forwarded.stderr
+
         # The worker reboots through the control plane and its launcher brings it back.
         rebooted = _talosctl(tmp_path, "-n", worker, "reboot")
         assert rebooted.exit_code == 0 and f"{worker}: back up after" in rebooted.stderr
@@ -99,6 +118,24 @@ def test_cluster_create_1_plus_1_and_talk_to_both_nodes(tmp_path: Path) -> None:
     for line in shown.stdout.splitlines()[1:]:
         pid = int(line.split()[3])
         assert not proc.pid_alive(pid)
+
+
+def _expired_talosconfig(home: Path) -> Path:
+    """The cluster's own admin context, re-issued with a certificate that expired last year."""
+    from datetime import UTC, datetime, timedelta
+
+    from ichor.machinery.clientconfig import TalosConfig, issue_admin_context
+    from ichor.machinery.secrets import SecretsBundle
+
+    bundle = SecretsBundle.load(home / ".talos/clusters/e2e/secrets.yaml")
+    _, current = TalosConfig.load(home / ".talos/config").get("e2e")
+    context = issue_admin_context(
+        bundle, endpoints=current.endpoints, nodes=current.nodes, ttl=timedelta(days=30),
+        now=datetime.now(UTC) - timedelta(days=400),
+    )  # fmt: skip
+    path = home / "expired.talosconfig"
+    TalosConfig(context="e2e", contexts={"e2e": context}).save(path)
+    return path
 
 
 @pytest.mark.parametrize(
