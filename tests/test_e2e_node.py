@@ -158,3 +158,30 @@ def test_getting_started_flow_on_a_node_process(node: NodeProcess, talosctl, tmp
     # Shutdown (power off) from maintenance mode is a SIGTERM from the launcher.
     assert node.process is not None
     assert node.process.stop(timeout=10) == EXIT_POWEROFF
+
+
+def test_a_config_truncated_mid_write_never_leaves_the_node_unbootable(tmp_path: Path, talosctl) -> None:
+    # A crash halfway through writing STATE's config.yaml (simulated by truncating a real one):
+    # the node reports it on its console and boots into maintenance mode, ready to be configured.
+    assert talosctl("gen", "config", "trunc", "https://127.0.0.1:6443", cwd=tmp_path).exit_code == 0
+    full = (tmp_path / "controlplane.yaml").read_text()
+    address = f"127.{random.randint(100, 199)}.{random.randint(0, 255)}.{random.randint(2, 250)}"
+    node = NodeProcess(tmp_path / "node", address)
+    state = node.root / "system/state"
+    state.mkdir(parents=True)
+    # Cut inside the OS CA certificate (the rest of the file, cluster included, is lost).
+    cut = full.index("    ca:\n        crt: ") + 200
+    (state / "config.yaml").write_text(full[:cut])
+    # And the leftover of an interrupted atomic write, which must be ignored.
+    (state / ".config.yaml.abc123.tmp").write_text(full[:100])
+    node.start()
+    try:
+        node.wait_console("entering maintenance service")
+        assert "failed to load config from STATE" in node.console()
+        applied = talosctl("apply-config", "--insecure", "-n", address, "-f", "controlplane.yaml")
+        assert applied.exit_code == 0, applied.stderr
+        node.wait_console("booting as controlplane")
+        assert (state / "config.yaml").read_text() == full
+        assert sorted(p.name for p in state.iterdir()) == [".config.yaml.abc123.tmp", "config.yaml"]
+    finally:
+        node.stop()

@@ -108,7 +108,31 @@ def _load(text: str, source: str) -> _Loaded:
         raise MachineryError(f"{source}: the config has no v1alpha1 document (machine/cluster)")
     # Process nodes install nothing and run no container runtime: Talos's "cloud" rules fit them.
     validate_or_raise(container, Mode.CLOUD)
-    return _Loaded(container, text)
+    loaded = _Loaded(container, text)
+    _check_complete(loaded, source)
+    return loaded
+
+
+def _check_complete(loaded: _Loaded, source: str) -> None:
+    """What boot needs beyond validation: a usable OS CA, a token, a cluster endpoint.
+
+    A damaged file (truncated by a crash or an editor) can still be valid YAML that validates;
+    booting it would leave a node without an API. Such a config is "incomplete", and the node goes
+    to maintenance mode instead, as Talos does with an incomplete config.
+    """
+    doc = loaded.v1alpha1
+    machine, cluster = doc.get("machine") or {}, doc.get("cluster") or {}
+    ca = machine.get("ca") or {}
+    try:
+        pair = pki.CertKey.from_b64(str(ca.get("crt", "")), str(ca.get("key", "")), what="machine.ca")
+    except MachineryError as exc:
+        raise MachineryError(f"{source}: incomplete config: machine.ca: {exc}") from None
+    if machine.get("type") in ("controlplane", "init") and not pair.has_key:
+        raise MachineryError(f"{source}: incomplete config: machine.ca.key is required on a control plane")
+    if not machine.get("token"):
+        raise MachineryError(f"{source}: incomplete config: machine.token is empty")
+    if not (cluster.get("controlPlane") or {}).get("endpoint"):
+        raise MachineryError(f"{source}: incomplete config: cluster.controlPlane.endpoint is empty")
 
 
 class Node:
