@@ -36,17 +36,13 @@ from ichor.machined.cosi import Registry, State
 from ichor.machined.events import EventBus
 from ichor.machined.platform import EXIT_POWEROFF, EXIT_REBOOT, Layout
 from ichor.machined.resources import (
-    HOSTNAME_STATUSES,
     MACHINE_CONFIGS,
     MACHINE_STATUSES,
-    MACHINE_TYPES,
     SERVICES,
     TIME_STATUSES,
-    HostnameStatusSpec,
     MachineConfigSpec,
     MachineStage,
     MachineStatusSpec,
-    MachineTypeSpec,
     ServiceSpec,
     TimeStatusSpec,
     register_node_types,
@@ -169,7 +165,9 @@ class Node:
             name = (self.config.v1alpha1.get("machine", {}).get("network") or {}).get("hostname")
             if name:
                 return str(name)
-        return "talos-" + self.layout.address.replace(".", "-").replace(":", "-")
+        from ichor.machined.controllers import default_hostname
+
+        return default_hostname(self.layout.address)
 
     def machine_type(self) -> str:
         if self.config is None:
@@ -229,9 +227,8 @@ class Node:
         )
 
     def _publish_config(self, loaded: _Loaded, rid: str = "v1alpha1") -> None:
+        # MachineType and HostnameStatus follow from it through their controllers.
         self._put(MACHINE_CONFIGS, rid, MachineConfigSpec(loaded.text))
-        self._put(MACHINE_TYPES, "machine-type", MachineTypeSpec(self.machine_type()))
-        self._put(HOSTNAME_STATUSES, "hostname", HostnameStatusSpec(self.hostname()))
 
     # --- lifecycle requests (from the API) ----------------------------------------------------------
 
@@ -568,6 +565,14 @@ class Node:
             f"Ichor {TALOS_VERSION}-compatible node booting on {self.layout.address} (root {self.layout.root})"
         )
         self._stage(MachineStage.BOOTING)
+        from ichor.machined import controllers
+        from ichor.machined.cosi import Runtime
+
+        runtime = Runtime(self.state, registry=self.registry, clock=self._clock)
+        runtime.register(controllers.machine_type_controller())
+        runtime.register(controllers.hostname_controller(self.layout))
+        # Owned here and cancelled in the finally below: it lives exactly as long as the boot.
+        controller_runtime = asyncio.get_running_loop().create_task(runtime.run(), name="controller-runtime")
         try:
             async with Supervisor(
                 self.layout, clock=self._clock, on_change=self._on_service_change
@@ -592,6 +597,9 @@ class Node:
                 await supervisor.stop_all()
                 return code
         finally:
+            controller_runtime.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await controller_runtime
             self.say("node process exiting")
             self.console.close()
 
