@@ -53,11 +53,12 @@ def _match(definitions: list[Any], name: str) -> Any:
 
 
 def _spec_data(resource: Any) -> Any:
+    from ichor.machinery.errors import MachineryError
     from ichor.machinery.yamlio import load_documents, to_plain
 
     try:
         docs = load_documents(resource.spec.yaml_spec or "{}", source="spec")
-    except Exception:  # a spec that is not YAML renders as its text
+    except MachineryError:  # a spec that is not YAML renders as its text
         return resource.spec.yaml_spec
     return to_plain(docs[0]) if docs else {}
 

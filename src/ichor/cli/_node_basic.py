@@ -409,12 +409,15 @@ async def _boot_marker(client: Any, node: str) -> tuple[str, str] | None:
         )
     except (ClientError, OSError):
         return None
+    from ichor.machinery.errors import MachineryError
+    from ichor.machinery.yamlio import load_documents, to_plain
+
     meta = reply.resource.metadata
-    stage = (
-        reply.resource.spec.yaml_spec.split("stage:", 1)[-1].split()[0]
-        if "stage:" in reply.resource.spec.yaml_spec
-        else ""
-    )
+    try:
+        spec = to_plain(load_documents(reply.resource.spec.yaml_spec or "{}", source="MachineStatus")[0])
+    except (MachineryError, IndexError):
+        spec = {}
+    stage = str(spec.get("stage", "")) if isinstance(spec, dict) else ""
     return meta.created.ToJsonString(), stage
 
 
