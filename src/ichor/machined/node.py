@@ -488,6 +488,10 @@ class Node:
             finally:
                 server.close()
                 await server.wait_closed()
+                sock.unlink(missing_ok=True)
+                if sock.parent != self.layout.path("/system/run/machined"):
+                    with contextlib.suppress(OSError):  # the short stand-in directory, if now empty
+                        sock.parent.rmdir()
 
         async def apid(log_file: IO[str]) -> None:
             from ichor.machined.apid import Apid
