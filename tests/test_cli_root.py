@@ -47,3 +47,20 @@ def test_python_dash_m_matches_console_script(argv: list[str]) -> None:
     proc = subprocess.run([sys.executable, "-m", "ichor", *argv], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"),
+    [
+        (["cluster", "create", "--wait-timeout", "5x"], "--wait-timeout"),
+        (["config", "new", "--crt-ttl", "1y"], "--crt-ttl"),
+        (["events", "--duration", "soon"], "--duration"),
+        (["apply-config", "-f", "x.yaml", "-m", "try", "--timeout", "1d"], "--timeout"),
+    ],
+)
+def test_bad_durations_name_their_own_flag(talosctl, tmp_path, args: list[str], flag: str) -> None:
+    (tmp_path / "x.yaml").write_text("machine: {}\n")
+    result = talosctl(*args, cwd=tmp_path)
+    assert result.exit_code == 2
+    assert f"Invalid value for {flag}: invalid duration" in result.stderr
+    assert not (tmp_path / ".talos").exists()

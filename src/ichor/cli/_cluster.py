@@ -32,9 +32,9 @@ def _talosconfig_path() -> Path:
 
 
 def _duration(text: str) -> float:
-    from ichor.cli._node_basic import _parse_duration
+    from ichor.cli._nodecmd import parse_duration
 
-    return float(_parse_duration(text).total_seconds())
+    return parse_duration(text, flag="--wait-timeout").total_seconds()
 
 
 @cluster.command("create", cls=CobraCommand, help="Creates a local cluster of Talos node processes")

@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from ichor.cli._lazy import CobraCommand
-from ichor.cli._nodecmd import replies, run
+from ichor.cli._nodecmd import parse_duration, replies, run
 
 
 def _empty() -> Any:
@@ -112,7 +112,7 @@ def apply_config(file: str, mode: str, insecure: bool, cert_fingerprint: tuple[s
         data = dump_documents(docs).encode()
     request = machine_pb2.ApplyConfigurationRequest(data=data, mode=_MODES[mode], dry_run=dry_run)
     if mode == "try":
-        request.try_mode_timeout.FromTimedelta(_parse_duration(timeout))
+        request.try_mode_timeout.FromTimedelta(parse_duration(timeout, flag="--timeout"))
 
     async def work(client: Any) -> None:
         response = await client.machine.ApplyConfiguration(request)
@@ -124,22 +124,6 @@ def apply_config(file: str, mode: str, insecure: bool, cert_fingerprint: tuple[s
             )
 
     run(work, insecure=insecure, fingerprints=cert_fingerprint)
-
-
-def _parse_duration(text: str) -> Any:
-    import re
-    from datetime import timedelta
-
-    total = 0.0
-    units = {"h": 3600, "m": 60, "s": 1, "ms": 0.001}
-    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", text)
-    if not parts or "".join(a + b for a, b in parts) != text:
-        raise click.BadParameter(
-            f"invalid duration {text!r} (examples: 30s, 1m, 1h30m)", param_hint="--timeout"
-        )
-    for number, unit in parts:
-        total += float(number) * units[unit]
-    return timedelta(seconds=total)
 
 
 def _ago(when: Any) -> str:

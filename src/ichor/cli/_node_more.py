@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from ichor.cli._lazy import CobraCommand
-from ichor.cli._nodecmd import replies, run
+from ichor.cli._nodecmd import parse_duration, replies, run
 
 
 def _empty() -> Any:
@@ -122,10 +122,9 @@ def _describe(type_url: str, value: bytes) -> tuple[str, str] | None:
 @click.option("--actor-id", default="", help="filter events by the specified actor ID (default is no filter)")
 def events(tail: int, since: str, duration: str, actor_id: str) -> None:
     from ichor.api.gen.machine import machine_pb2
-    from ichor.cli._node_basic import _parse_duration
     from ichor.client import message_error, message_node, render_table
 
-    seconds = int(_parse_duration(duration).total_seconds()) if duration else 0
+    seconds = int(parse_duration(duration, flag="--duration").total_seconds()) if duration else 0
     request = machine_pb2.EventsRequest(
         tail_events=tail, tail_id=since, tail_seconds=seconds, with_actor_id=actor_id
     )
@@ -185,10 +184,9 @@ def copy(src: str, dst: str) -> None:
 @click.option("--crt-ttl", default="8760h", show_default=True, help="certificate TTL")
 def config_new(path: str, roles: tuple[str, ...], crt_ttl: str) -> None:
     from ichor.api.gen.machine import machine_pb2
-    from ichor.cli._node_basic import _parse_duration
     from ichor.machinery.files import write_atomic
 
-    ttl: timedelta = _parse_duration(crt_ttl)
+    ttl: timedelta = parse_duration(crt_ttl, flag="--crt-ttl")
     role_list = [r.strip() for value in roles for r in value.split(",") if r.strip()]
 
     async def work(client: Any) -> None:
