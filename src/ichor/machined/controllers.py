@@ -33,12 +33,21 @@ def _v1alpha1(ctx: ControllerContext) -> dict[str, Any]:
     raise SkipReconcile
 
 
+def machine_type_of(v1alpha1: dict[str, Any]) -> MachineTypeSpec:
+    """``init`` is a control plane that bootstraps; anything else that is not one is a worker."""
+    kind = str((v1alpha1.get("machine") or {}).get("type", "worker"))
+    return MachineTypeSpec("controlplane" if kind in ("init", "controlplane") else "worker")
+
+
+def hostname_of(v1alpha1: dict[str, Any], address: str) -> str:
+    """``machine.network.hostname``, else Talos's address-derived default."""
+    network = (v1alpha1.get("machine") or {}).get("network") or {}
+    return str(network.get("hostname") or default_hostname(address))
+
+
 def machine_type_controller() -> TransformController[MachineTypeSpec]:
     def derive(ctx: ControllerContext) -> dict[str, MachineTypeSpec]:
-        kind = str((_v1alpha1(ctx).get("machine") or {}).get("type", "worker"))
-        return {
-            "machine-type": MachineTypeSpec("controlplane" if kind in ("init", "controlplane") else "worker")
-        }
+        return {"machine-type": machine_type_of(_v1alpha1(ctx))}
 
     return TransformController(
         "config.MachineTypeController",
@@ -55,9 +64,7 @@ def default_hostname(address: str) -> str:
 
 def hostname_controller(layout: Layout) -> TransformController[HostnameStatusSpec]:
     def derive(ctx: ControllerContext) -> dict[str, HostnameStatusSpec]:
-        network = (_v1alpha1(ctx).get("machine") or {}).get("network") or {}
-        name = str(network.get("hostname") or default_hostname(layout.address))
-        host, _, domain = name.partition(".")
+        host, _, domain = hostname_of(_v1alpha1(ctx), layout.address).partition(".")
         return {"hostname": HostnameStatusSpec(host, domain)}
 
     return TransformController(

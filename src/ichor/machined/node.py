@@ -153,6 +153,7 @@ class Node:
         self._maintenance_applied: asyncio.Future[_Loaded] | None = None
         self._stop: asyncio.Future[int] | None = None
         self._try_revert: asyncio.TimerHandle | None = None
+        self._api_certs: tuple[str, _certs.ApiCertificates] | None = None
 
     # --- small facts ------------------------------------------------------------------------------
 
@@ -161,19 +162,14 @@ class Node:
         self.console.print(message)
 
     def hostname(self) -> str:
-        if self.config is not None:
-            name = (self.config.v1alpha1.get("machine", {}).get("network") or {}).get("hostname")
-            if name:
-                return str(name)
-        from ichor.machined.controllers import default_hostname
+        from ichor.machined.controllers import hostname_of
 
-        return default_hostname(self.layout.address)
+        return hostname_of(self.config.v1alpha1 if self.config else {}, self.layout.address)
 
     def machine_type(self) -> str:
-        if self.config is None:
-            return "unknown"
-        kind = str(self.config.v1alpha1.get("machine", {}).get("type", "worker"))
-        return "controlplane" if kind in ("init", "controlplane") else "worker"
+        from ichor.machined.controllers import machine_type_of
+
+        return "unknown" if self.config is None else str(machine_type_of(self.config.v1alpha1))
 
     def process_root(self) -> int:
         import os
@@ -529,7 +525,16 @@ class Node:
         return services
 
     async def _api_certificates(self, machine: dict[str, Any]) -> _certs.ApiCertificates:
-        """Control planes sign their own; workers ask the control planes' trustd (no OS CA key)."""
+        """Control planes sign their own; workers ask the control planes' trustd (no OS CA key).
+
+        Issued once per config: apid and trustd serve the same server certificate.
+        """
+        key = self.config.text if self.config else ""
+        if self._api_certs is None or self._api_certs[0] != key:
+            self._api_certs = (key, await self._issue_api_certificates(machine))
+        return self._api_certs[1]
+
+    async def _issue_api_certificates(self, machine: dict[str, Any]) -> _certs.ApiCertificates:
         from urllib.parse import urlsplit
 
         from ichor.machined import trustd as trust
