@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,15 @@ pytestmark = pytest.mark.e2e
 def _talosctl(home: Path, *args: str) -> proc.Completed:
     env = {"HOME": str(home), "TALOSCONFIG": str(home / ".talos/config")}
     return proc.run([sys.executable, "-m", "ichor", *args], env=env, cwd=home, check=False, timeout=180)
+
+
+def _wait_for_text(path: Path, text: str, timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{text!r} not in {path.name} within {timeout}s:\n{path.read_text()[-2000:]}")
 
 
 def test_cluster_create_1_plus_1_and_talk_to_both_nodes(tmp_path: Path) -> None:
@@ -98,6 +108,57 @@ def test_cluster_create_1_plus_1_and_talk_to_both_nodes(tmp_path: Path) -> None:
         assert old.exit_code == 1
         forwarded = _talosctl(tmp_path, "-e", worker, "-n", cp, "version")
         assert forwarded.exit_code == 1 and "no request forwarding" in forwarded.stderr
+
+        # The troubleshooting reads answer for both nodes through the control plane endpoint.
+        both = ("-n", f"{cp},{worker}")
+        logs = _talosctl(tmp_path, *both, "logs", "apid", "--tail", "5")
+        assert logs.exit_code == 0, logs.stderr
+        assert f"{cp}: " in logs.stdout and f"{worker}: " in logs.stdout
+        dmesg = _talosctl(tmp_path, *both, "dmesg")
+        assert f"{cp}: " in dmesg.stdout and "booting as controlplane" in dmesg.stdout
+        assert f"{worker}: " in dmesg.stdout and "booting as worker" in dmesg.stdout
+        listing = _talosctl(tmp_path, *both, "ls", "/system/state")
+        assert listing.exit_code == 0, listing.stderr
+        assert {(line.split()[0], line.split()[-1]) for line in listing.stdout.splitlines()[1:]} >= {
+            (cp, "config.yaml"),
+            (worker, "config.yaml"),
+        }
+        assert (
+            "e2e-controlplane-1" in _talosctl(tmp_path, "-n", cp, "read", "/system/state/config.yaml").stdout
+        )
+        streams = tmp_path / "streams"
+        streams.mkdir()
+        env = {"HOME": str(tmp_path), "TALOSCONFIG": str(tmp_path / ".talos/config")}
+        events = proc.start([sys.executable, "-m", "ichor", *both, "events", "--tail", "-1"],
+                            output=streams / "events.log", env=env)  # fmt: skip
+        watch = proc.start([sys.executable, "-m", "ichor", "-n", worker, "get", "-w", "hostname"],
+                           output=streams / "watch.log", env=env)  # fmt: skip
+        try:
+            _wait_for_text(streams / "watch.log", "e2e-worker-1")
+            worker_config = tmp_path / "worker-now.yaml"
+            worker_config.write_text(
+                _talosctl(tmp_path, "-n", worker, "read", "/system/state/config.yaml").stdout
+            )
+            patch = '[{"op": "replace", "path": "/machine/network/hostname", "value": "renamed-1"}]'
+            renamed = _talosctl(tmp_path, "-n", worker, "apply-config", "-f", str(worker_config), "-p", patch)
+            assert renamed.exit_code == 0 and "without a reboot" in renamed.stdout, renamed.stderr
+            _wait_for_text(streams / "watch.log", "renamed-1")
+            watched = (streams / "watch.log").read_text().splitlines()
+            assert watched[0].split()[:3] == ["NODE", "*", "NAMESPACE"]
+            assert watched[1].split()[:2] == [worker, "+"] and watched[-1].split()[:2] == [worker, "network"]
+            _wait_for_text(streams / "events.log", f"{worker}   ")
+            _wait_for_text(streams / "events.log", f"{cp}   ")
+            assert "ServiceStateEvent" in (streams / "events.log").read_text()
+        finally:
+            for background in (events, watch):
+                background.stop(timeout=10)
+        restored = '[{"op": "replace", "path": "/machine/network/hostname", "value": "e2e-worker-1"}]'
+        assert (
+            _talosctl(
+                tmp_path, "-n", worker, "apply-config", "-f", str(worker_config), "-p", restored
+            ).exit_code
+            == 0
+        )
 
         # The worker reboots through the control plane and its launcher brings it back.
         rebooted = _talosctl(tmp_path, "-n", worker, "reboot")

@@ -139,6 +139,54 @@ def test_getting_started_flow_on_a_node_process(node: NodeProcess, talosctl, tmp
     assert bad.exit_code != 0 and "imagee" in bad.stderr
     assert (node.root / "system/state/config.yaml").read_bytes() == before
 
+    # apply-config in each mode on the running node.
+    cfg = str(tmp_path / "controlplane.yaml")
+    state = node.root / "system/state/config.yaml"
+
+    def hostname_patch(name: str) -> str:
+        return f'[{{"op": "add", "path": "/machine/network/hostname", "value": "{name}"}}]'
+
+    def hostname() -> str:
+        got = talosctl(*base, "get", "hostname", "-o", "jsonpath={.hostname}")
+        assert got.exit_code == 0, got.stderr
+        return got.stdout.strip()
+
+    env_patch = '[{"op": "add", "path": "/machine/env", "value": {"ICHOR_E2E": "1"}}]'
+    dry = talosctl(*base, "apply-config", "-f", cfg, "-p", hostname_patch("live-1"), "--dry-run")
+    assert dry.exit_code == 0, dry.stderr
+    assert "Dry run summary" in dry.stdout and "+        hostname: live-1" in dry.stdout
+    assert state.read_bytes() == before
+    live = talosctl(*base, "apply-config", "-f", cfg, "-p", hostname_patch("live-1"), "-m", "no-reboot")
+    assert live.exit_code == 0 and "Applied configuration without a reboot" in live.stdout, live.stderr
+    assert hostname() == "live-1" and "hostname: live-1" in state.read_text()
+    refused = talosctl(*base, "apply-config", "-f", cfg, "-p", env_patch, "-m", "no-reboot")
+    assert refused.exit_code != 0 and "can't be applied in immediate mode" in refused.stderr
+    assert "machine.env" in refused.stderr and "hostname: live-1" in state.read_text()
+    tried = talosctl(*base, "apply-config", "-f", cfg, "-p", hostname_patch("try-1"), "-m", "try",
+                     "--timeout", "2s")  # fmt: skip
+    assert tried.exit_code == 0 and "automatically reverted back in 2s" in tried.stdout, tried.stderr
+    assert hostname() == "try-1" and "hostname: live-1" in state.read_text()
+    deadline = time.monotonic() + 15
+    while hostname() != "live-1":
+        assert time.monotonic() < deadline, "try mode did not revert"
+        time.sleep(0.3)
+    staged = talosctl(*base, "apply-config", "-f", cfg, "-p", hostname_patch("staged-1"), "-m", "staged")
+    assert staged.exit_code == 0 and "Staged configuration" in staged.stdout, staged.stderr
+    assert hostname() == "live-1" and "hostname: staged-1" in state.read_text()
+    assert node.process is not None and node.process.poll() is None
+
+    # auto mode with a change that needs a reboot: the node reboots (exit code for its launcher)
+    # and, started again, boots from STATE with the staged hostname plus the new change.
+    auto = talosctl(*base, "apply-config", "-f", cfg, "-p", hostname_patch("staged-1"), "-p", env_patch)
+    assert auto.exit_code == 0 and "Applied configuration with a reboot" in auto.stdout, auto.stderr
+    assert "machine.env" in auto.stdout
+    assert node.wait_exit() == EXIT_REBOOT
+    mark = len(node.console())
+    node.start()
+    node.wait_console("loaded successfully from STATE", after=mark)
+    assert _until_ok(talosctl, *base, "version").exit_code == 0  # type: ignore[attr-defined]
+    assert hostname() == "staged-1" and "ICHOR_E2E" in state.read_text()
+
     # Reboot: the process exits with the reboot code; started again, it boots from STATE.
     assert talosctl(*base, "reboot", "--wait=false").exit_code == 0
     assert node.wait_exit() == EXIT_REBOOT

@@ -3,10 +3,15 @@
 The type is resolved against the node's ``ResourceDefinitions`` (namespace ``meta``) exactly as the
 COSI client does: canonical name, any alias, or the plural with a suffix (``members.cluster``).
 The table has Talos's columns ``NODE NAMESPACE TYPE ID VERSION`` plus the definition's print columns.
+
+``-w`` watches: the current contents first (aligned as one table), then every change as it
+happens, with Talos's ``*`` column (``+`` created, ``-`` destroyed, blank updated) or an
+``event:`` key in YAML/JSON. A watch runs until interrupted (Ctrl-C) or the node goes away.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from typing import Any
@@ -63,9 +68,9 @@ def _spec_data(resource: Any) -> Any:
     return to_plain(docs[0]) if docs else {}
 
 
-def _metadata_yaml(node: str, resource: Any) -> str:
+def _metadata_yaml(node: str, resource: Any, event: str | None = None) -> str:
     m = resource.metadata
-    lines = [f"node: {node}", "metadata:", f"    namespace: {m.namespace}", f"    type: {m.type}", f"    id: {m.id}",
+    lines = [f"node: {node}", *([f"event: {event}"] if event else []), "metadata:", f"    namespace: {m.namespace}", f"    type: {m.type}", f"    id: {m.id}",
              f"    version: {m.version}", f"    owner: {m.owner}", f"    phase: {m.phase}"]  # fmt: skip
     if m.HasField("created"):
         lines.append(f"    created: {m.created.ToJsonString()}")
@@ -78,6 +83,96 @@ def _metadata_yaml(node: str, resource: Any) -> str:
     lines.append("spec:")
     lines += [f"    {line}" if line else "" for line in spec.split("\n")]
     return "\n".join(lines) + "\n"
+
+
+_MARKS = {"created": "+", "destroyed": "-", "updated": " "}
+
+
+class _Writer:
+    """Renders resources as table/yaml/json/jsonpath; with events (watch) it adds Talos's event marks."""
+
+    def __init__(self, output: str, *, with_events: bool) -> None:
+        self.output = output
+        self.with_events = with_events
+        self.rows: list[list[str]] = []
+        self.header: list[str] = []
+        self.written = 0
+
+    def use(self, spec: Any) -> None:
+        self.spec = spec
+        events = ["*"] if self.with_events else []
+        self.header = ["NODE", *events, "NAMESPACE", "TYPE", "ID", "VERSION",
+                       *(c.name.upper() for c in spec.print_columns)]  # fmt: skip
+
+    def write(self, node: str, resource: Any, event: str | None = None) -> None:
+        from ichor.machinery.jsonpath import render_jsonpath
+
+        if self.output == "yaml":
+            sys.stdout.write(("---\n" if self.written else "") + _metadata_yaml(node, resource, event))
+        elif self.output == "json":
+            m = resource.metadata
+            data: dict[str, Any] = {"node": node}
+            if event:
+                data["event"] = event
+            data["metadata"] = {"namespace": m.namespace, "type": m.type, "id": m.id, "version": m.version,
+                                "phase": m.phase}  # fmt: skip
+            data["spec"] = _spec_data(resource)
+            sys.stdout.write(json.dumps(data, indent=4) + "\n")
+        elif self.output.startswith("jsonpath="):
+            click.echo(render_jsonpath(self.output.removeprefix("jsonpath="), _spec_data(resource)))
+        else:
+            data = _spec_data(resource)
+            cells = [render_jsonpath(c.json_path, data) for c in self.spec.print_columns]
+            marks = [_MARKS.get(event or "", " ")] if self.with_events else []
+            self.rows.append([node, *marks, resource.metadata.namespace,
+                              self.spec.display_type or self.spec.resource_type, resource.metadata.id,
+                              resource.metadata.version, *cells])  # fmt: skip
+        self.written += 1
+
+    def flush(self, *, header: bool) -> None:
+        from ichor.client import render_table
+
+        if self.output == "table" and (self.rows or header):
+            click.echo(render_table([self.header, *self.rows] if header else self.rows), nl=False)
+        self.rows = []
+        sys.stdout.flush()
+
+
+_EVENT_NAMES = {0: "created", 1: "updated", 2: "destroyed"}
+_BOOTSTRAPPED, _ERRORED = 3, 4
+
+
+async def _watch_node(client: Any, node: str, writer: _Writer, args: tuple[str, str | None, str]) -> None:
+    """Stream one node's events into ``writer``: contents as one table, then each change as it comes."""
+    from ichor.api.gen.v1alpha1 import state_pb2
+
+    resource_type, resource_id, namespace = args
+    stub = client.with_node(node).cosi
+    spec = _match(await _list(stub, "meta", RD_TYPE), resource_type)
+    writer.use(spec)
+    request = state_pb2.WatchRequest(
+        namespace=namespace or spec.default_namespace, type=spec.resource_type, api_version=1
+    )
+    if resource_id is not None:
+        request.id = resource_id
+    else:
+        request.options.bootstrap_contents = True
+    first = True
+    async with stub.Watch.open() as call:
+        await call.send_message(request, end=True)
+        async for reply in call:
+            for event in reply.event:
+                if event.event_type == _ERRORED:
+                    raise click.ClickException(f"{node}: watch failed: {event.error}")
+                if event.event_type == _BOOTSTRAPPED:
+                    writer.flush(header=first)
+                    first = False
+                    continue
+                writer.write(node, event.resource, _EVENT_NAMES.get(event.event_type, "updated"))
+                if resource_id is not None or not first:
+                    writer.flush(header=first)
+                    first = False
+    click.echo(f"error: {node}: the node ended the watch", err=True)
 
 
 @click.command(
@@ -101,22 +196,23 @@ def _metadata_yaml(node: str, resource: Any) -> str:
 def get(
     resource_type: str, resource_id: str | None, namespace: str, output: str, watch: bool, insecure: bool
 ) -> None:
-    from ichor.client import render_table
-    from ichor.machinery.jsonpath import render_jsonpath
-
     if output not in ("table", "yaml", "json") and not output.startswith("jsonpath="):
         raise click.BadParameter(
             f"unknown output {output!r}: use table, yaml, json or jsonpath=<expr>", param_hint="-o/--output"
         )
+    writer = _Writer(output, with_events=watch)
 
     async def work(client: Any) -> None:
         nodes = client.nodes or [client.peer_host]
-        rows: list[list[str]] = []
-        header: list[str] = []
+        if watch:
+            async with asyncio.TaskGroup() as tg:
+                for node in nodes:
+                    tg.create_task(_watch_node(client, node, writer, (resource_type, resource_id, namespace)))
+            return
         for node in nodes:
             stub = client.with_node(node).cosi
-            definitions = await _list(stub, "meta", RD_TYPE)
-            spec = _match(definitions, resource_type)
+            spec = _match(await _list(stub, "meta", RD_TYPE), resource_type)
+            writer.use(spec)
             ns = namespace or spec.default_namespace
             resources = await _list(stub, ns, spec.resource_type)
             if resource_id is not None:
@@ -126,28 +222,11 @@ def get(
                         f"error: {node}: resource {spec.resource_type}({ns}/{resource_id}) doesn't exist",
                         err=True,
                     )
-            columns = list(spec.print_columns)
-            header = ["NODE", "NAMESPACE", "TYPE", "ID", "VERSION", *(c.name.upper() for c in columns)]
             for resource in resources:
-                if output == "yaml":
-                    sys.stdout.write(("---\n" if rows else "") + _metadata_yaml(node, resource))
-                    rows.append([])
-                elif output == "json":
-                    m = resource.metadata
-                    sys.stdout.write(json.dumps({"node": node, "metadata": {"namespace": m.namespace, "type": m.type, "id": m.id,
-                                                 "version": m.version, "phase": m.phase}, "spec": _spec_data(resource)}, indent=4) + "\n")  # fmt: skip
-                    rows.append([])
-                elif output.startswith("jsonpath="):
-                    click.echo(render_jsonpath(output.removeprefix("jsonpath="), _spec_data(resource)))
-                    rows.append([])
-                else:
-                    data = _spec_data(resource)
-                    cells = [render_jsonpath(c.json_path, data) for c in columns]
-                    rows.append([node, resource.metadata.namespace, spec.display_type or spec.resource_type,
-                                 resource.metadata.id, resource.metadata.version, *cells])  # fmt: skip
-        if output == "table":
-            click.echo(render_table([header, *rows]), nl=False)
+                writer.write(node, resource)
+        writer.flush(header=True)
 
-    if watch:
-        raise click.UsageError("--watch is not supported by this build yet; run the command again to refresh")
-    run(work, insecure=insecure)
+    try:
+        run(work, insecure=insecure)
+    except KeyboardInterrupt:  # the way a watch ends
+        writer.flush(header=False)
