@@ -103,6 +103,11 @@ def test_getting_started_flow_on_a_node_process(node: NodeProcess, talosctl, tmp
     assert "server certificate issued, fingerprint: " in console
     fingerprint = console.split("fingerprint: ")[1].split()[0]
 
+    # What the node waits for is a resource: `get waits` says it, with the command to run.
+    waits = talosctl("get", "waits", "--insecure", "-n", node.address)
+    assert waits.exit_code == 0, waits.stderr
+    assert "machine-config" in waits.stdout and "apply-config --insecure" in waits.stdout
+
     # Maintenance mode: reader only, admin RPCs refused, a wrong fingerprint refused.
     assert talosctl("gen", "config", "e2e", f"https://{node.address}:6443", cwd=tmp_path).exit_code == 0
     tc = str(tmp_path / "talosconfig")

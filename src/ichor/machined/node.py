@@ -32,7 +32,7 @@ from grpclib.server import Server
 
 from ichor.api.gen.machine import machine_pb2
 from ichor.machined import _certs
-from ichor.machined.cosi import Registry, State
+from ichor.machined.cosi import Registry, State, clear_wait, publish_wait
 from ichor.machined.events import EventBus
 from ichor.machined.platform import EXIT_POWEROFF, EXIT_REBOOT, Layout
 from ichor.machined.resources import (
@@ -214,6 +214,15 @@ class Node:
             running=info.running, healthy=bool(info.health.healthy), unknown=info.health.unknown
         )
         self._put(SERVICES, info.id, spec)
+        # `talosctl get waits` says what each waiting service waits for, and since when.
+        wait_id = f"service-{info.id}"
+        if info.waiting_for is not None:
+            last_event = info.events[-1].message if info.events else ""
+            publish_wait(self.state, wait_id, owner="", waiting_for=f"service {info.id}: {info.waiting_for}",
+                         reason=last_event or f"Waiting for {info.waiting_for}",
+                         now=info.waiting_since or self._clock())  # fmt: skip
+        else:
+            clear_wait(self.state, wait_id, owner="")
         last = info.events[-1] if info.events else None
         action = machine_pb2.ServiceStateEvent.Action.Value(info.state.name)
         self.events.publish(
@@ -439,6 +448,9 @@ class Node:
         )
         await server.start(self.layout.address, 50000, ssl=ctx)
         fingerprint = pki.spki_fingerprint(cert.crt)
+        publish_wait(self.state, "machine-config", owner="", waiting_for="a machine config",
+                     reason=f"maintenance mode: apply one with `talosctl apply-config --insecure --nodes "
+                            f"{self.layout.address} --file <config.yaml>`", now=self._clock())  # fmt: skip
         self.say(
             "entering maintenance service\n"
             f"this machine is reachable at:\n\t{self.layout.address}\n"
@@ -457,6 +469,7 @@ class Node:
             server.close()
             await server.wait_closed()
         self._maintenance_applied = None
+        clear_wait(self.state, "machine-config", owner="")
         self.say("configuration applied in maintenance mode")
         return loaded
 
