@@ -1,0 +1,100 @@
+"""etcd for Ichor control-plane nodes: find the binary, issue its PKI, build its command line,
+talk to it over mutual TLS, and save/restore snapshots - all the Talos way.
+
+* :func:`find_binaries`, :func:`etcd_version` - the etcd/etcdctl/etcdutl binaries.
+* :func:`issue_certs`, :func:`write_pki`, :class:`PKIPaths` - server/peer/admin certificates from
+  ``cluster.etcd.ca`` under ``/system/secrets/etcd`` with Talos's names, subjects and SANs.
+* :func:`select_addresses`, :func:`build_args`, :func:`build_env` - etcd's flags from the node's
+  addresses and ``cluster.etcd`` (``advertisedSubnets``, ``listenSubnets``, ``extraArgs``).
+* :class:`EtcdClient` - async etcd v3 client (KV, Cluster, Maintenance) with endpoint failover.
+* :func:`save_snapshot`, :func:`snapshot_info`, :func:`restore_snapshot`.
+
+Errors form one tree under :class:`EtcdError` (see ``ichor.etcd._errors``). This package does not
+supervise the etcd process or decide bootstrap/join: machined's etcd service does, with these parts.
+"""
+
+from __future__ import annotations
+
+from ichor.etcd._args import (
+    CIPHER_SUITES,
+    CLIENT_PORT,
+    DENIED_ARGS,
+    METRICS_PORT,
+    PEER_PORT,
+    EtcdAddresses,
+    build_args,
+    build_env,
+    etcd_url,
+    filter_addresses,
+    format_initial_cluster,
+    select_addresses,
+)
+from ichor.etcd._binaries import BIN_DIR_ENV, EtcdBinaries, etcd_version, find_binaries
+from ichor.etcd._client import EtcdClient, parse_endpoint
+from ichor.etcd._errors import (
+    EtcdBinaryNotFoundError,
+    EtcdConfigError,
+    EtcdError,
+    EtcdLearnerNotReadyError,
+    EtcdNoSpaceError,
+    EtcdNotFoundError,
+    EtcdNotLeaderError,
+    EtcdRequestError,
+    EtcdSnapshotError,
+    EtcdTLSError,
+    EtcdTooManyLearnersError,
+    EtcdUnavailableError,
+)
+from ichor.etcd._pki import CERT_TTL, ETCD_PKI_DIR, EtcdCerts, PKIPaths, issue_certs, write_pki
+from ichor.etcd._snapshot import restore_snapshot, save_snapshot, snapshot_info, verify_snapshot
+from ichor.etcd._types import KV, Alarm, HealthResult, Member, RangeResult, SnapshotInfo, Status
+
+__all__ = [
+    "BIN_DIR_ENV",
+    "CERT_TTL",
+    "CIPHER_SUITES",
+    "CLIENT_PORT",
+    "DENIED_ARGS",
+    "ETCD_PKI_DIR",
+    "KV",
+    "METRICS_PORT",
+    "PEER_PORT",
+    "Alarm",
+    "EtcdAddresses",
+    "EtcdBinaries",
+    "EtcdBinaryNotFoundError",
+    "EtcdCerts",
+    "EtcdClient",
+    "EtcdConfigError",
+    "EtcdError",
+    "EtcdLearnerNotReadyError",
+    "EtcdNoSpaceError",
+    "EtcdNotFoundError",
+    "EtcdNotLeaderError",
+    "EtcdRequestError",
+    "EtcdSnapshotError",
+    "EtcdTLSError",
+    "EtcdTooManyLearnersError",
+    "EtcdUnavailableError",
+    "HealthResult",
+    "Member",
+    "PKIPaths",
+    "RangeResult",
+    "SnapshotInfo",
+    "Status",
+    "build_args",
+    "build_env",
+    "etcd_url",
+    "etcd_version",
+    "filter_addresses",
+    "find_binaries",
+    "format_initial_cluster",
+    "issue_certs",
+    "parse_endpoint",
+    "restore_snapshot",
+    "save_snapshot",
+    "select_addresses",
+    "snapshot_info",
+    "verify_snapshot",
+    "write_pki",
+]
