@@ -67,6 +67,12 @@ def test_cluster_create_1_plus_1_and_talk_to_both_nodes(tmp_path: Path) -> None:
         assert (
             f"{worker}   runtime     MachineStatus   machine" in status.stdout and "running" in status.stdout
         )
+        for rtype in ("machineconfig", "machinetype", "machinestatus", "services", "osrootsecret",
+                      "apicertificates", "certsans", "hostnamestatus", "nodeaddress", "addresses"):  # fmt: skip
+            got = _talosctl(tmp_path, "-n", f"{cp},{worker}", "get", rtype)
+            assert got.exit_code == 0, (rtype, got.stderr)
+            nodes = {line.split()[0] for line in got.stdout.splitlines()[1:]}
+            assert nodes == {cp, worker}, (rtype, got.stdout)
         hostname_yaml = _talosctl(tmp_path, "-n", worker, "get", "hostname", "-o", "yaml")
         assert "type: HostnameStatuses.net.talos.dev" in hostname_yaml.stdout
         assert "hostname: e2e-worker-1" in hostname_yaml.stdout

@@ -36,13 +36,18 @@ from ichor.machined.cosi import Registry, State, clear_wait, publish_wait
 from ichor.machined.events import EventBus
 from ichor.machined.platform import EXIT_POWEROFF, EXIT_REBOOT, Layout
 from ichor.machined.resources import (
+    API_CERTIFICATES,
+    API_CERTIFICATES_ID,
     MACHINE_CONFIGS,
     MACHINE_STATUSES,
     SERVICES,
     TIME_STATUSES,
+    ApiCertificatesSpec,
     MachineConfigSpec,
     MachineStage,
     MachineStatusSpec,
+    PEMCertificate,
+    PEMCertificateAndKey,
     ServiceSpec,
     TimeStatusSpec,
     register_node_types,
@@ -544,7 +549,13 @@ class Node:
         """
         key = self.config.text if self.config else ""
         if self._api_certs is None or self._api_certs[0] != key:
-            self._api_certs = (key, await self._issue_api_certificates(machine))
+            certs = await self._issue_api_certificates(machine)
+            self._api_certs = (key, certs)
+            self._put(API_CERTIFICATES, API_CERTIFICATES_ID, ApiCertificatesSpec(
+                accepted_cas=tuple(PEMCertificate(ca) for ca in certs.accepted_cas),
+                client=PEMCertificateAndKey(certs.client.crt, certs.client.key) if certs.client else None,
+                server=PEMCertificateAndKey(certs.server.crt, certs.server.key),
+            ))  # fmt: skip
         return self._api_certs[1]
 
     async def _issue_api_certificates(self, machine: dict[str, Any]) -> _certs.ApiCertificates:
@@ -593,6 +604,10 @@ class Node:
         runtime = Runtime(self.state, registry=self.registry, clock=self._clock)
         runtime.register(controllers.machine_type_controller())
         runtime.register(controllers.hostname_controller(self.layout))
+        runtime.register(controllers.node_address_controller(self.layout))
+        runtime.register(controllers.address_status_controller(self.layout))
+        runtime.register(controllers.os_root_controller())
+        runtime.register(controllers.cert_san_controller())
         # Owned here and cancelled in the finally below: it lives exactly as long as the boot.
         controller_runtime = asyncio.get_running_loop().create_task(runtime.run(), name="controller-runtime")
         try:
