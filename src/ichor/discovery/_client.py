@@ -124,6 +124,7 @@ class DiscoveryClient:
         """Set once the server confirmed the deletion of this node's affiliate."""
         self._affiliates: dict[str, RemoteAffiliate] = {}
         self.public_ip: IPAddress | None = None
+        self._notify: Callable[[], None] = lambda: None
 
     @property
     def endpoint(self) -> str:
@@ -275,6 +276,7 @@ class DiscoveryClient:
 
     async def run(self, notify: Callable[[], None] = lambda: None) -> None:
         """Keep this node published and :attr:`affiliates` current until cancelled."""
+        self._notify = notify
         failures = 0
         while True:
             try:
@@ -311,6 +313,7 @@ class DiscoveryClient:
                 if not self.deleted.is_set():
                     await self.delete()
                     self.deleted.set()
+                    self._notify()
             elif self._local_data is not None:
                 await self.update(None, sealed=(self._local_data, list(self._local_endpoints)))
             await _first_done(self._local_changed.wait(), self._sleep(self.ttl.total_seconds() / 2))
