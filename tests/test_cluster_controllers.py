@@ -46,9 +46,11 @@ from ichor.machined.platform import Layout
 from ichor.machined.resources import (
     MACHINE_CONFIGS,
     MACHINE_STATUSES,
+    NODE_ADDRESSES,
     MachineConfigSpec,
     MachineStage,
     MachineStatusSpec,
+    NodeAddressSpec,
     register_node_types,
 )
 
@@ -277,6 +279,14 @@ def test_local_affiliate_info_and_member_without_a_server(tmp_path: Path) -> Non
                 node.state, ENDPOINTS, "discovery",
                 lambda r: r.spec.addresses == (ipaddress.ip_address("127.44.1.9"),),
             )  # fmt: skip
+            routed = NodeAddressSpec((ipaddress.ip_interface("10.44.0.9/24"),))
+            node.state.create(NODE_ADDRESSES.new("routed", routed))
+            await assert_resource(
+                node.state,
+                AFFILIATES,
+                node_id,
+                lambda r: r.spec.addresses == (ipaddress.ip_address("10.44.0.9"),),
+            )
             info = await assert_resource(node.state, INFOS, "current")
             assert (info.spec.cluster_id, info.spec.cluster_name) == ("cluster-one", "demo")
             node.apply(config_text(enabled=False, endpoint="http://127.44.1.250:9/"))
