@@ -116,6 +116,10 @@ cli.add_lazy("reset", f"{_NODE}:reset", "Reset a node")
 cli.add_lazy("disks", f"{_CLI}._node_more:disks", "Get the list of disks from /sys/block on the machine")
 cli.add_lazy("events", f"{_CLI}._node_more:events", "Stream runtime events")
 cli.add_lazy("copy", f"{_CLI}._node_more:copy", "Copy data out from the node", ("cp",))
+cli.add_lazy("etcd", f"{_CLI}._etcd:etcd", "Manage etcd")
+cli.add_lazy("bootstrap", f"{_CLI}._bootstrap:bootstrap", "Bootstrap the etcd cluster on the specified node.")
+cli.add_lazy("kubeconfig", f"{_CLI}._kubeconfig:kubeconfig", "Download the admin kubeconfig from the node")
+cli.add_lazy("health", f"{_CLI}._health:health", "Check cluster health")
 
 
 def main(argv: list[str] | None = None) -> None:

