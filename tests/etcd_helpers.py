@@ -97,7 +97,7 @@ class EtcdCluster:
     def prepare(self, name: str, address: str) -> EtcdMember:
         """A member's directories and PKI (not started)."""
         root = self.base / name
-        certs = issue_certs(self.ca, hostname=name, addresses=[address])
+        certs = issue_certs(self.ca, hostname=name, addresses=[address], shared_loopback=True)
         pki = write_pki(root / "system" / "secrets" / "etcd", certs)
         member = EtcdMember(name, address, root, certs, pki, root / "var" / "log" / "etcd.log")
         member.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)

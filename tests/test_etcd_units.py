@@ -261,6 +261,9 @@ def test_certificates_have_talos_subjects_sans_and_lifetime(tmp_path: Path) -> N
         assert cert.issuer == x509.load_pem_x509_certificate(ca.crt).subject
     assert b"EC PRIVATE KEY" in certs.server.key
 
+    shared = issue_certs(ca, hostname="cp-1", addresses=["127.5.0.2"], shared_loopback=True, now=now)
+    assert _sans(x509.load_pem_x509_certificate(shared.peer.crt))[1] == ["127.5.0.2", "127.0.0.1"]
+
     v6 = issue_certs(ca, hostname="cp-2", addresses=["fd00::2"])
     assert _sans(x509.load_pem_x509_certificate(v6.server.crt))[1] == ["fd00::2", "127.0.0.1", "::1"]
 

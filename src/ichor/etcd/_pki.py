@@ -105,9 +105,16 @@ def issue_certs(
     hostname: str,
     addresses: Sequence[str],
     domain: str = "",
+    shared_loopback: bool = False,
     now: datetime | None = None,
 ) -> EtcdCerts:
-    """Issue a node's server, peer and admin certificates from the etcd CA (needs its key)."""
+    """Issue a node's server, peer and admin certificates from the etcd CA (needs its key).
+
+    ``shared_loopback``: the node is a process on a host whose loopback other nodes share
+    (addresses 127.x). The kernel then sends its peer connections from ``127.0.0.1``, and etcd
+    checks a peer's client certificate against the address the connection comes from, so the peer
+    certificate also names ``127.0.0.1``. Talos on a machine never needs this.
+    """
     if not hostname:
         raise EtcdConfigError(
             "cannot issue etcd certificates without a hostname", hint="set machine.network.hostname"
@@ -134,7 +141,7 @@ def issue_certs(
         server=True,
         client=True,
         dns_names=dns,
-        ip_addresses=ips,
+        ip_addresses=[*ips, "127.0.0.1"] if shared_loopback else ips,
         now=now,
     )
     admin = new_keypair(ca, common_name=ADMIN_COMMON_NAME, ttl=CERT_TTL, server=False, client=True, now=now)
