@@ -1,0 +1,86 @@
+"""``talosctl health``: cluster health, checked on the node (``--server``, default) or from here.
+
+With ``--server`` the node runs the checks (``ClusterService/HealthCheck``) and streams progress,
+which is printed to stderr; otherwise :mod:`ichor.client.health` runs them from talosctl.
+``--run-e2e`` is refused: it runs Kubernetes conformance tests and Ichor runs no Kubernetes yet.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from ichor.cli._lazy import CobraCommand
+from ichor.cli._nodecmd import parse_duration, run
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    return [v.strip() for value in values for v in value.split(",") if v.strip()]
+
+
+@click.command("health", cls=CobraCommand, help="Check cluster health")
+@click.option("--init-node", default="", help="specify IPs of init node")
+@click.option("--control-plane-nodes", multiple=True, help="specify IPs of control plane nodes")
+@click.option("--worker-nodes", multiple=True, help="specify IPs of worker nodes")
+@click.option("--wait-timeout", default="20m", help="timeout to wait for the cluster to be ready")
+@click.option("--k8s-endpoint", default="", help="use endpoint instead of kubeconfig default")
+@click.option("--server/--no-server", default=True, help="run server-side check")
+@click.option("--run-e2e/--no-run-e2e", default=False, help="run Kubernetes e2e test")
+def health(
+    init_node: str,
+    control_plane_nodes: tuple[str, ...],
+    worker_nodes: tuple[str, ...],
+    wait_timeout: str,
+    k8s_endpoint: str,
+    server: bool,
+    run_e2e: bool,
+) -> None:
+    from ichor.client.health import ClusterInfo, HealthCheckError, run_checks
+    from ichor.machinery.errors import MachineryError
+
+    timeout = parse_duration(wait_timeout, flag="--wait-timeout")
+    if run_e2e:
+        raise MachineryError(
+            "--run-e2e runs the Kubernetes e2e conformance tests, and Ichor runs no Kubernetes yet",
+            hint="drop --run-e2e; `talosctl health` checks the node APIs and etcd",
+        )
+    cps = _split(control_plane_nodes)
+    workers = _split(worker_nodes)
+    info = ClusterInfo.from_flags(cps, workers, init_node)
+
+    if server:
+
+        async def on_server(client: Any) -> None:
+            from google.protobuf import duration_pb2
+
+            from ichor.api.gen.cluster import cluster_pb2
+
+            client.require_single_node("health")
+            wait = duration_pb2.Duration()
+            wait.FromTimedelta(timeout)
+            request = cluster_pb2.HealthCheckRequest(
+                wait_timeout=wait,
+                cluster_info=cluster_pb2.ClusterInfo(
+                    control_plane_nodes=info.control_plane_nodes,
+                    worker_nodes=info.worker_nodes,
+                    force_endpoint=k8s_endpoint,
+                ),
+            )
+            async with client.cluster.HealthCheck.open() as call:
+                await call.send_message(request, end=True)
+                async for progress in call:
+                    if progress.HasField("metadata") and progress.metadata.error:
+                        raise HealthCheckError(
+                            f"healthcheck error: {progress.metadata.error}",
+                            hint="see the lines above for the check that did not pass",
+                        )
+                    click.echo(progress.message, err=True)
+
+        run(on_server)
+        return
+
+    async def on_client(client: Any) -> None:
+        await run_checks(client, info, timeout=timeout, report=lambda line: click.echo(line, err=True))
+
+    run(on_client)

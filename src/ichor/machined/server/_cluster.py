@@ -1,0 +1,76 @@
+"""``cluster.ClusterService/HealthCheck``: the cluster health checks, run on the node.
+
+The checks are :mod:`ichor.client.health`'s; they need a Talos API client (to reach every node
+through apid), which the integrator supplies as ``client_factory`` (an async context manager
+factory). Each progress line is streamed as a ``HealthCheckProgress``; a check that fails or runs
+out of time ends the stream with a gRPC error (DeadlineExceeded for a timeout). Nothing here knows
+how the client is built or which node we are.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
+from datetime import timedelta
+from typing import Any
+
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError
+from grpclib.server import Stream
+
+from ichor.api.gen.cluster import cluster_grpc, cluster_pb2
+
+ClientFactory = Callable[[], AbstractAsyncContextManager[Any]]
+DEFAULT_WAIT = timedelta(minutes=20)
+
+
+class ClusterService(cluster_grpc.ClusterServiceBase):
+    """HealthCheck over a client from ``client_factory`` (check ``interval`` in seconds, for tests)."""
+
+    def __init__(self, client_factory: ClientFactory, *, interval: float = 1.0) -> None:
+        self._factory = client_factory
+        self._interval = interval
+
+    async def HealthCheck(
+        self, stream: Stream[cluster_pb2.HealthCheckRequest, cluster_pb2.HealthCheckProgress]
+    ) -> None:
+        from ichor.client.health import ClusterInfo, HealthCheckError, HealthError, run_checks
+
+        request = await stream.recv_message()
+        assert request is not None
+        info = request.cluster_info
+        try:
+            cluster = ClusterInfo.from_flags(list(info.control_plane_nodes), list(info.worker_nodes))
+        except HealthError as exc:
+            raise GRPCError(Status.INVALID_ARGUMENT, f"{exc}: {exc.hint}") from None
+        wait = (
+            request.wait_timeout.ToTimedelta() if request.HasField("wait_timeout") else DEFAULT_WAIT
+        ) or DEFAULT_WAIT
+        nodes = " ".join(f'"{n}"' for n in [*cluster.control_plane_nodes, *cluster.worker_nodes])
+        await stream.send_message(cluster_pb2.HealthCheckProgress(message=f"discovered nodes: [{nodes}]"))
+        lines: list[str] = []
+
+        async def flush() -> None:
+            while lines:
+                await stream.send_message(cluster_pb2.HealthCheckProgress(message=lines.pop(0)))
+
+        async def sleep(seconds: float) -> None:
+            import asyncio
+
+            await flush()
+            await asyncio.sleep(seconds)
+
+        async with self._factory() as client:
+            try:
+                await run_checks(
+                    client, cluster, timeout=wait, report=lines.append, interval=self._interval, sleep=sleep
+                )
+            except HealthCheckError as exc:
+                await flush()
+                code = (
+                    Status.DEADLINE_EXCEEDED
+                    if str(exc).startswith("timed out")
+                    else Status.FAILED_PRECONDITION
+                )
+                raise GRPCError(code, str(exc)) from None
+            await flush()

@@ -1,0 +1,198 @@
+"""Cluster health checks: stages and texts (client side, the node's ClusterService, the CLI)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from grpclib.server import Stream
+from test_cli_etcd_harness import CLIENT_TLS_CLOSE_RACE, FakeNode
+
+from ichor.api.gen.cluster import cluster_pb2
+from ichor.api.gen.machine import machine_pb2
+
+pytestmark = pytest.mark.filterwarnings(CLIENT_TLS_CLOSE_RACE)
+ADDRESS = "127.77.4.2"
+
+
+@pytest.fixture
+def node(tmp_path: Path) -> Iterator[FakeNode]:
+    fake = FakeNode(tmp_path, ADDRESS)
+    with fake.serving():
+        yield fake
+
+
+def _etcd_cluster(node: FakeNode, *, members: list[str], errors: list[str] = (), alarm: bool = False) -> None:  # type: ignore[assignment]
+    async def version(stream: Stream[Any, Any]) -> None:
+        await stream.recv_message()
+        reply = machine_pb2.VersionResponse()
+        reply.messages.add().version.tag = "v1.7.6"
+        await stream.send_message(reply)
+
+    async def status(stream: Stream[Any, Any]) -> None:
+        await stream.recv_message()
+        reply = machine_pb2.EtcdStatusResponse()
+        reply.messages.add().member_status.errors.extend(errors)
+        await stream.send_message(reply)
+
+    async def alarms(stream: Stream[Any, Any]) -> None:
+        await stream.recv_message()
+        reply = machine_pb2.EtcdAlarmListResponse()
+        element = reply.messages.add()
+        if alarm:
+            element.member_alarms.add(member_id=1, alarm=machine_pb2.EtcdMemberAlarm.NOSPACE)
+        await stream.send_message(reply)
+
+    async def member_list(stream: Stream[Any, Any]) -> None:
+        await stream.recv_message()
+        reply = machine_pb2.EtcdMemberListResponse()
+        element = reply.messages.add()
+        for i, ip in enumerate(members):
+            element.members.add(id=i + 1, hostname=f"cp-{i}", peer_urls=[f"https://{ip}:2380"])
+        await stream.send_message(reply)
+
+    node.handlers.update(Version=version, EtcdStatus=status, EtcdAlarmList=alarms, EtcdMemberList=member_list)
+
+
+def test_client_side_stages_pass_then_kubernetes_fails_truthfully(node: FakeNode, talosctl: Any) -> None:
+    _etcd_cluster(node, members=["10.5.0.2", "10.5.0.3"])
+    r = talosctl(
+        *node.args(),
+        "health",
+        "--server=false",
+        "--control-plane-nodes",
+        "10.5.0.2,10.5.0.3",
+        "--wait-timeout",
+        "5s",
+    )
+    assert r.exit_code == 1
+    lines = r.stderr.splitlines()
+    assert lines[:4] == [
+        "waiting for all nodes' APIs to be reachable: OK",
+        "waiting for etcd to be healthy: OK",
+        "waiting for etcd members to be consistent across nodes: OK",
+        "waiting for etcd members to be control plane nodes: OK",
+    ]
+    assert lines[4].startswith("waiting for kubelet to be healthy: Ichor runs no Kubernetes components yet")
+    assert "error: kubelet to be healthy: Ichor runs no Kubernetes components yet" in r.stderr
+    assert "OK" not in lines[4]
+
+
+def test_etcd_alarm_keeps_the_stage_waiting_until_timeout(node: FakeNode, talosctl: Any) -> None:
+    _etcd_cluster(node, members=["10.5.0.2"], alarm=True)
+    r = talosctl(
+        *node.args(), "health", "--server=false", "--control-plane-nodes", "10.5.0.2", "--wait-timeout", "2s"
+    )
+    assert r.exit_code == 1
+    assert "waiting for etcd to be healthy: 10.5.0.2: etcd alarms raised: NOSPACE (0s)" in r.stderr
+    assert "error: timed out waiting for etcd to be healthy" in r.stderr
+    assert "hint: raise --wait-timeout" in r.stderr
+
+
+def test_members_must_be_the_control_plane_nodes(node: FakeNode, talosctl: Any) -> None:
+    _etcd_cluster(node, members=["10.5.0.2"])
+    r = talosctl(
+        *node.args(), "health", "--server=false", "--control-plane-nodes", "10.5.0.2", "--init-node", "10.5.0.9",
+        "--wait-timeout", "1s",
+    )  # fmt: skip
+    assert r.exit_code == 1
+    assert "do not match the control plane nodes ['10.5.0.2', '10.5.0.9']" in r.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--server=false"], "control plane nodes are not known"),
+        (["--control-plane-nodes", "10.5.0.2", "--run-e2e"], "--run-e2e runs the Kubernetes e2e"),
+        (["--control-plane-nodes", "10.5.0.2", "--wait-timeout", "soon"], "invalid duration 'soon'"),
+    ],
+)
+def test_bad_flags_are_refused_before_any_call(
+    node: FakeNode, talosctl: Any, args: list[str], message: str
+) -> None:
+    r = talosctl(*node.args("10.5.0.2"), "health", *args)
+    assert r.exit_code != 0
+    assert message in r.stderr
+    assert node.calls == []
+
+
+def test_server_side_streams_progress_and_reports_errors(node: FakeNode, talosctl: Any) -> None:
+    seen: list[Any] = []
+
+    async def health(stream: Stream[Any, Any]) -> None:
+        request = await stream.recv_message()
+        seen.append(request)
+        await stream.send_message(cluster_pb2.HealthCheckProgress(message='discovered nodes: ["10.5.0.2"]'))
+        await stream.send_message(
+            cluster_pb2.HealthCheckProgress(message="waiting for etcd to be healthy: OK")
+        )
+        failed = cluster_pb2.HealthCheckProgress()
+        failed.metadata.hostname = "10.5.0.2"
+        failed.metadata.error = "kubelet to be healthy: Ichor runs no Kubernetes components yet"
+        await stream.send_message(failed)
+
+    node.handlers["HealthCheck"] = health
+    r = talosctl(
+        *node.args("10.5.0.2"), "health", "--control-plane-nodes", "10.5.0.2", "--worker-nodes", "10.5.0.5"
+    )
+    assert r.exit_code == 1
+    assert r.stderr.splitlines()[:2] == [
+        'discovered nodes: ["10.5.0.2"]',
+        "waiting for etcd to be healthy: OK",
+    ]
+    assert "error: healthcheck error: kubelet to be healthy" in r.stderr
+    (request,) = seen
+    assert list(request.cluster_info.control_plane_nodes) == ["10.5.0.2"]
+    assert list(request.cluster_info.worker_nodes) == ["10.5.0.5"]
+    assert request.wait_timeout.seconds == 20 * 60
+
+    r = talosctl(*node.args("10.5.0.2", "10.5.0.3"), "health", "--control-plane-nodes", "10.5.0.2")
+    assert r.exit_code == 1 and "'health' is not supported with multiple nodes" in r.stderr
+
+
+def test_node_cluster_service_runs_the_same_checks(tmp_path: Path) -> None:
+    """The node's HealthCheck over a client to a fake cluster: discovered nodes, stages, final error."""
+    import asyncio
+    from contextlib import asynccontextmanager
+
+    from grpclib.exceptions import GRPCError
+    from grpclib.testing import ChannelFor
+
+    from ichor.api.gen.cluster import cluster_grpc
+    from ichor.cli._root import GlobalOptions
+    from ichor.client import Client
+    from ichor.machined.server._cluster import ClusterService
+
+    fake = FakeNode(tmp_path, "127.77.4.3")
+    _etcd_cluster(fake, members=["10.5.0.2"])
+    with fake.serving():
+
+        @asynccontextmanager
+        async def factory() -> Any:
+            async with Client.from_options(GlobalOptions(talosconfig=str(fake.talosconfig))) as client:
+                yield client
+
+        async def main() -> tuple[list[str], GRPCError]:
+            service = ClusterService(factory, interval=0.01)
+            async with ChannelFor([service]) as channel:
+                stub = cluster_grpc.ClusterServiceStub(channel)
+                lines: list[str] = []
+                with pytest.raises(GRPCError) as err:
+                    async with stub.HealthCheck.open() as call:
+                        await call.send_message(
+                            cluster_pb2.HealthCheckRequest(
+                                cluster_info=cluster_pb2.ClusterInfo(control_plane_nodes=["10.5.0.2"])
+                            ),
+                            end=True,
+                        )
+                        async for progress in call:
+                            lines.append(progress.message)
+                return lines, err.value
+
+        lines, error = asyncio.run(main())
+    assert lines[0] == 'discovered nodes: ["10.5.0.2"]'
+    assert "waiting for etcd members to be control plane nodes: OK" in lines
+    assert lines[-1].startswith("waiting for kubelet to be healthy: Ichor runs no Kubernetes")
+    assert "Ichor runs no Kubernetes components yet" in (error.message or "")
