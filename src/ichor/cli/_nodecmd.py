@@ -46,7 +46,7 @@ def replies(client: Any, response: Any, what: str) -> list[tuple[str, Any]]:
     from ichor.client import node_replies
 
     result = node_replies(response, fallback_node=client.peer_host)
+    result.check(what)  # every node failed: one error listing them all
     for error in result.errors:
         click.echo(f"error: {error}", err=True)
-    result.check(what)
     return list(result)

@@ -111,7 +111,7 @@ async def _each(nodes: Sequence[str], attempt: Callable[[str], Awaitable[None]])
 
 
 def _checks(client: Any, info: ClusterInfo) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
-    from google.protobuf import empty_pb2
+    from google.protobuf import empty_pb2  # type: ignore[import-untyped]
 
     from ichor.api.gen.machine import machine_pb2
 

@@ -20,7 +20,7 @@ import platform as _host
 import shutil
 import ssl
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -32,7 +32,9 @@ from grpclib.server import Server
 
 from ichor.api.gen.machine import machine_pb2
 from ichor.machined import _certs
+from ichor.machined.cluster import DiscoveryServiceController, cluster_controllers, register_cluster_types
 from ichor.machined.cosi import Registry, State, clear_wait, publish_wait
+from ichor.machined.etcd import NodeEtcd
 from ichor.machined.events import EventBus
 from ichor.machined.platform import EXIT_POWEROFF, EXIT_REBOOT, Layout
 from ichor.machined.resources import (
@@ -53,6 +55,7 @@ from ichor.machined.resources import (
     register_node_types,
 )
 from ichor.machined.resources._runtime import MachineStatusStatus
+from ichor.machined.server._cluster import ClusterService
 from ichor.machined.server._cosi import StateService, fixed_roles, roles_from_metadata
 from ichor.machined.server._machine import MachineService, UnimplementedMachineService
 from ichor.machined.services import RestartPolicy, Service, ServiceInfo, Supervisor, goroutine
@@ -159,6 +162,9 @@ class Node:
         self._stop: asyncio.Future[int] | None = None
         self._try_revert: asyncio.TimerHandle | None = None
         self._api_certs: tuple[str, _certs.ApiCertificates] | None = None
+        self.etcd: NodeEtcd | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._discovery: DiscoveryServiceController | None = None
 
     # --- small facts ------------------------------------------------------------------------------
 
@@ -175,6 +181,12 @@ class Node:
         from ichor.machined.controllers import machine_type_of
 
         return "unknown" if self.config is None else str(machine_type_of(self.config.v1alpha1))
+
+    def v1alpha1(self) -> dict[str, Any]:
+        return self.config.v1alpha1 if self.config else {}
+
+    def now(self) -> datetime:
+        return self._clock()
 
     def process_root(self) -> int:
         import os
@@ -271,6 +283,22 @@ class Node:
             "META",
         ]
 
+        async def leave_then_wipe() -> None:
+            self._stage(MachineStage.RESETTING)
+            if request.graceful and self.etcd is not None:
+                self.say("resetting: leaving etcd (graceful)")
+                problem = await self.etcd.leave_before_reset()
+                if problem:
+                    self.say(f"resetting: could not leave etcd gracefully: {problem}")
+            if self._discovery is not None:
+                # The discovery controller deletes this node's affiliate on "resetting".
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(5):
+                        await self._discovery.left.wait()
+            if self.supervisor is not None and self.etcd is not None:
+                await self.supervisor.stop("etcd")
+            wipe_then_finish()
+
         def wipe_then_finish() -> None:
             self.say(f"resetting: wiping {', '.join(labels)}")
             for label in labels:
@@ -284,7 +312,14 @@ class Node:
                         child.unlink(missing_ok=True)
             self._finish(EXIT_REBOOT if request.reboot else EXIT_POWEROFF)
 
-        asyncio.get_running_loop().call_later(0.2, wipe_then_finish)
+        loop = asyncio.get_running_loop()
+
+        def start() -> None:
+            task = loop.create_task(leave_then_wipe(), name="reset")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        loop.call_later(0.2, start)
 
     # --- configuration ---------------------------------------------------------------------------
 
@@ -311,6 +346,33 @@ class Node:
         return machine_pb2.GenerateClientConfiguration(
             ca=ca.crt, crt=crt, key=key, talosconfig=talosconfig.to_yaml().encode()
         )
+
+    def kubeconfig(self) -> bytes:
+        """The admin kubeconfig as Talos streams it: a tar.gz holding one file ``kubeconfig``."""
+        from ichor.machinery.kubeconfig import admin_kubeconfig, kubeconfig_archive
+
+        if self.machine_type() != "controlplane" or self.config is None:
+            raise GRPCError(Status.UNIMPLEMENTED, "kubeconfig is only available on control plane nodes")
+        return kubeconfig_archive(
+            admin_kubeconfig(self.config.container, now=self._clock()), now=self._clock()
+        )
+
+    @contextlib.asynccontextmanager
+    async def _self_client(self) -> AsyncIterator[Any]:
+        """A short-lived os:admin client of this control plane's own apid (server-side health checks)."""
+        from ichor.client import Client
+
+        os_ca = self._os_ca()
+        if not os_ca.has_key:
+            raise GRPCError(
+                Status.FAILED_PRECONDITION, "run the health check against a control plane node (-n)"
+            )
+        pair = pki.new_keypair(os_ca, organizations=["os:admin"], common_name=f"{self.hostname()}-health",
+                               ttl=timedelta(hours=1), client=True, server=False, now=self._clock())  # fmt: skip
+        async with Client(
+            endpoints=[self.layout.address], ca=os_ca.crt, crt=pair.crt, key=pair.key
+        ) as client:
+            yield client
 
     def _os_ca(self) -> pki.CertKey:
         assert self.config is not None
@@ -480,6 +542,8 @@ class Node:
 
     def _services(self) -> list[Service]:
         assert self.config is not None
+        # Every configured node answers the etcd RPCs (workers with Talos's "only on control planes").
+        self.etcd = NodeEtcd(self)
         roles = roles_from_metadata
 
         async def machined(log_file: IO[str]) -> None:
@@ -492,6 +556,7 @@ class Node:
                     MachineService(self, roles_of=roles),
                     StateService(self.state, roles_of=roles),
                     StorageService(self.layout),
+                    ClusterService(self._self_client, roles_of=roles),
                 ]
             )
             await server.start(path=str(sock))
@@ -540,6 +605,7 @@ class Node:
         if self.machine_type() == "controlplane":
             services.append(Service("trustd", goroutine(trustd), description="Trust daemon",
                                     restart=RestartPolicy.FOREVER))  # fmt: skip
+            services.append(self.etcd.service())
         return services
 
     async def _api_certificates(self, machine: dict[str, Any]) -> _certs.ApiCertificates:
@@ -592,6 +658,7 @@ class Node:
         self.console = Console(self.layout.console_log, self._clock)
         self._stop = asyncio.get_running_loop().create_future()
         register_node_types(self.registry)
+        register_cluster_types(self.registry)
         self.registry.publish(self.state)
         self._put(TIME_STATUSES, "node", TimeStatusSpec(synced=True, epoch=1))
         self.say(
@@ -608,6 +675,10 @@ class Node:
         runtime.register(controllers.address_status_controller(self.layout))
         runtime.register(controllers.os_root_controller())
         runtime.register(controllers.cert_san_controller())
+        for controller in cluster_controllers(self.layout):
+            if isinstance(controller, DiscoveryServiceController):
+                self._discovery = controller
+            runtime.register(controller)
         # Owned here and cancelled in the finally below: it lives exactly as long as the boot.
         controller_runtime = asyncio.get_running_loop().create_task(runtime.run(), name="controller-runtime")
         try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 import os
 import shutil
@@ -21,6 +22,7 @@ from ichor.machinery.yamlio import dump_document, from_plain, load_documents, to
 
 DEFAULT_STATE = Path("~/.talos/clusters")
 DEFAULT_CIDR = "127.5.0.0/24"
+DISCOVERY_PORT = 3000
 
 
 @dataclass
@@ -38,6 +40,8 @@ class ClusterRecord:
     cidr: str
     state_dir: str
     nodes: list[NodeRecord] = field(default_factory=list)
+    discovery_pid: int = 0
+    discovery_endpoint: str = ""
 
     @property
     def file(self) -> Path:
@@ -116,6 +120,7 @@ def create(
     cp_patches: Sequence[str] = (),
     worker_patches: Sequence[str] = (),
     wait_timeout: float = 600.0,
+    bootstrap: bool = True,
     progress: Callable[[str], None] = print,
 ) -> ClusterRecord:
     """Create a cluster of process nodes, as a user would: boot, apply configs, merge talosconfig."""
@@ -144,6 +149,14 @@ def create(
         node_name = f"{name}-{kind}-{index}"
         record.nodes.append(NodeRecord(node_name, kind, addresses[i], str(state_dir / node_name)))
 
+    progress("starting the cluster's own discovery service")
+    record.discovery_endpoint, record.discovery_pid = start_discovery(cidr, state_dir, progress)
+    record.save()
+    discovery = load_patches([
+        "cluster:\n  discovery:\n    enabled: true\n    registries:\n      kubernetes:\n        disabled: true\n"
+        f"      service:\n        endpoint: {record.discovery_endpoint}\n"
+    ])  # fmt: skip
+
     progress("generating PKI and tokens")
     bundle = SecretsBundle.generate()
     write_atomic(state_dir / "secrets.yaml", bundle.to_yaml(), mode=0o600)
@@ -158,7 +171,7 @@ def create(
     for node in record.nodes:
         hostname = load_patches([f"machine:\n  network:\n    hostname: {node.name}\n"])
         output = OutputType.CONTROLPLANE if node.type == "controlplane" else OutputType.WORKER
-        text = generate(bundle, opts, output_types=[output], patches=[*common, *hostname],
+        text = generate(bundle, opts, output_types=[output], patches=[*discovery, *common, *hostname],
                         controlplane_patches=per_type["controlplane"], worker_patches=per_type["worker"],
                         with_docs=False, with_examples=False).outputs[output]  # fmt: skip
         configs[node.name] = text.encode()
@@ -195,7 +208,86 @@ def create(
     progress(
         f"cluster {name!r} is up: {len(record.nodes)} nodes configured in {time.monotonic() - started:.1f}s"
     )
+    if bootstrap:
+        progress(f"bootstrapping etcd on {cp_address}")
+        etcd_started = time.monotonic()
+        asyncio.run(_bootstrap_and_wait(record, target, merged.context or name, wait_timeout, progress))
+        now = time.monotonic()
+        progress(
+            f"etcd is healthy on {controlplanes} control plane(s) after {now - etcd_started:.1f}s "
+            f"({now - started:.1f}s since create started)"
+        )
     return record
+
+
+def start_discovery(cidr: str, state_dir: Path, progress: Callable[[str], None]) -> tuple[str, int]:
+    """The cluster's own discovery service on the CIDR's first address (never the public one)."""
+    network = ipaddress.ip_network(cidr, strict=False)
+    address = str(next(network.hosts()))
+    log = state_dir / "discovery.log"
+    background = proc.start(
+        [sys.executable, "-m", "ichor.discovery", "serve", "--listen", f"{address}:{DISCOVERY_PORT}"],
+        output=log,
+    )
+    _wait(f"discovery service on {address}:{DISCOVERY_PORT}",
+          lambda: (log.exists() and "listening on" in log.read_text()) or background.poll() is not None, 30, progress)  # fmt: skip
+    if background.poll() is not None:
+        raise MachineryError(
+            f"the discovery service did not start: {log.read_text().strip()[-500:]}",
+            hint=f"is {address}:{DISCOVERY_PORT} in use by another cluster? pick another --cidr",
+        )
+    return f"http://{address}:{DISCOVERY_PORT}/", background.pid
+
+
+async def _bootstrap_and_wait(
+    record: ClusterRecord, talosconfig: Path, context: str, timeout: float, progress: Callable[[str], None]
+) -> None:
+    """``talosctl bootstrap`` on the first control plane, then wait until every control plane is a
+    voting etcd member and the member list agrees everywhere."""
+    from ichor.api.gen.machine import machine_pb2
+    from ichor.client import Client, ClientError, node_replies
+
+    controlplanes = [n.address for n in record.nodes if n.type == "controlplane"]
+    first = controlplanes[0]
+    opts = _Opts(str(talosconfig), context, [first], [first])
+    async with Client.from_options(opts, connect_timeout=3) as client:
+        node_replies(
+            await client.machine.Bootstrap(machine_pb2.BootstrapRequest()), fallback_node=first
+        ).check("bootstrap")
+    deadline = time.monotonic() + timeout
+    shown = ""
+    while True:
+        waiting = ""
+        try:
+            opts = _Opts(str(talosconfig), context, [first], controlplanes)
+            async with Client.from_options(opts, connect_timeout=3) as client:
+                reply = node_replies(
+                    await client.machine.EtcdMemberList(machine_pb2.EtcdMemberListRequest(query_local=True)),
+                    fallback_node=first,
+                )
+                views = {node: sorted((m.hostname, m.is_learner) for m in msg.members) for node, msg in reply}
+                failed = [str(e) for e in reply.errors]
+            voting = {node: [h for h, learner in view if not learner] for node, view in views.items()}
+            if failed:
+                waiting = f"etcd not answering yet: {failed[0]}"
+            elif any(len(v) < len(controlplanes) for v in voting.values()) or len(views) < len(controlplanes):
+                counts = ", ".join(f"{node}: {len(v)}" for node, v in sorted(voting.items()))
+                waiting = f"etcd voting members per control plane ({counts}), want {len(controlplanes)}"
+            elif len({tuple(v) for v in views.values()}) != 1:
+                waiting = "control planes disagree on the etcd member list"
+        except ClientError as exc:
+            waiting = f"etcd not answering yet: {exc}"
+        if not waiting:
+            return
+        if waiting != shown:
+            progress(f"waiting for etcd: {waiting}")
+            shown = waiting
+        if time.monotonic() > deadline:
+            raise MachineryError(
+                f"etcd not healthy after {timeout:.0f}s: {waiting}",
+                hint="see `talosctl -n <control plane> service etcd` and `talosctl logs etcd`",
+            )
+        await asyncio.sleep(0.5)
 
 
 async def _apply_all(record: ClusterRecord, configs: dict[str, bytes]) -> None:
@@ -260,8 +352,32 @@ def destroy(state: Path, name: str, progress: Callable[[str], None] = print) -> 
         if _pid_alive(node.launcher_pid):
             progress(f"{node.name} did not stop in time: killing its process group")
             os.killpg(node.launcher_pid, signal.SIGKILL)
+    for node in record.nodes:
+        _kill_etcd_leftover(Path(node.root), progress)
+    if _pid_alive(record.discovery_pid):
+        progress(f"stopping the discovery service (PID {record.discovery_pid})")
+        os.kill(record.discovery_pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        while _pid_alive(record.discovery_pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _pid_alive(record.discovery_pid):
+            os.killpg(record.discovery_pid, signal.SIGKILL)
     shutil.rmtree(record.state_dir, ignore_errors=True)
     progress(f"destroyed cluster {name!r}")
+
+
+def _kill_etcd_leftover(root: Path, progress: Callable[[str], None]) -> None:
+    """A node killed with SIGKILL leaves its etcd (own process group) running: end it by its PID file."""
+    from ichor.machined.etcd import PID_FILE
+
+    try:
+        pid = int((root / PID_FILE.lstrip("/")).read_text().strip())
+    except (OSError, ValueError):
+        return
+    if _pid_alive(pid):
+        progress(f"stopping etcd left behind by {root.name} (PID {pid})")
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
 
 
 def show(state: Path, name: str) -> list[list[str]]:

@@ -9,7 +9,7 @@ how the client is built or which node we are.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
 from typing import Any
@@ -27,15 +27,26 @@ DEFAULT_WAIT = timedelta(minutes=20)
 class ClusterService(cluster_grpc.ClusterServiceBase):
     """HealthCheck over a client from ``client_factory`` (check ``interval`` in seconds, for tests)."""
 
-    def __init__(self, client_factory: ClientFactory, *, interval: float = 1.0) -> None:
+    def __init__(
+        self,
+        client_factory: ClientFactory,
+        *,
+        interval: float = 1.0,
+        roles_of: Callable[[Stream[Any, Any]], Collection[str]] | None = None,
+    ) -> None:
         self._factory = client_factory
         self._interval = interval
+        self._roles_of = roles_of
 
     async def HealthCheck(
         self, stream: Stream[cluster_pb2.HealthCheckRequest, cluster_pb2.HealthCheckProgress]
     ) -> None:
         from ichor.client.health import ClusterInfo, HealthCheckError, HealthError, run_checks
 
+        if self._roles_of is not None:
+            from ichor.machined import authz
+
+            authz.check("/cluster.ClusterService/HealthCheck", self._roles_of(stream))
         request = await stream.recv_message()
         assert request is not None
         info = request.cluster_info

@@ -24,6 +24,7 @@ from ichor.machined import authz
 from ichor.machined.events import EventBus
 from ichor.machined.platform import Layout
 from ichor.machined.server import _files
+from ichor.machined.server._etcd import EtcdMethods
 from ichor.machined.services import (
     OperationNotSupportedError,
     ServiceError,
@@ -55,6 +56,8 @@ class NodeContext(Protocol):
     def generate_client_configuration(
         self, roles: list[str], ttl: timedelta
     ) -> machine_pb2.GenerateClientConfiguration: ...
+
+    def kubeconfig(self) -> bytes: ...
 
     def request_reboot(self, actor_id: str, mode: int) -> None: ...
 
@@ -106,7 +109,7 @@ def _service_error(exc: ServiceError) -> GRPCError:
     return GRPCError(Status.INTERNAL, str(exc))
 
 
-class MachineService(UnimplementedMachineService):  # type: ignore[misc,valid-type]
+class MachineService(EtcdMethods, UnimplementedMachineService):  # type: ignore[misc,valid-type]
     """The RPCs a process node serves; see the module docstring."""
 
     def __init__(self, node: NodeContext, *, roles_of: RolesOf) -> None:
@@ -145,6 +148,10 @@ class MachineService(UnimplementedMachineService):  # type: ignore[misc,valid-ty
             raise GRPCError(Status.INVALID_ARGUMENT, "crt_ttl should be positive")
         reply = self._node.generate_client_configuration(list(request.roles), ttl)
         await stream.send_message(machine_pb2.GenerateClientConfigurationResponse(messages=[reply]))
+
+    async def Kubeconfig(self, stream: Stream[Any, Any]) -> None:
+        await self._request(stream, "Kubeconfig")
+        await stream.send_message(common_pb2.Data(bytes=self._node.kubeconfig()))
 
     # --- services, logs, kernel log, events ------------------------------------------------------
 
