@@ -67,6 +67,7 @@ PID_FILE = "/system/run/etcd.pid"
 JOIN_RETRY = 3.0
 JOIN_NAG_INTERVAL = 30.0
 PROMOTE_RETRY = 1.0
+LEAVE_RETRY_FOR = 30.0
 WAIT_ID = "etcd"
 
 T = TypeVar("T")
@@ -454,7 +455,17 @@ class NodeEtcd:
                 )
             if status.leader == status.member_id:
                 await self._forfeit(client, status.member_id, members)
-            await client.member_remove(status.member_id)
+            # etcd refuses a removal ("unhealthy cluster") until every member has been connected for
+            # a few seconds (strict reconfiguration check): a member that just joined must wait.
+            deadline = asyncio.get_running_loop().time() + LEAVE_RETRY_FOR
+            while True:
+                try:
+                    await client.member_remove(status.member_id)
+                    return
+                except etcdlib.EtcdError as err:
+                    if "unhealthy cluster" not in str(err) or asyncio.get_running_loop().time() > deadline:
+                        raise
+                await asyncio.sleep(1.0)
 
         await self._call(endpoints, work)
         self.node.say("left the etcd cluster")
