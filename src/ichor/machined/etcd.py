@@ -462,9 +462,13 @@ class NodeEtcd:
                 try:
                     await client.member_remove(status.member_id)
                     return
+                except etcdlib.EtcdNotFoundError:
+                    return  # removed meanwhile (an earlier attempt whose reply was lost)
                 except etcdlib.EtcdError as err:
-                    if "unhealthy cluster" not in str(err) or asyncio.get_running_loop().time() > deadline:
+                    # also "leader changed" right after forfeiting leadership
+                    if asyncio.get_running_loop().time() > deadline:
                         raise
+                    self.node.say(f"etcd leave: {err}; retrying")
                 await asyncio.sleep(1.0)
 
         await self._call(endpoints, work)

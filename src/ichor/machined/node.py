@@ -163,6 +163,8 @@ class Node:
         self._try_revert: asyncio.TimerHandle | None = None
         self._api_certs: tuple[str, _certs.ApiCertificates] | None = None
         self.etcd: NodeEtcd | None = None
+        self.maintenance_replied = asyncio.Event()
+        self._resetting = False
         self._tasks: set[asyncio.Task[None]] = set()
         self._discovery: DiscoveryServiceController | None = None
 
@@ -284,8 +286,9 @@ class Node:
         ]
 
         async def leave_then_wipe() -> None:
+            self._resetting = True
             self._stage(MachineStage.RESETTING)
-            if request.graceful and self.etcd is not None:
+            if request.graceful and self.etcd is not None and self.machine_type() == "controlplane":
                 self.say("resetting: leaving etcd (graceful)")
                 problem = await self.etcd.leave_before_reset()
                 if problem:
@@ -473,11 +476,14 @@ class Node:
                 mode=request.mode,
                 mode_details="Dry run summary:\nNode is running in maintenance mode and does not have a config yet.",
             )
+        # The reply is built before the maintenance service is told to go: it closes its listener
+        # shortly after, and validation for the warnings can take longer than that under load.
+        reply = machine_pb2.ApplyConfiguration(mode=request.mode, mode_details="Applied configuration with a reboot",
+                                               warnings=self._warnings(new))  # fmt: skip
         self._put(MACHINE_CONFIGS, "maintenance", MachineConfigSpec(new.text))
         if not self._maintenance_applied.done():
             self._maintenance_applied.set_result(new)
-        return machine_pb2.ApplyConfiguration(mode=request.mode, mode_details="Applied configuration with a reboot",
-                                              warnings=self._warnings(new))  # fmt: skip
+        return reply
 
     def _acquire(self) -> _Loaded | None:
         sources: list[tuple[Path, str]] = [(self.layout.config_file, "STATE")]
@@ -502,6 +508,7 @@ class Node:
         """Serve the insecure API on :50000 until a valid config arrives."""
         self._stage(MachineStage.MAINTENANCE)
         self._maintenance_applied = asyncio.get_running_loop().create_future()
+        self.maintenance_replied = asyncio.Event()
         cert = _certs.maintenance_certificate(address=self.layout.address, hostname=self.hostname())
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
@@ -532,7 +539,11 @@ class Node:
         try:
             loaded = await self._maintenance_applied
         finally:
-            await asyncio.sleep(0.2)  # let the ApplyConfiguration reply leave before the listener goes
+            # Closing the server cancels calls in flight: let the ApplyConfiguration reply leave first.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(10):
+                    await self.maintenance_replied.wait()
+            await asyncio.sleep(0.05)
             server.close()
             await server.wait_closed()
         self._maintenance_applied = None
@@ -700,7 +711,10 @@ class Node:
                 supervisor.start_all()
                 self._stage(MachineStage.RUNNING, ready=True)
                 code = await self._stop
-                self._stage(MachineStage.REBOOTING if code == EXIT_REBOOT else MachineStage.SHUTTING_DOWN)
+                if not self._resetting:
+                    # A reset stays "resetting" to the end: the discovery controller publishes this
+                    # node again as soon as the stage is anything else.
+                    self._stage(MachineStage.REBOOTING if code == EXIT_REBOOT else MachineStage.SHUTTING_DOWN)
                 self.say("stopping all services")
                 await supervisor.stop_all()
                 return code
@@ -742,8 +756,11 @@ class MaintenanceService(UnimplementedMachineService):  # type: ignore[misc,vali
 
     async def ApplyConfiguration(self, stream: Any) -> None:
         request = await stream.recv_message()
-        reply = await self._node.apply_configuration(request)
-        await stream.send_message(machine_pb2.ApplyConfigurationResponse(messages=[reply]))
+        try:
+            reply = await self._node.apply_configuration(request)
+            await stream.send_message(machine_pb2.ApplyConfigurationResponse(messages=[reply]))
+        finally:
+            self._node.maintenance_replied.set()
 
     async def _admin_only(self, stream: Any) -> None:
         raise GRPCError(Status.UNIMPLEMENTED, "API is not implemented in maintenance mode")
