@@ -20,7 +20,7 @@ import pytest
 
 from ichor import etcd as etcdlib
 from ichor.machinery import proc
-from ichor.provision._cluster import ClusterRecord, start_launcher
+from ichor.provision._cluster import ClusterRecord, NodeRecord, start_launcher
 
 # The test's own etcd client may leave a TLS transport to the garbage collector when a node is
 # killed under it (the point of this test); that is not the product's behaviour under test.
@@ -135,6 +135,17 @@ def test_three_control_planes_form_etcd_survive_faults_and_recover(tmp_path: Pat
                 (b"/e2e/one", b"1")
             ] and got.revision >= revision
 
+        # health: API and etcd stages pass; the Kubernetes stage says truthfully there is none.
+        health = _talosctl(home, "health", "--control-plane-nodes", ",".join(cps), "--worker-nodes",
+                           ",".join(workers), "--wait-timeout", "30s")  # fmt: skip
+        for stage in ("all nodes' APIs to be reachable: OK", "etcd to be healthy: OK",
+                      "etcd members to be consistent across nodes: OK", "etcd members to be control plane nodes: OK"):  # fmt: skip
+            assert stage in health.stdout + health.stderr, health.stdout + health.stderr
+        assert health.exit_code != 0 and "Ichor runs no Kubernetes components yet" in health.stderr
+        kubeconfig = _talosctl(home, "-n", cps[0], "kubeconfig", str(home / "kube"))
+        assert kubeconfig.exit_code == 0, kubeconfig.stderr
+        assert f"admin@{NAME}" in (home / "kube").read_text()
+
         # Bad input: bootstrap on a worker, a second bootstrap, an unknown member id.
         on_worker = _talosctl(home, "-n", workers[0], "bootstrap")
         assert (
@@ -233,6 +244,29 @@ def test_three_control_planes_form_etcd_survive_faults_and_recover(tmp_path: Pat
         assert rejoin.exit_code == 0, rejoin.stderr
         assert _until(
             "three members again after re-adding", lambda: _voting_members(home, cps[0]) == names, 120
+        )
+
+        # "Add first, then remove": a fourth control plane joins by itself, then the second one is
+        # reset gracefully and leaves; etcd ends with the three that remain.
+        extra = NodeRecord(f"{NAME}-controlplane-4", "controlplane", f"{prefix}.7",
+                           str(Path(record.state_dir) / f"{NAME}-controlplane-4"))  # fmt: skip
+        record.nodes.append(extra)
+        record.save()
+        extra_config = home / "controlplane-4.yaml"
+        extra_config.write_text(config.read_text().replace(names[2], extra.name))
+        _restart_node(record, len(record.nodes) - 1)
+        _until("the fourth node in maintenance mode",
+               lambda: "entering maintenance service" in _console(Path(extra.root)), 60)  # fmt: skip
+        added = _talosctl(home, "apply-config", "--insecure", "-n", extra.address, "-f", str(extra_config))
+        assert added.exit_code == 0, added.stderr
+        assert _until(
+            "four voting members", lambda: _voting_members(home, cps[0]) == [*names, extra.name], 120
+        )
+        removed = _talosctl(home, "-n", cps[1], "reset", "--reboot", "--wait=false")
+        assert removed.exit_code == 0, removed.stderr
+        remaining = [names[0], names[2], extra.name]
+        assert _until(
+            "the second node gone from etcd", lambda: _voting_members(home, cps[0]) == remaining, 120
         )
     finally:
         destroyed = _talosctl(home, "cluster", "destroy", "--name", NAME)
