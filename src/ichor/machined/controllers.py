@@ -46,7 +46,8 @@ from ichor.machinery.yamlio import load_documents, to_plain
 ACTIVE = "v1alpha1"
 
 
-def _v1alpha1(ctx: ControllerContext) -> dict[str, Any]:
+def active_v1alpha1(ctx: ControllerContext) -> dict[str, Any]:
+    """The active MachineConfig's v1alpha1 document as plain data; skips the pass while there is none."""
     resource = ctx.get_or_none(MACHINE_CONFIGS, ACTIVE)
     if resource is None:
         raise SkipReconcile
@@ -70,7 +71,7 @@ def hostname_of(v1alpha1: dict[str, Any], address: str) -> str:
 
 def machine_type_controller() -> TransformController[MachineTypeSpec]:
     def derive(ctx: ControllerContext) -> dict[str, MachineTypeSpec]:
-        return {"machine-type": machine_type_of(_v1alpha1(ctx))}
+        return {"machine-type": machine_type_of(active_v1alpha1(ctx))}
 
     return TransformController(
         "config.MachineTypeController",
@@ -87,7 +88,7 @@ def default_hostname(address: str) -> str:
 
 def hostname_controller(layout: Layout) -> TransformController[HostnameStatusSpec]:
     def derive(ctx: ControllerContext) -> dict[str, HostnameStatusSpec]:
-        host, _, domain = hostname_of(_v1alpha1(ctx), layout.address).partition(".")
+        host, _, domain = hostname_of(active_v1alpha1(ctx), layout.address).partition(".")
         return {"hostname": HostnameStatusSpec(host, domain)}
 
     return TransformController(
@@ -133,7 +134,7 @@ def os_root_controller() -> TransformController[OSRootSpec]:
     """The OS CA (with its key on control planes only), accepted CAs, certSANs and the trustd token."""
 
     def derive(ctx: ControllerContext) -> dict[str, OSRootSpec]:
-        machine = _v1alpha1(ctx).get("machine") or {}
+        machine = active_v1alpha1(ctx).get("machine") or {}
         ca = machine.get("ca") or {}
         accepted = [
             PEMCertificate(_pem(c.get("crt"))) for c in machine.get("acceptedCAs") or [] if c.get("crt")

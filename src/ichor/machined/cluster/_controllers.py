@@ -54,13 +54,13 @@ from ichor.machined.cluster._types import (
     KubeSpanAffiliateSpec,
     MemberSpec,
 )
+from ichor.machined.controllers import active_v1alpha1
 from ichor.machined.cosi import (
     Controller,
     ControllerContext,
     Input,
     Output,
     OutputKind,
-    SkipReconcile,
     TransformController,
     WaitingFor,
 )
@@ -117,16 +117,6 @@ def new_node_id() -> str:
         value, digit = divmod(value, 62)
         digits.append(_BASE62[digit])
     return "".join(reversed(digits))
-
-
-def _v1alpha1(ctx: ControllerContext) -> dict[str, Any]:
-    resource = ctx.get_or_none(MACHINE_CONFIGS, ACTIVE_CONFIG)
-    if resource is None:
-        raise SkipReconcile
-    for doc in load_documents(resource.spec.text, source="MachineConfig"):
-        if isinstance(doc, dict) and "kind" not in doc:
-            return dict(to_plain(doc))
-    raise SkipReconcile
 
 
 def _section(data: Any, *keys: str) -> dict[str, Any]:
@@ -226,7 +216,7 @@ def discovery_config_of(v1alpha1: dict[str, Any]) -> DiscoveryConfigSpec:
 
 def discovery_config_controller() -> TransformController[DiscoveryConfigSpec]:
     def derive(ctx: ControllerContext) -> dict[str, DiscoveryConfigSpec]:
-        return {DISCOVERY_CONFIG_ID: discovery_config_of(_v1alpha1(ctx))}
+        return {DISCOVERY_CONFIG_ID: discovery_config_of(active_v1alpha1(ctx))}
 
     return TransformController(
         "cluster.ConfigController", inputs=[Input(MACHINE_CONFIGS, id=ACTIVE_CONFIG)],
@@ -236,7 +226,7 @@ def discovery_config_controller() -> TransformController[DiscoveryConfigSpec]:
 
 def info_controller() -> TransformController[InfoSpec]:
     def derive(ctx: ControllerContext) -> dict[str, InfoSpec]:
-        cluster = _section(_v1alpha1(ctx), "cluster")
+        cluster = _section(active_v1alpha1(ctx), "cluster")
         return {INFO_ID: InfoSpec(str(cluster.get("id") or ""), str(cluster.get("clusterName") or ""))}
 
     return TransformController(
@@ -276,7 +266,7 @@ def local_affiliate_controller(layout: Layout) -> TransformController[AffiliateS
         kind = str(machine_type.spec)
         control_plane = None
         if kind in ("init", "controlplane"):
-            plane = _section(_v1alpha1(ctx), "cluster", "controlPlane")
+            plane = _section(active_v1alpha1(ctx), "cluster", "controlPlane")
             control_plane = ControlPlaneSpec(int(plane.get("localAPIServerPort") or DEFAULT_API_SERVER_PORT))
         node_id = identity.spec.node_id
         return {
