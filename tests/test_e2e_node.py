@@ -235,6 +235,10 @@ def test_a_config_truncated_mid_write_never_leaves_the_node_unbootable(tmp_path:
         assert applied.exit_code == 0, applied.stderr
         node.wait_console("booting as controlplane")
         assert (state / "config.yaml").read_text() == full
-        assert sorted(p.name for p in state.iterdir()) == [".config.yaml.abc123.tmp", "config.yaml"]
+        assert sorted(p.name for p in state.iterdir()) == [
+            ".config.yaml.abc123.tmp",
+            "config.yaml",
+            "node-identity.yaml",
+        ]
     finally:
         node.stop()

@@ -539,11 +539,15 @@ class Node:
         try:
             loaded = await self._maintenance_applied
         finally:
-            # Closing the server cancels calls in flight: let the ApplyConfiguration reply leave first.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(10):
-                    await self.maintenance_replied.wait()
-            await asyncio.sleep(0.05)
+            # Closing the server cancels calls in flight: let the ApplyConfiguration reply leave first
+            # (only when a config arrived; a shutdown in maintenance mode has no reply to wait for).
+            applied = self._maintenance_applied
+            # (cancelling this coroutine cancels the awaited future too: that is a shutdown, not a config)
+            if applied is not None and applied.done() and not applied.cancelled():
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(10):
+                        await self.maintenance_replied.wait()
+                await asyncio.sleep(0.05)
             server.close()
             await server.wait_closed()
         self._maintenance_applied = None
