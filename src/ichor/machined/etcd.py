@@ -53,12 +53,21 @@ from ichor.machined.services import (
     RunContext,
     Runner,
     Service,
+    ServiceState,
     Supervisor,
 )
 from ichor.machinery import pki
 from ichor.machinery.files import write_atomic
 
-__all__ = ["DATA_DIR", "PKI_DIR", "RECOVERY_SNAPSHOT", "EtcdNode", "NodeEtcd"]
+__all__ = [
+    "DATA_DIR",
+    "PID_FILE",
+    "PKI_DIR",
+    "RECOVERY_SNAPSHOT",
+    "EtcdNode",
+    "NodeEtcd",
+    "kill_leftover_etcd",
+]
 
 DATA_DIR = "/var/lib/etcd"
 PKI_DIR = "/system/secrets/etcd"
@@ -89,6 +98,27 @@ class EtcdNode(Protocol):
     def v1alpha1(self) -> dict[str, Any]: ...
 
     def now(self) -> datetime: ...
+
+
+def kill_leftover_etcd(layout: Layout) -> int | None:
+    """Kill an etcd that a machined which died without stopping it left running (it holds the node's
+    ports); returns its PID. Only a process whose command line names this node's data directory is
+    killed, so a PID reused by something else is left alone."""
+    pid_file = layout.path(PID_FILE)
+    try:
+        pid = int(pid_file.read_text().strip())
+    except (OSError, ValueError):
+        return None
+    pid_file.unlink(missing_ok=True)
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    if not any(str(layout.path(DATA_DIR)).encode() in part for part in cmdline):
+        return None
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
+    return pid
 
 
 def _grpc(status: Status, message: str) -> GRPCError:
@@ -190,22 +220,6 @@ class NodeEtcd:
             health_check=HealthCheck(self._health, initial_delay=1.0, period=5.0, timeout=5.0), stop_timeout=10.0,
         )  # fmt: skip
 
-    def _kill_leftover(self) -> None:
-        """An etcd left running by a machined that died without stopping it holds our ports."""
-        try:
-            pid = int(self.pid_file.read_text().strip())
-        except (OSError, ValueError):
-            return
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            cmdline = []
-        if any(str(self.data_dir).encode() in part for part in cmdline):
-            self.node.say(f"killing etcd left over from the previous boot (PID {pid})")
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
-        self.pid_file.unlink(missing_ok=True)
-
     async def _pre(self) -> None:
         from ichor.etcd import build_args, find_binaries, format_initial_cluster
 
@@ -213,7 +227,9 @@ class NodeEtcd:
         self._learner_id = 0
         self._voting_endpoints = []
         await asyncio.to_thread(self._ensure_certs)
-        self._kill_leftover()
+        leftover = kill_leftover_etcd(node.layout)
+        if leftover:
+            node.say(f"killing etcd left over from the previous boot (PID {leftover})")
         addresses = self.addresses()
         name = node.hostname()
         peer_urls = addresses.peer_urls
@@ -243,16 +259,15 @@ class NodeEtcd:
     def _restore(self, name: str, peer_urls: list[str]) -> None:
         from ichor.etcd import format_initial_cluster, restore_snapshot
 
-        info = etcdlib.snapshot_info(self.snapshot_path)
-        self.node.say(
-            f"recovering etcd from snapshot: hash {info.hash:08x}, revision {info.revision}, "
-            f"total keys {info.total_keys}, total size {info.total_size}"
-        )
-        restore_snapshot(
+        info = restore_snapshot(
             self.snapshot_path, self.data_dir, name=name,
             initial_cluster=format_initial_cluster((name, u) for u in peer_urls),
             initial_advertise_peer_urls=",".join(peer_urls), skip_hash_check=self.recover_skip_hash_check,
         )  # fmt: skip
+        self.node.say(
+            f"recovering etcd from snapshot: hash {info.hash:08x}, revision {info.revision}, "
+            f"total keys {info.total_keys}, total size {info.total_size}"
+        )
         self.snapshot_path.unlink(missing_ok=True)
         self.recover = False
 
@@ -328,11 +343,10 @@ class NodeEtcd:
                 async with self.client(endpoints, timeout=5.0) as client:
                     await client.member_promote(learner_id)
             except etcdlib.EtcdError as err:
-                if "not in sync" not in str(err) and "not a learner" not in str(err):
-                    pass  # retried: a leader change or a member restarting answers the same way for a while
-                if "not a learner" in str(err):
+                if "not a learner" in str(err):  # promoted already (an earlier reply was lost)
                     self._learner_id = 0
                     return
+                # not in sync yet, a leader change, a member restarting: all pass, so retry
                 await asyncio.sleep(PROMOTE_RETRY)
                 continue
             self._learner_id = 0
@@ -352,11 +366,7 @@ class NodeEtcd:
             raise _grpc(Status.UNIMPLEMENTED, f"{api_name} is only available on control plane nodes")
 
     def _require_running(self) -> None:
-        info = (
-            self.node.supervisor.info("etcd")
-            if "etcd" in {i.id for i in self.node.supervisor.list()}
-            else None
-        )
+        info = next((i for i in self.node.supervisor.list() if i.id == "etcd"), None)
         if info is None or not info.running:
             state = info.state.value if info is not None else "not loaded"
             raise _grpc(
@@ -565,16 +575,17 @@ class _EtcdRunner:
         return self.process.pids
 
     async def run(self, record: Recorder, stop: asyncio.Event) -> None:
-        async def side_work() -> None:
-            while self.process.process is None:
-                await asyncio.sleep(0.05)
-            self.owner.pid_file.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(self.owner.pid_file, f"{self.process.process.pid}\n".encode(), mode=0o600)
-            await self.owner.promote_when_ready()
+        def record_and_remember(state: ServiceState, message: str) -> None:
+            child = self.process.process
+            if state is ServiceState.RUNNING and child is not None:
+                self.owner.pid_file.parent.mkdir(parents=True, exist_ok=True)
+                write_atomic(self.owner.pid_file, f"{child.pid}\n", mode=0o600)
+            record(state, message)
 
-        helper = asyncio.get_running_loop().create_task(side_work(), name="etcd promote")
+        # A learner's promotion retries until etcd has caught up, so it may start with the process.
+        helper = asyncio.get_running_loop().create_task(self.owner.promote_when_ready(), name="etcd promote")
         try:
-            await self.process.run(record, stop)
+            await self.process.run(record_and_remember, stop)
         finally:
             helper.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):

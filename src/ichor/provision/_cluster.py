@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import ipaddress
 import os
 import shutil
@@ -340,43 +339,38 @@ class _Opts:
 
 def destroy(state: Path, name: str, progress: Callable[[str], None] = print) -> None:
     """Stop every process of the cluster (by recorded PID) and remove its state."""
+    from ichor.machined.etcd import kill_leftover_etcd
+    from ichor.machined.platform import Layout
+
     record = ClusterRecord.load(state, name)
+    _stop_processes(
+        {n.launcher_pid: f"{n.name} (launcher PID {n.launcher_pid})" for n in record.nodes}, 40, progress
+    )
     for node in record.nodes:
-        if _pid_alive(node.launcher_pid):
-            progress(f"stopping {node.name} (launcher PID {node.launcher_pid})")
-            os.kill(node.launcher_pid, signal.SIGTERM)
-    deadline = time.monotonic() + 40
-    for node in record.nodes:
-        while _pid_alive(node.launcher_pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if _pid_alive(node.launcher_pid):
-            progress(f"{node.name} did not stop in time: killing its process group")
-            os.killpg(node.launcher_pid, signal.SIGKILL)
-    for node in record.nodes:
-        _kill_etcd_leftover(Path(node.root), progress)
-    if _pid_alive(record.discovery_pid):
-        progress(f"stopping the discovery service (PID {record.discovery_pid})")
-        os.kill(record.discovery_pid, signal.SIGTERM)
-        deadline = time.monotonic() + 10
-        while _pid_alive(record.discovery_pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if _pid_alive(record.discovery_pid):
-            os.killpg(record.discovery_pid, signal.SIGKILL)
+        # A node killed with SIGKILL leaves its etcd (its own process group) running.
+        leftover = kill_leftover_etcd(Layout(root=Path(node.root), address=node.address))
+        if leftover:
+            progress(f"stopping etcd left behind by {node.name} (PID {leftover})")
+    _stop_processes(
+        {record.discovery_pid: f"the discovery service (PID {record.discovery_pid})"}, 10, progress
+    )
     shutil.rmtree(record.state_dir, ignore_errors=True)
     progress(f"destroyed cluster {name!r}")
 
 
-def _kill_etcd_leftover(root: Path, progress: Callable[[str], None]) -> None:
-    """A node killed with SIGKILL leaves its etcd (own process group) running: end it by its PID file."""
-    from ichor.machined.etcd import PID_FILE
-
-    try:
-        pid = int((root / PID_FILE.lstrip("/")).read_text().strip())
-    except (OSError, ValueError):
-        return
-    if _pid_alive(pid):
-        progress(f"stopping etcd left behind by {root.name} (PID {pid})")
-        with contextlib.suppress(ProcessLookupError, PermissionError):
+def _stop_processes(processes: dict[int, str], timeout: float, progress: Callable[[str], None]) -> None:
+    """SIGTERM each live PID, wait up to ``timeout`` seconds for all, then kill the process group of
+    any that remain."""
+    alive = {pid: label for pid, label in processes.items() if _pid_alive(pid)}
+    for pid, label in alive.items():
+        progress(f"stopping {label}")
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    for pid, label in alive.items():
+        while _pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if _pid_alive(pid):
+            progress(f"{label} did not stop in time: killing its process group")
             os.killpg(pid, signal.SIGKILL)
 
 
