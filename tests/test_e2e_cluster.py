@@ -8,15 +8,11 @@ import time
 from pathlib import Path
 
 import pytest
+from cluster_helpers import talosctl_in as _talosctl
 
 from ichor.machinery import proc
 
 pytestmark = pytest.mark.e2e
-
-
-def _talosctl(home: Path, *args: str) -> proc.Completed:
-    env = {"HOME": str(home), "TALOSCONFIG": str(home / ".talos/config")}
-    return proc.run([sys.executable, "-m", "ichor", *args], env=env, cwd=home, check=False, timeout=180)
 
 
 def _wait_for_text(path: Path, text: str, timeout: float = 30) -> None:

@@ -12,11 +12,11 @@ import asyncio
 import os
 import random
 import signal
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from cluster_helpers import talosctl_in as _talosctl
 
 from ichor import etcd as etcdlib
 from ichor.machinery import proc
@@ -27,11 +27,6 @@ from ichor.provision._cluster import ClusterRecord, NodeRecord, start_launcher
 pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")]
 
 NAME = "etcde2e"
-
-
-def _talosctl(home: Path, *args: str, timeout: float = 180) -> proc.Completed:
-    env = {"HOME": str(home), "TALOSCONFIG": str(home / ".talos/config")}
-    return proc.run([sys.executable, "-m", "ichor", *args], env=env, cwd=home, check=False, timeout=timeout)
 
 
 def _until(what: str, check, timeout: float = 90):  # type: ignore[no-untyped-def]
