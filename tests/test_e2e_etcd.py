@@ -263,6 +263,9 @@ def test_three_control_planes_form_etcd_survive_faults_and_recover(tmp_path: Pat
         assert _until(
             "the second node gone from etcd", lambda: _voting_members(home, cps[0]) == remaining, 120
         )
+    except BaseException:
+        _print_consoles(home)  # pytest shows it with the failure: what each node said last
+        raise
     finally:
         destroyed = _talosctl(home, "cluster", "destroy", "--name", NAME)
     assert destroyed.exit_code == 0, destroyed.stderr
@@ -290,8 +293,10 @@ def _console(root: Path) -> str:
     return path.read_text() if path.exists() else ""
 
 
-def _console_tail(root: Path) -> str:
-    return _console(root)[-4000:]
+def _print_consoles(home: Path) -> None:
+    for console in sorted((home / ".talos/clusters" / NAME).glob("*/var/log/console.log")):
+        print(f"===== {console.parent.parent.parent.name}: last lines of its console =====")
+        print("\n".join(console.read_text(errors="replace").splitlines()[-40:]))
 
 
 def _waiting_to_join(root: Path, boots_before: int) -> bool:

@@ -453,35 +453,44 @@ class NodeEtcd:
         self.check_control_plane("etcd leave")
         self._require_running()
         endpoints = self.control_plane_endpoints(include_self=True)
+        own_peer_urls = set(self.addresses().peer_urls)
+        name = self.node.hostname()
 
-        async def work(client: etcdlib.EtcdClient) -> None:
-            status = await client.status(self.local_endpoint())
+        async def once(client: etcdlib.EtcdClient) -> None:
+            # Found by name or peer URL through whichever member answers: the local member may be
+            # busy (it may have just caught up), and a removal need not be sent to it.
             members = await client.member_list()
-            if len([m for m in members if not m.is_learner]) <= 1 and not status.is_learner:
+            own = [m for m in members if m.name == name or own_peer_urls & set(m.peer_urls)]
+            if not own:
+                return  # not (or no longer) a member: an earlier attempt whose reply was lost
+            me = own[0]
+            if len([m for m in members if not m.is_learner]) <= 1 and not me.is_learner:
+                raise _OnlyVotingMember
+            status = await client.status()
+            if status.leader == me.id:
+                await self._forfeit(client, me.id, members)
+            await client.member_remove(me.id)
+
+        # etcd refuses a removal ("unhealthy cluster") until every member has been connected for a
+        # few seconds (strict reconfiguration check), and "leader changed" right after forfeiting
+        # leadership: retry the whole step until LEAVE_RETRY_FOR has passed.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + LEAVE_RETRY_FOR
+        while True:
+            try:
+                await self._call(endpoints, once)
+                break
+            except _OnlyVotingMember:
                 raise _grpc(
                     Status.FAILED_PRECONDITION,
                     "failed to leave cluster: this is the only voting etcd member; removing it would lose the "
                     "cluster (take a snapshot with `talosctl etcd snapshot` first, then reset the node)",
-                )
-            if status.leader == status.member_id:
-                await self._forfeit(client, status.member_id, members)
-            # etcd refuses a removal ("unhealthy cluster") until every member has been connected for
-            # a few seconds (strict reconfiguration check): a member that just joined must wait.
-            deadline = asyncio.get_running_loop().time() + LEAVE_RETRY_FOR
-            while True:
-                try:
-                    await client.member_remove(status.member_id)
-                    return
-                except etcdlib.EtcdNotFoundError:
-                    return  # removed meanwhile (an earlier attempt whose reply was lost)
-                except etcdlib.EtcdError as err:
-                    # also "leader changed" right after forfeiting leadership
-                    if asyncio.get_running_loop().time() > deadline:
-                        raise
-                    self.node.say(f"etcd leave: {err}; retrying")
-                await asyncio.sleep(1.0)
-
-        await self._call(endpoints, work)
+                ) from None
+            except GRPCError as err:
+                if loop.time() > deadline:
+                    raise
+                self.node.say(f"etcd leave: {err.message}; retrying")
+            await asyncio.sleep(1.0)
         self.node.say("left the etcd cluster")
 
     async def _forfeit(self, client: etcdlib.EtcdClient, own_id: int, members: list[etcdlib.Member]) -> str:
@@ -558,6 +567,10 @@ class NodeEtcd:
 
     def wipe_data(self) -> None:
         shutil.rmtree(self.data_dir, ignore_errors=True)
+
+
+class _OnlyVotingMember(Exception):
+    """Leaving would remove the last voting member (turned into FailedPrecondition by ``leave``)."""
 
 
 class _EtcdRunner:

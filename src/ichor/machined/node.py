@@ -288,6 +288,13 @@ class Node:
         async def leave_then_wipe() -> None:
             self._resetting = True
             self._stage(MachineStage.RESETTING)
+            try:
+                await leave()
+            except Exception as err:  # a reset asked for is carried out even if leaving went wrong
+                self.say(f"resetting: leaving the cluster failed ({err!r}); wiping anyway")
+            wipe_then_finish()
+
+        async def leave() -> None:
             if request.graceful and self.etcd is not None and self.machine_type() == "controlplane":
                 self.say("resetting: leaving etcd (graceful)")
                 problem = await self.etcd.leave_before_reset()
@@ -300,7 +307,6 @@ class Node:
                         await self._discovery.left.wait()
             if self.supervisor is not None and self.etcd is not None:
                 await self.supervisor.stop("etcd")
-            wipe_then_finish()
 
         def wipe_then_finish() -> None:
             self.say(f"resetting: wiping {', '.join(labels)}")
