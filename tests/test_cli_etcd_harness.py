@@ -27,6 +27,7 @@ from grpclib.server import Server, Stream
 
 from ichor.api.gen.cluster import cluster_grpc
 from ichor.api.gen.machine import machine_grpc
+from ichor.api.gen.v1alpha1 import state_grpc
 from ichor.machinery.clientconfig import TalosConfig, issue_admin_context
 from ichor.machinery.pki import load_private_key, new_keypair
 from ichor.machinery.secrets import SecretsBundle
@@ -47,11 +48,11 @@ def targets(stream: Stream[Any, Any]) -> list[str]:
     return [v for k, v in stream.metadata.items() if k == "nodes"]
 
 
-def _service(base: type, handlers: dict[str, Handler], calls: list[str]) -> Any:
+def _service(base: type, handlers: dict[str, Handler], calls: list[str], prefix: str = "") -> Any:
     def method(name: str) -> Any:
         async def call(self: Any, stream: Stream[Any, Any]) -> None:
-            calls.append(name)
-            handler = handlers.get(name)
+            calls.append(prefix + name)
+            handler = handlers.get(prefix + name)
             if handler is None:
                 raise GRPCError(Status.UNIMPLEMENTED, f"{name} is not implemented by the test double")
             await handler(stream)
@@ -65,7 +66,8 @@ def _service(base: type, handlers: dict[str, Handler], calls: list[str]) -> Any:
 
 
 class FakeNode:
-    """Mutual-TLS Talos API double; ``handlers[name] = async fn(stream)``; ``calls`` records RPC names."""
+    """Mutual-TLS Talos API double; ``handlers[name] = async fn(stream)``; ``calls`` records RPC names
+    (COSI State methods as ``State.<name>``, since machine and State both have ``List``)."""
 
     def __init__(self, tmp_path: Path, address: str) -> None:
         tmp_path = tmp_path / "fake-node"  # keep the double's files out of the directory under test
@@ -107,6 +109,7 @@ class FakeNode:
         services = [
             _service(machine_grpc.MachineServiceBase, self.handlers, self.calls),
             _service(cluster_grpc.ClusterServiceBase, self.handlers, self.calls),
+            _service(state_grpc.StateBase, self.handlers, self.calls, prefix="State."),
         ]
         servers: list[Server] = []
         ready = threading.Event()

@@ -130,9 +130,11 @@ def test_three_control_planes_form_etcd_survive_faults_and_recover(tmp_path: Pat
                 (b"/e2e/one", b"1")
             ] and got.revision >= revision
 
-        # health: API and etcd stages pass; the Kubernetes stage says truthfully there is none.
-        health = _talosctl(home, "health", "--control-plane-nodes", ",".join(cps), "--worker-nodes",
-                           ",".join(workers), "--wait-timeout", "30s")  # fmt: skip
+        # health (nodes from discovery, the default): API and etcd stages pass; the Kubernetes stage
+        # says truthfully there is none.
+        health = _talosctl(home, "health", "--wait-timeout", "30s")
+        discovered = " ".join(f'"{n}"' for n in [*cps, *workers])
+        assert f"discovered nodes: [{discovered}]" in health.stderr, health.stderr
         for stage in ("all nodes' APIs to be reachable: OK", "etcd to be healthy: OK",
                       "etcd members to be consistent across nodes: OK", "etcd members to be control plane nodes: OK"):  # fmt: skip
             assert stage in health.stdout + health.stderr, health.stdout + health.stderr

@@ -104,7 +104,7 @@ def test_members_must_be_the_control_plane_nodes(node: FakeNode, talosctl: Any) 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--server=false"], "control plane nodes are not known"),
+        (["--server=false", "--worker-nodes", "10.5.0.5"], "control plane nodes are not known"),
         (["--control-plane-nodes", "10.5.0.2", "--run-e2e"], "--run-e2e runs the Kubernetes e2e"),
         (["--control-plane-nodes", "10.5.0.2", "--wait-timeout", "soon"], "invalid duration 'soon'"),
     ],
@@ -196,3 +196,111 @@ def test_node_cluster_service_runs_the_same_checks(tmp_path: Path) -> None:
     assert "waiting for etcd members to be control plane nodes: OK" in lines
     assert lines[-1].startswith("waiting for kubelet to be healthy: Ichor runs no Kubernetes")
     assert "Ichor runs no Kubernetes components yet" in (error.message or "")
+
+
+def _members(node: FakeNode, members: list[tuple[str, list[str]]]) -> list[Any]:
+    """Serve ``members`` (machine type, addresses) as Members resources; returns the List requests."""
+    from ichor.api.gen.v1alpha1 import state_pb2
+
+    requests: list[Any] = []
+
+    async def listing(stream: Stream[Any, Any]) -> None:
+        requests.append(await stream.recv_message())
+        for i, (machine_type, addresses) in enumerate(members):
+            reply = state_pb2.ListResponse()
+            reply.resource.metadata.id = f"node-{i}"
+            listed = "".join(f"    - {a}\n" for a in addresses)
+            reply.resource.spec.yaml_spec = (
+                f"nodeId: node-{i}\naddresses:\n{listed}hostname: node-{i}\nmachineType: {machine_type}\n"
+                if addresses
+                else f"nodeId: node-{i}\naddresses: []\nmachineType: {machine_type}\n"
+            )
+            await stream.send_message(reply)
+
+    node.handlers["State.List"] = listing
+    return requests
+
+
+def test_client_side_without_nodes_uses_the_discovered_members(node: FakeNode, talosctl: Any) -> None:
+    _etcd_cluster(node, members=["10.5.0.2"])
+    requests = _members(node, [("controlplane", ["10.5.0.2", "fd00::2"]), ("worker", ["10.5.0.5"])])
+    r = talosctl(*node.args("10.5.0.2"), "health", "--server=false", "--wait-timeout", "5s")
+    assert r.exit_code == 1
+    lines = r.stderr.splitlines()
+    assert lines[0] == 'discovered nodes: ["10.5.0.2" "10.5.0.5"]'
+    assert "waiting for etcd members to be control plane nodes: OK" in lines
+    assert "Ichor runs no Kubernetes components yet" in r.stderr
+    (request,) = requests
+    assert (request.namespace, request.type) == ("cluster", "Members.cluster.talos.dev")
+
+
+def test_client_side_without_nodes_and_no_control_plane_member_says_what_to_do(
+    node: FakeNode, talosctl: Any
+) -> None:
+    _members(node, [("worker", ["10.5.0.5"]), ("controlplane", [])])
+    r = talosctl(*node.args("10.5.0.2"), "health", "--server=false", "--wait-timeout", "5s")
+    assert r.exit_code == 1
+    assert "no control plane nodes were discovered" in r.stderr
+    assert "cluster.discovery.enabled" in r.stderr and "--control-plane-nodes" in r.stderr
+    assert "Version" not in node.calls  # nothing checked without nodes
+
+
+def test_cluster_info_from_members() -> None:
+    from ichor.client.health import ClusterInfo, HealthError
+
+    info = ClusterInfo.from_members(
+        [("init", ["10.5.0.1"]), ("controlplane", ["10.5.0.2", "10.5.0.22"]), ("worker", ["10.5.0.5"]),
+         ("unknown", ["10.5.0.9"]), ("worker", [])]
+    )  # fmt: skip
+    assert (info.control_plane_nodes, info.worker_nodes) == (["10.5.0.1", "10.5.0.2"], ["10.5.0.5"])
+    with pytest.raises(HealthError, match="no control plane nodes were discovered"):
+        ClusterInfo.from_members([])
+    assert ClusterInfo.from_flags([], [], "") is None
+    given = ClusterInfo.from_flags(["10.5.0.2"], [], "10.5.0.1")
+    assert given is not None and given.control_plane_nodes == ["10.5.0.2", "10.5.0.1"]
+
+
+@pytest.mark.parametrize("members", [[("controlplane", ["10.5.0.2"])], None])
+def test_node_cluster_service_without_nodes_uses_its_members(tmp_path: Path, members: Any) -> None:
+    import asyncio
+    from contextlib import asynccontextmanager
+
+    from grpclib.const import Status
+    from grpclib.exceptions import GRPCError
+    from grpclib.testing import ChannelFor
+
+    from ichor.api.gen.cluster import cluster_grpc
+    from ichor.cli._root import GlobalOptions
+    from ichor.client import Client
+    from ichor.machined.server._cluster import ClusterService
+
+    fake = FakeNode(tmp_path, "127.77.4.4")
+    _etcd_cluster(fake, members=["10.5.0.2"])
+    with fake.serving():
+
+        @asynccontextmanager
+        async def factory() -> Any:
+            async with Client.from_options(GlobalOptions(talosconfig=str(fake.talosconfig))) as client:
+                yield client
+
+        async def main() -> tuple[list[str], GRPCError]:
+            found = (lambda: members) if members is not None else None
+            service = ClusterService(factory, interval=0.01, members=found)
+            async with ChannelFor([service]) as channel:
+                stub = cluster_grpc.ClusterServiceStub(channel)
+                lines: list[str] = []
+                with pytest.raises(GRPCError) as err:
+                    async with stub.HealthCheck.open() as call:
+                        await call.send_message(cluster_pb2.HealthCheckRequest(), end=True)
+                        async for progress in call:
+                            lines.append(progress.message)
+                return lines, err.value
+
+        lines, error = asyncio.run(main())
+    if members is None:
+        assert error.status is Status.INVALID_ARGUMENT and "--control-plane-nodes" in (error.message or "")
+        assert lines == []
+    else:
+        assert lines[0] == 'discovered nodes: ["10.5.0.2"]'
+        assert "waiting for etcd members to be control plane nodes: OK" in lines
+        assert "Ichor runs no Kubernetes components yet" in (error.message or "")

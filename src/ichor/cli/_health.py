@@ -2,7 +2,8 @@
 
 With ``--server`` the node runs the checks (``ClusterService/HealthCheck``) and streams progress,
 which is printed to stderr; otherwise :mod:`ichor.client.health` runs them from talosctl.
-``--run-e2e`` is refused: it runs Kubernetes conformance tests and Ichor runs no Kubernetes yet.
+Without ``--control-plane-nodes``/``--worker-nodes`` the nodes are the cluster members the node
+knows from discovery (``talosctl get members``), as in Talos. ``--run-e2e`` is refused: it runs Kubernetes conformance tests and Ichor runs no Kubernetes yet.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ def health(
     server: bool,
     run_e2e: bool,
 ) -> None:
-    from ichor.client.health import ClusterInfo, HealthCheckError, run_checks
+    from ichor.client.health import ClusterInfo, HealthCheckError, discover, run_checks
     from ichor.machinery.errors import MachineryError
 
     timeout = parse_duration(wait_timeout, flag="--wait-timeout")
@@ -45,9 +46,7 @@ def health(
             "--run-e2e runs the Kubernetes e2e conformance tests, and Ichor runs no Kubernetes yet",
             hint="drop --run-e2e; `talosctl health` checks the node APIs and etcd",
         )
-    cps = _split(control_plane_nodes)
-    workers = _split(worker_nodes)
-    info = ClusterInfo.from_flags(cps, workers, init_node)
+    given = ClusterInfo.from_flags(_split(control_plane_nodes), _split(worker_nodes), init_node)
 
     if server:
 
@@ -62,8 +61,8 @@ def health(
             request = cluster_pb2.HealthCheckRequest(
                 wait_timeout=wait,
                 cluster_info=cluster_pb2.ClusterInfo(
-                    control_plane_nodes=info.control_plane_nodes,
-                    worker_nodes=info.worker_nodes,
+                    control_plane_nodes=given.control_plane_nodes if given else [],
+                    worker_nodes=given.worker_nodes if given else [],
                     force_endpoint=k8s_endpoint,
                 ),
             )
@@ -81,6 +80,12 @@ def health(
         return
 
     async def on_client(client: Any) -> None:
+        if given is None:
+            info = await discover(client.with_node(client.require_single_node("health")))
+            nodes = " ".join(f'"{n}"' for n in [*info.control_plane_nodes, *info.worker_nodes])
+            click.echo(f"discovered nodes: [{nodes}]", err=True)
+        else:
+            info = given
         await run_checks(client, info, timeout=timeout, report=lambda line: click.echo(line, err=True))
 
     run(on_client)

@@ -12,8 +12,9 @@ when it passes (Talos's check descriptions):
 5. Kubernetes stages (``kubelet to be healthy`` ...): Ichor runs no Kubernetes components yet, so
    these fail at once with that reason. They never pass.
 
-The nodes must be given (Talos discovers them from cluster membership, which Ichor does not
-publish yet). The same code runs in talosctl (``--server=false``) and in the node's ClusterService.
+The nodes are the ones given (``--control-plane-nodes``/``--worker-nodes``) or, by default, the
+cluster members from discovery (:func:`discover`, :meth:`ClusterInfo.from_members`), as in Talos.
+The same code runs in talosctl (``--server=false``) and in the node's ClusterService.
 This module never prints: lines go to the ``report`` callback.
 """
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -36,6 +37,8 @@ __all__ = [
     "ClusterInfo",
     "HealthCheckError",
     "HealthError",
+    "discover",
+    "member_entries",
     "run_checks",
 ]
 
@@ -78,17 +81,67 @@ class ClusterInfo:
     @classmethod
     def from_flags(
         cls, control_plane_nodes: Sequence[str], worker_nodes: Sequence[str], init_node: str = ""
-    ) -> ClusterInfo:
+    ) -> ClusterInfo | None:
+        """The nodes given on the command line; ``None`` when none are (discover them instead)."""
         cps = [n for n in control_plane_nodes if n]
         if init_node and init_node not in cps:
             cps.append(init_node)
+        workers = [n for n in worker_nodes if n]
+        if not cps and not workers:
+            return None
         if not cps:
             raise HealthError(
                 "control plane nodes are not known",
-                hint="pass --control-plane-nodes <IP>,<IP> (and --worker-nodes): Ichor cannot discover "
-                "cluster members yet",
+                hint="pass --control-plane-nodes <IP>,<IP> with --worker-nodes, or neither to use the "
+                "cluster members from discovery",
             )
-        return cls(cps, [n for n in worker_nodes if n])
+        return cls(cps, workers)
+
+    @classmethod
+    def from_members(cls, members: Iterable[tuple[str, Sequence[str]]]) -> ClusterInfo:
+        """From discovered cluster members, each ``(machine type, addresses)``: the first address of
+        each control plane (``controlplane``, ``init``) and worker; other types are left out."""
+        cps: list[str] = []
+        workers: list[str] = []
+        for machine_type, addresses in members:
+            if not addresses:
+                continue
+            if machine_type in ("controlplane", "init"):
+                cps.append(addresses[0])
+            elif machine_type == "worker":
+                workers.append(addresses[0])
+        if not cps:
+            raise HealthError(
+                "no control plane nodes were discovered",
+                hint="check `talosctl get members` (cluster.discovery.enabled must be true), or pass "
+                "--control-plane-nodes and --worker-nodes",
+            )
+        return cls(cps, workers)
+
+
+def member_entries(resources: Iterable[Any]) -> list[tuple[str, list[str]]]:
+    """``(machine type, addresses)`` of COSI ``Members.cluster.talos.dev`` resources (protobuf)."""
+    from ichor.machinery.yamlio import load_documents, to_plain
+
+    out: list[tuple[str, list[str]]] = []
+    for resource in resources:
+        docs = to_plain(load_documents(resource.spec.yaml_spec or "{}", source="member spec"))
+        spec = docs[0] if docs and isinstance(docs[0], dict) else {}
+        out.append((str(spec.get("machineType", "")), [str(a) for a in spec.get("addresses") or []]))
+    return out
+
+
+async def discover(client: Any) -> ClusterInfo:
+    """The cluster's nodes from the ``members`` resources of the (single) node ``client`` targets."""
+    from ichor.api.gen.v1alpha1 import state_pb2
+
+    resources = []
+    async with client.cosi.List.open() as call:
+        request = state_pb2.ListRequest(namespace="cluster", type="Members.cluster.talos.dev")
+        await call.send_message(request, end=True)
+        async for reply in call:
+            resources.append(reply.resource)
+    return ClusterInfo.from_members(member_entries(resources))
 
 
 def _errors(reasons: list[str]) -> str:

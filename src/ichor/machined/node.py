@@ -366,6 +366,15 @@ class Node:
             admin_kubeconfig(self.config.container, now=self._clock()), now=self._clock()
         )
 
+    def _member_entries(self) -> list[tuple[str, list[str]]]:
+        """The discovered cluster members, ``(machine type, addresses)`` each, for health checks."""
+        from ichor.machined.cluster._types import MEMBERS
+
+        return [
+            (m.spec.machine_type, [str(a) for a in m.spec.addresses])
+            for m in self.state.list(MEMBERS.default_namespace, MEMBERS)
+        ]
+
     @contextlib.asynccontextmanager
     async def _self_client(self) -> AsyncIterator[Any]:
         """A short-lived os:admin client of this control plane's own apid (server-side health checks)."""
@@ -577,7 +586,7 @@ class Node:
                     MachineService(self, roles_of=roles),
                     StateService(self.state, roles_of=roles),
                     StorageService(self.layout),
-                    ClusterService(self._self_client, roles_of=roles),
+                    ClusterService(self._self_client, roles_of=roles, members=self._member_entries),
                 ]
             )
             await server.start(path=str(sock))

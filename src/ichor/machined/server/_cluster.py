@@ -2,7 +2,8 @@
 
 The checks are :mod:`ichor.client.health`'s; they need a Talos API client (to reach every node
 through apid), which the integrator supplies as ``client_factory`` (an async context manager
-factory). Each progress line is streamed as a ``HealthCheckProgress``; a check that fails or runs
+factory), and the nodes to check come from the request or, when it names none, from ``members``
+(the node's discovered cluster members, ``(machine type, addresses)`` each). Each progress line is streamed as a ``HealthCheckProgress``; a check that fails or runs
 out of time ends the stream with a gRPC error (DeadlineExceeded for a timeout). Nothing here knows
 how the client is built or which node we are.
 """
@@ -33,10 +34,12 @@ class ClusterService(cluster_grpc.ClusterServiceBase):
         *,
         interval: float = 1.0,
         roles_of: Callable[[Stream[Any, Any]], Collection[str]] | None = None,
+        members: Callable[[], list[tuple[str, list[str]]]] | None = None,
     ) -> None:
         self._factory = client_factory
         self._interval = interval
         self._roles_of = roles_of
+        self._members = members
 
     async def HealthCheck(
         self, stream: Stream[cluster_pb2.HealthCheckRequest, cluster_pb2.HealthCheckProgress]
@@ -51,7 +54,16 @@ class ClusterService(cluster_grpc.ClusterServiceBase):
         assert request is not None
         info = request.cluster_info
         try:
-            cluster = ClusterInfo.from_flags(list(info.control_plane_nodes), list(info.worker_nodes))
+            given = ClusterInfo.from_flags(list(info.control_plane_nodes), list(info.worker_nodes))
+            if given is not None:
+                cluster = given
+            elif self._members is not None:
+                cluster = ClusterInfo.from_members(self._members())
+            else:
+                raise HealthError(
+                    "this node has no cluster membership to check",
+                    hint="pass --control-plane-nodes and --worker-nodes",
+                )
         except HealthError as exc:
             raise GRPCError(Status.INVALID_ARGUMENT, f"{exc}: {exc.hint}") from None
         wait = (
