@@ -17,7 +17,7 @@ import pytest
 from google.protobuf.duration_pb2 import Duration
 from grpclib.client import Channel
 from grpclib.const import Status
-from grpclib.exceptions import GRPCError
+from grpclib.exceptions import GRPCError, StreamTerminatedError
 
 from ichor.api.gen.discovery import affiliate_pb2, server_pb2
 from ichor.api.gen.discovery.server_grpc import ClusterStub
@@ -384,3 +384,46 @@ def test_serve_refuses_a_listen_address_without_a_port(capsys: pytest.CaptureFix
 
     assert main(["serve", "--listen", "127.44.0.8"]) == 2
     assert "error: --listen:" in capsys.readouterr().err
+
+
+# -- TLS ---------------------------------------------------------------------------------------
+
+
+def test_a_tls_server_is_reached_with_its_ca_and_refused_without_it(tmp_path: Path) -> None:
+    """Talos's default discovery service is TLS: a client trusting the server's CA talks to it; a
+    client that does not (the system roots) is refused with the certificate error, and no
+    affiliate is stored for it."""
+    import ssl
+
+    from ichor.machinery.pki import new_ecdsa_ca, new_keypair
+
+    ca = new_ecdsa_ca(organization="discovery test", ttl=timedelta(days=1))
+    pair = new_keypair(ca, common_name="discovery", ttl=timedelta(days=1), server=True, client=False,
+                       ip_addresses=[HOST])  # fmt: skip
+    (tmp_path / "tls.crt").write_bytes(pair.crt)
+    (tmp_path / "tls.key").write_bytes(pair.key)
+    served = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    served.load_cert_chain(tmp_path / "tls.crt", tmp_path / "tls.key")
+    served.set_alpn_protocols(["h2"])
+    trusting = ssl.create_default_context(cadata=ca.crt.decode())
+    trusting.set_alpn_protocols(["h2"])
+
+    async def main() -> None:
+        async with server_with() as server:
+            await server.start(HOST, 0, ssl=served)
+            secure = DiscoveryClient(server.endpoint, cluster_id="c1", key=KEY, affiliate_id="node-a",
+                                     ssl_context=trusting)  # fmt: skip
+            async with secure:
+                assert (await secure.hello()).redirect is None
+                await secure.update(affiliate("node-a", "cp-1", "10.5.0.2"))
+            stranger = DiscoveryClient(server.endpoint, cluster_id="c1", key=KEY, affiliate_id="node-b")
+            async with stranger:
+                with pytest.raises(ssl.SSLCertVerificationError, match="certificate verify failed"):
+                    await stranger.update(affiliate("node-b", "cp-2", "10.5.0.3"))
+            plain = client(server, "node-c")  # insecure: plain HTTP/2 to a TLS port
+            async with plain:
+                with pytest.raises((GRPCError, StreamTerminatedError, OSError, TimeoutError)):
+                    await asyncio.wait_for(plain.hello(), 5)
+            assert sorted(a.id for a in server.store.list("c1")) == ["node-a"]
+
+    run(main)

@@ -17,6 +17,7 @@ import ipaddress
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from ssl import SSLContext
 from typing import Any
 
 from grpclib.const import Status
@@ -173,10 +174,11 @@ class DiscoveryServer:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{host}:{self.port}"
 
-    async def start(self, host: str, port: int) -> None:
-        """Listen (``port`` 0 picks a free port; :attr:`port` tells which) and start collecting."""
+    async def start(self, host: str, port: int, *, ssl: SSLContext | None = None) -> None:
+        """Listen (``port`` 0 picks a free port; :attr:`port` tells which) and start collecting;
+        with ``ssl`` (a server context offering ALPN ``h2``) over TLS, as a public service is."""
         server = Server([ClusterService(self.store)])
-        await server.start(host, port)
+        await server.start(host, port, ssl=ssl)
         listener: Any = getattr(server, "_server", None)  # grpclib keeps the asyncio.Server here
         self.host = host
         self.port = int(listener.sockets[0].getsockname()[1]) if listener and listener.sockets else port
