@@ -45,7 +45,10 @@ from grpclib.exceptions import GRPCError
 from ichor import etcd as etcdlib
 from ichor.machined.cosi import NotFoundError, State, clear_wait, publish_wait
 from ichor.machined.platform import Layout
+from ichor.machined.resources import TIME_STATUSES
 from ichor.machined.services import (
+    TIME_SYNC,
+    Condition,
     HealthCheck,
     ProcessRunner,
     Recorder,
@@ -119,6 +122,25 @@ def kill_leftover_etcd(layout: Layout) -> int | None:
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
     return pid
+
+
+def time_synced(state: State) -> bool:
+    """``TimeStatuses/node`` says the clock is in sync (process nodes: the host's clock is)."""
+    try:
+        return bool(state.get(TIME_STATUSES.default_namespace, TIME_STATUSES, "node").spec.synced)
+    except NotFoundError:
+        return False
+
+
+def time_sync_condition(state: State) -> Condition:
+    """Talos's ``time sync`` service condition: met once ``TimeStatuses/node`` is synced."""
+
+    async def wait() -> None:
+        async for _ in state.watch(TIME_STATUSES.default_namespace, TIME_STATUSES, "node"):
+            if time_synced(state):
+                return
+
+    return Condition(TIME_SYNC, wait)
 
 
 def _grpc(status: Status, message: str) -> GRPCError:
@@ -217,6 +239,7 @@ class NodeEtcd:
     def service(self) -> Service:
         return Service(
             "etcd", self._runner, description="etcd", pre=self._pre, restart=RestartPolicy.FOREVER,
+            conditions=(time_sync_condition(self.node.state),),
             health_check=HealthCheck(self._health, initial_delay=1.0, period=5.0, timeout=5.0), stop_timeout=10.0,
         )  # fmt: skip
 
@@ -378,6 +401,12 @@ class NodeEtcd:
     async def bootstrap(self, recover: bool, skip_hash_check: bool) -> None:
         if self.node.machine_type() != "controlplane":
             raise _grpc(Status.FAILED_PRECONDITION, "bootstrap can only be performed on a control plane node")
+        if not time_synced(self.node.state):
+            raise _grpc(
+                Status.FAILED_PRECONDITION,
+                "time is not in sync yet (etcd waits for it: see `talosctl get timestatus` and "
+                "machine.time.servers)",
+            )
         if not self.data_empty():
             raise _grpc(Status.ALREADY_EXISTS, "etcd data directory is not empty")
         if recover:

@@ -34,7 +34,7 @@ from ichor.api.gen.machine import machine_pb2
 from ichor.machined import _certs
 from ichor.machined.cluster import DiscoveryServiceController, cluster_controllers, register_cluster_types
 from ichor.machined.cosi import Registry, State, clear_wait, publish_wait
-from ichor.machined.etcd import NodeEtcd
+from ichor.machined.etcd import NodeEtcd, time_sync_condition
 from ichor.machined.events import EventBus
 from ichor.machined.platform import EXIT_POWEROFF, EXIT_REBOOT, Layout
 from ichor.machined.resources import (
@@ -634,7 +634,8 @@ class Node:
         ]  # fmt: skip
         if self.machine_type() == "controlplane":
             services.append(Service("trustd", goroutine(trustd), description="Trust daemon",
-                                    restart=RestartPolicy.FOREVER))  # fmt: skip
+                                    restart=RestartPolicy.FOREVER,
+                                    conditions=(time_sync_condition(self.state),)))  # fmt: skip
             services.append(self.etcd.service())
         return services
 
@@ -690,7 +691,8 @@ class Node:
         register_node_types(self.registry)
         register_cluster_types(self.registry)
         self.registry.publish(self.state)
-        self._put(TIME_STATUSES, "node", TimeStatusSpec(synced=True, epoch=1))
+        # A process node keeps the host's time: Talos in a container reports it synced, sync disabled.
+        self._put(TIME_STATUSES, "node", TimeStatusSpec(synced=True, epoch=1, sync_disabled=True))
         self.say(
             f"Ichor {TALOS_VERSION}-compatible node booting on {self.layout.address} (root {self.layout.root})"
         )

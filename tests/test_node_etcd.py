@@ -1,4 +1,5 @@
-"""``NodeEtcd.leave`` (``talosctl etcd leave`` and a graceful reset) against real etcd members.
+"""``NodeEtcd``'s RPC logic: ``leave`` (``talosctl etcd leave`` and a graceful reset) against real
+etcd members, and the time-sync gate of ``bootstrap`` and the etcd service.
 
 The node is a small stand-in holding just what :class:`ichor.machined.etcd.EtcdNode` asks for; the
 etcd members are real processes on loopback addresses (``etcd_helpers``), so what is tested is the
@@ -21,10 +22,9 @@ from grpclib import Status
 from grpclib.exceptions import GRPCError
 
 from ichor.machined.cosi import State
-from ichor.machined.etcd import NodeEtcd
+from ichor.machined.etcd import NodeEtcd, time_sync_condition
 from ichor.machined.platform import Layout
-
-pytestmark = pytest.mark.e2e
+from ichor.machined.resources import TIME_STATUSES, TimeStatusSpec
 
 
 class _Supervisor:
@@ -40,15 +40,18 @@ class _Supervisor:
 class _Node:
     """What NodeEtcd needs of a node, for the member ``name`` at ``address``."""
 
-    def __init__(self, cluster: EtcdCluster, name: str, address: str, endpoint_host: str) -> None:
-        self.layout = Layout(cluster.base / name, address)
+    def __init__(self, cluster: EtcdCluster | Path, name: str, address: str, endpoint_host: str) -> None:
+        base = cluster if isinstance(cluster, Path) else cluster.base
+        self.layout = Layout(base / name, address)
         self.state = State()
+        self.state.create(TIME_STATUSES.new("node", TimeStatusSpec(synced=True, sync_disabled=True)))
         self.supervisor = _Supervisor(running=True)
         self.name = name
         self.said: list[str] = []
+        ca = None if isinstance(cluster, Path) else cluster.ca
         self.config = {
             "cluster": {
-                "etcd": {"ca": {"crt": cluster.ca.crt_b64(), "key": cluster.ca.key_b64()}},
+                "etcd": {"ca": {"crt": ca.crt_b64(), "key": ca.key_b64()}} if ca else {},
                 "controlPlane": {"endpoint": f"https://{endpoint_host}:6443"},
             }
         }
@@ -81,6 +84,7 @@ def _voting(cluster: EtcdCluster, members: list[Any]) -> list[str]:
     return asyncio.run(main())
 
 
+@pytest.mark.e2e
 def test_leave_removes_the_member_even_when_its_own_etcd_does_not_answer(tmp_path: Path) -> None:
     prefix = _prefix()
     specs = [(f"cp-{i}", f"{prefix}.{i}") for i in (1, 2, 3)]
@@ -102,6 +106,7 @@ def test_leave_removes_the_member_even_when_its_own_etcd_does_not_answer(tmp_pat
         assert _voting(cluster, [one, two]) == ["cp-1", "cp-2"]
 
 
+@pytest.mark.e2e
 def test_leave_refuses_to_remove_the_only_voting_member(tmp_path: Path) -> None:
     address = f"{_prefix()}.1"
     with etcd_cluster(tmp_path, [("solo", address)]) as cluster:
@@ -117,6 +122,7 @@ def test_leave_refuses_to_remove_the_only_voting_member(tmp_path: Path) -> None:
         assert problem is not None and "only voting" in problem
 
 
+@pytest.mark.e2e
 def test_leave_when_etcd_is_not_running_names_the_service(tmp_path: Path) -> None:
     address = f"{_prefix()}.1"
     with etcd_cluster(tmp_path, [("solo", address)]) as cluster:
@@ -126,3 +132,46 @@ def test_leave_when_etcd_is_not_running_names_the_service(tmp_path: Path) -> Non
             asyncio.run(NodeEtcd(node).leave())  # type: ignore[arg-type]
         assert refused.value.status is Status.FAILED_PRECONDITION
         assert "talosctl service etcd" in str(refused.value.message)
+
+
+def _set_time(node: _Node, synced: bool) -> None:
+    current = node.state.get(TIME_STATUSES.default_namespace, TIME_STATUSES, "node")
+    node.state.update(current.with_spec(TimeStatusSpec(synced=synced)))
+
+
+def test_bootstrap_waits_for_time_sync_before_anything_else(tmp_path: Path) -> None:
+    node = _Node(tmp_path, "cp-1", "127.0.0.1", endpoint_host="127.0.0.1")
+    etcd = NodeEtcd(node)  # type: ignore[arg-type]
+    etcd.data_dir.mkdir(parents=True)
+    (etcd.data_dir / "member").mkdir()  # not empty: the next precondition, checked only once in sync
+    _set_time(node, synced=False)
+    with pytest.raises(GRPCError) as refused:
+        asyncio.run(etcd.bootstrap(recover=False, skip_hash_check=False))
+    assert refused.value.status is Status.FAILED_PRECONDITION
+    assert str(refused.value.message).startswith("time is not in sync yet")
+    assert "talosctl get timestatus" in str(refused.value.message)
+    assert not etcd.bootstrap_requested
+    _set_time(node, synced=True)
+    with pytest.raises(GRPCError) as exists:
+        asyncio.run(etcd.bootstrap(recover=False, skip_hash_check=False))
+    assert exists.value.status is Status.ALREADY_EXISTS
+
+
+def test_time_sync_condition_is_met_when_the_clock_is_in_sync(tmp_path: Path) -> None:
+    node = _Node(tmp_path, "cp-1", "127.0.0.1", endpoint_host="127.0.0.1")
+    _set_time(node, synced=False)
+    condition = time_sync_condition(node.state)
+    assert str(condition) == "time sync"
+
+    async def main() -> None:
+        waiting = asyncio.create_task(condition.wait())
+        await asyncio.sleep(0.05)
+        assert not waiting.done(), "met while the clock is not in sync"
+        _set_time(node, synced=True)
+        await asyncio.wait_for(waiting, 2)
+
+    asyncio.run(main())
+    # Already in sync: met at once; the etcd service carries the condition.
+    asyncio.run(asyncio.wait_for(condition.wait(), 2))
+    service = NodeEtcd(node).service()  # type: ignore[arg-type]
+    assert [str(c) for c in service.conditions] == ["time sync"]
