@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -152,8 +152,11 @@ def test_server_side_streams_progress_and_reports_errors(node: FakeNode, talosct
     assert r.exit_code == 1 and "'health' is not supported with multiple nodes" in r.stderr
 
 
-def test_node_cluster_service_runs_the_same_checks(tmp_path: Path) -> None:
-    """The node's HealthCheck over a client to a fake cluster: discovered nodes, stages, final error."""
+def _node_health_check(
+    tmp_path: Path, request: Any, members: Callable[[], list[tuple[str, list[str]]]] | None = None
+) -> tuple[list[str], Any]:
+    """The node's HealthCheck (ClusterService, its client reaching a fake cluster); returns the
+    progress lines and the gRPC error that ended the stream."""
     import asyncio
     from contextlib import asynccontextmanager
 
@@ -175,23 +178,26 @@ def test_node_cluster_service_runs_the_same_checks(tmp_path: Path) -> None:
                 yield client
 
         async def main() -> tuple[list[str], GRPCError]:
-            service = ClusterService(factory, interval=0.01)
+            service = ClusterService(factory, interval=0.01, members=members)
             async with ChannelFor([service]) as channel:
                 stub = cluster_grpc.ClusterServiceStub(channel)
                 lines: list[str] = []
                 with pytest.raises(GRPCError) as err:
                     async with stub.HealthCheck.open() as call:
-                        await call.send_message(
-                            cluster_pb2.HealthCheckRequest(
-                                cluster_info=cluster_pb2.ClusterInfo(control_plane_nodes=["10.5.0.2"])
-                            ),
-                            end=True,
-                        )
+                        await call.send_message(request, end=True)
                         async for progress in call:
                             lines.append(progress.message)
                 return lines, err.value
 
-        lines, error = asyncio.run(main())
+        return asyncio.run(main())
+
+
+def test_node_cluster_service_runs_the_same_checks(tmp_path: Path) -> None:
+    """The node's HealthCheck over a client to a fake cluster: discovered nodes, stages, final error."""
+    request = cluster_pb2.HealthCheckRequest(
+        cluster_info=cluster_pb2.ClusterInfo(control_plane_nodes=["10.5.0.2"])
+    )
+    lines, error = _node_health_check(tmp_path, request)
     assert lines[0] == 'discovered nodes: ["10.5.0.2"]'
     assert "waiting for etcd members to be control plane nodes: OK" in lines
     assert lines[-1].startswith("waiting for kubelet to be healthy: Ichor runs no Kubernetes")
@@ -262,41 +268,10 @@ def test_cluster_info_from_members() -> None:
 
 @pytest.mark.parametrize("members", [[("controlplane", ["10.5.0.2"])], None])
 def test_node_cluster_service_without_nodes_uses_its_members(tmp_path: Path, members: Any) -> None:
-    import asyncio
-    from contextlib import asynccontextmanager
-
     from grpclib.const import Status
-    from grpclib.exceptions import GRPCError
-    from grpclib.testing import ChannelFor
 
-    from ichor.api.gen.cluster import cluster_grpc
-    from ichor.cli._root import GlobalOptions
-    from ichor.client import Client
-    from ichor.machined.server._cluster import ClusterService
-
-    fake = FakeNode(tmp_path, "127.77.4.4")
-    _etcd_cluster(fake, members=["10.5.0.2"])
-    with fake.serving():
-
-        @asynccontextmanager
-        async def factory() -> Any:
-            async with Client.from_options(GlobalOptions(talosconfig=str(fake.talosconfig))) as client:
-                yield client
-
-        async def main() -> tuple[list[str], GRPCError]:
-            found = (lambda: members) if members is not None else None
-            service = ClusterService(factory, interval=0.01, members=found)
-            async with ChannelFor([service]) as channel:
-                stub = cluster_grpc.ClusterServiceStub(channel)
-                lines: list[str] = []
-                with pytest.raises(GRPCError) as err:
-                    async with stub.HealthCheck.open() as call:
-                        await call.send_message(cluster_pb2.HealthCheckRequest(), end=True)
-                        async for progress in call:
-                            lines.append(progress.message)
-                return lines, err.value
-
-        lines, error = asyncio.run(main())
+    found = (lambda: members) if members is not None else None
+    lines, error = _node_health_check(tmp_path, cluster_pb2.HealthCheckRequest(), found)
     if members is None:
         assert error.status is Status.INVALID_ARGUMENT and "--control-plane-nodes" in (error.message or "")
         assert lines == []
