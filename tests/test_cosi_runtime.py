@@ -6,10 +6,11 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Coroutine, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any, TypeVar
 
 import pytest
+from clock_helpers import FakeClock
 
 from ichor.machined.cosi import (
     META_NAMESPACE,
@@ -43,14 +44,6 @@ T = TypeVar("T")
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
 
 
 class FakeSleep:

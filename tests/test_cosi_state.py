@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 from collections.abc import Coroutine
-from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import pytest
+from clock_helpers import FakeClock
 
 from ichor.machined.cosi import (
     AlreadyExistsError,
@@ -31,17 +31,6 @@ T = TypeVar("T")
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(coro)
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from clock_helpers import FakeClock
 from google.protobuf.duration_pb2 import Duration
 from grpclib.client import Channel
 from grpclib.const import Status
@@ -34,17 +35,6 @@ from ichor.machinery import proc
 
 HOST = "127.44.0.7"
 KEY = bytes(range(32))
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = datetime(2026, 1, 1, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 def run(main: Callable[[], Awaitable[None]]) -> None:
@@ -202,7 +192,7 @@ def test_an_empty_cluster_still_gets_a_snapshot() -> None:
 
 
 def test_affiliates_expire_after_their_ttl_and_watchers_hear_of_it() -> None:
-    clock = FakeClock()
+    clock = FakeClock(datetime(2026, 1, 1, tzinfo=UTC))
 
     async def main() -> None:
         async with server_with(clock) as server:
@@ -225,7 +215,7 @@ def test_affiliates_expire_after_their_ttl_and_watchers_hear_of_it() -> None:
 
 
 def test_run_keeps_the_local_affiliate_fresh_and_deletes_it_on_request() -> None:
-    clock = FakeClock()
+    clock = FakeClock(datetime(2026, 1, 1, tzinfo=UTC))
 
     async def main() -> None:
         async with server_with(clock) as server:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Coroutine
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
 import pytest
+from clock_helpers import FakeClock
 
 from ichor.machined.platform import Layout
 from ichor.machined.services import (
@@ -37,17 +37,6 @@ T = TypeVar("T")
 
 def run(coro: Coroutine[Any, Any, T]) -> T:
     return asyncio.run(asyncio.wait_for(coro, 30))
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = datetime(2024, 5, 1, 12, 0, 0, tzinfo=UTC)
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += timedelta(seconds=seconds)
 
 
 class FakeSleep:
