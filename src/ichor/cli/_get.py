@@ -24,17 +24,6 @@ from ichor.cli._nodecmd import run
 RD_TYPE = "ResourceDefinitions.meta.cosi.dev"
 
 
-async def _list(stub: Any, namespace: str, rtype: str) -> list[Any]:
-    from ichor.api.gen.v1alpha1 import state_pb2
-
-    out = []
-    async with stub.List.open() as call:
-        await call.send_message(state_pb2.ListRequest(namespace=namespace, type=rtype), end=True)
-        async for reply in call:
-            out.append(reply.resource)
-    return out
-
-
 def _match(definitions: list[Any], name: str) -> Any:
     from ichor.api.gen.v1alpha1 import meta_pb2
 
@@ -147,8 +136,8 @@ async def _watch_node(client: Any, node: str, writer: _Writer, args: tuple[str, 
     from ichor.api.gen.v1alpha1 import state_pb2
 
     resource_type, resource_id, namespace = args
-    stub = client.with_node(node).cosi
-    spec = _match(await _list(stub, "meta", RD_TYPE), resource_type)
+    bound = client.with_node(node)
+    spec = _match(await bound.list_resources("meta", RD_TYPE), resource_type)
     writer.use(spec)
     request = state_pb2.WatchRequest(
         namespace=namespace or spec.default_namespace, type=spec.resource_type, api_version=1
@@ -158,7 +147,7 @@ async def _watch_node(client: Any, node: str, writer: _Writer, args: tuple[str, 
     else:
         request.options.bootstrap_contents = True
     first = True
-    async with stub.Watch.open() as call:
+    async with bound.cosi.Watch.open() as call:
         await call.send_message(request, end=True)
         async for reply in call:
             for event in reply.event:
@@ -210,11 +199,11 @@ def get(
                     tg.create_task(_watch_node(client, node, writer, (resource_type, resource_id, namespace)))
             return
         for node in nodes:
-            stub = client.with_node(node).cosi
-            spec = _match(await _list(stub, "meta", RD_TYPE), resource_type)
+            bound = client.with_node(node)
+            spec = _match(await bound.list_resources("meta", RD_TYPE), resource_type)
             writer.use(spec)
             ns = namespace or spec.default_namespace
-            resources = await _list(stub, ns, spec.resource_type)
+            resources = await bound.list_resources(ns, spec.resource_type)
             if resource_id is not None:
                 resources = [r for r in resources if r.metadata.id == resource_id]
                 if not resources:

@@ -420,6 +420,18 @@ class Client:
             )
         return StateStub(self.channel(self._cosi_metadata))
 
+    async def list_resources(self, namespace: str, rtype: str) -> list[Any]:
+        """Every ``cosi.resource.Resource`` of one type on the node this client is bound to
+        (:meth:`with_node`), read with COSI ``State.List``."""
+        from ichor.api.gen.v1alpha1 import state_pb2
+
+        out = []
+        async with self.cosi.List.open() as call:
+            await call.send_message(state_pb2.ListRequest(namespace=namespace, type=rtype), end=True)
+            async for reply in call:
+                out.append(reply.resource)
+        return out
+
     # --- lifecycle -------------------------------------------------------------------------------
 
     def close(self) -> None:

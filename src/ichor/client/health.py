@@ -132,15 +132,8 @@ def member_entries(resources: Iterable[Any]) -> list[tuple[str, list[str]]]:
 
 
 async def discover(client: Any) -> ClusterInfo:
-    """The cluster's nodes from the ``members`` resources of the (single) node ``client`` targets."""
-    from ichor.api.gen.v1alpha1 import state_pb2
-
-    resources = []
-    async with client.cosi.List.open() as call:
-        request = state_pb2.ListRequest(namespace="cluster", type="Members.cluster.talos.dev")
-        await call.send_message(request, end=True)
-        async for reply in call:
-            resources.append(reply.resource)
+    """The cluster's nodes from the ``members`` resources of the node ``client`` is bound to."""
+    resources = await client.list_resources("cluster", "Members.cluster.talos.dev")
     return ClusterInfo.from_members(member_entries(resources))
 
 
