@@ -14,26 +14,19 @@ from pathlib import Path
 import pytest
 
 from ichor.discovery import AffiliateStore, DiscoveryServer, RemoteAffiliate
-from ichor.machined import controllers
-from ichor.machined.cluster import (
-    AFFILIATES,
-    DISCOVERY_CONFIGS,
-    ENDPOINTS,
-    IDENTITIES,
-    INFOS,
-    MEMBERS,
+from ichor.machined.controllers import config as config_area
+from ichor.machined.controllers import network
+from ichor.machined.controllers.cluster import (
     OPERATING_SYSTEM,
-    RAW_NAMESPACE,
-    AffiliateSpec,
     DiscoveryServiceController,
     affiliate_from_pb,
     affiliate_to_pb,
     cluster_controllers,
     discovery_config_of,
     new_node_id,
-    register_cluster_types,
 )
 from ichor.machined.cosi import (
+    EmptySpec,
     Registry,
     Runtime,
     State,
@@ -44,15 +37,22 @@ from ichor.machined.cosi import (
 )
 from ichor.machined.platform import Layout
 from ichor.machined.resources import (
+    AFFILIATES,
+    DISCOVERY_CONFIGS,
+    ENDPOINTS,
+    IDENTITIES,
+    INFOS,
     MACHINE_CONFIGS,
-    MACHINE_STATUSES,
+    MACHINE_RESET_SIGNALS,
+    MEMBERS,
     NODE_ADDRESSES,
+    RAW_NAMESPACE,
+    AffiliateSpec,
     MachineConfigSpec,
-    MachineStage,
-    MachineStatusSpec,
     NodeAddressSpec,
     register_node_types,
 )
+from ichor.machinery.config import Config
 
 SERVER_HOST = "127.44.1.1"
 SECRET = base64.b64encode(bytes(range(32))).decode()
@@ -94,10 +94,10 @@ def config_text(
     )  # fmt: skip
 
 
-def v1alpha1(**kwargs: object) -> dict[str, object]:
-    from ichor.machinery.yamlio import load_documents, to_plain
-
-    return dict(to_plain(load_documents(config_text(**kwargs))[0]))  # type: ignore[arg-type]
+def v1alpha1(**kwargs: object) -> Config:
+    config = MachineConfigSpec(config_text(**kwargs)).v1alpha1  # type: ignore[arg-type]
+    assert config is not None
+    return config
 
 
 def run(main: Callable[[], Awaitable[None]]) -> None:
@@ -110,10 +110,9 @@ class Node:
         self.state = State()
         registry = Registry()
         register_node_types(registry)
-        register_cluster_types(registry)
         self.runtime = Runtime(self.state, registry=registry)
-        self.runtime.register(controllers.machine_type_controller())
-        self.runtime.register(controllers.hostname_controller(self.layout))
+        self.runtime.register(config_area.machine_type_controller())
+        self.runtime.register(network.hostname_controller(self.layout))
         self.controllers = cluster_controllers(self.layout)
         for controller in self.controllers:
             self.runtime.register(controller)
@@ -126,12 +125,9 @@ class Node:
         else:
             self.state.create(MACHINE_CONFIGS.new("v1alpha1", MachineConfigSpec(text)))
 
-    def stage(self, stage: MachineStage) -> None:
-        existing = self.state.list("runtime", MACHINE_STATUSES)
-        if existing:
-            self.state.update(existing[0].with_spec(MachineStatusSpec(stage=stage)))
-        else:
-            self.state.create(MACHINE_STATUSES.new("machine", MachineStatusSpec(stage=stage)))
+    def request_reset(self) -> None:
+        """What the reset sequence does first: the MachineResetSignal."""
+        self.state.create(MACHINE_RESET_SIGNALS.new("machine", EmptySpec()))
 
     def member_names(self) -> list[str]:
         return sorted(r.id for r in self.state.list("cluster", MEMBERS))
@@ -163,7 +159,7 @@ async def discovery_server() -> AsyncIterator[DiscoveryServer]:
 
 def test_types_resolve_by_talos_aliases_with_talos_columns() -> None:
     registry = Registry()
-    register_cluster_types(registry)
+    register_node_types(registry)
     for name, type_name in [
         ("members", "Members.cluster.talos.dev"),
         ("affiliates", "Affiliates.cluster.talos.dev"),
@@ -324,7 +320,7 @@ def test_two_nodes_see_each_other_as_members_and_a_reset_removes_one(tmp_path: P
                     f"service/{worker.state.list('cluster', IDENTITIES)[0].spec.node_id}"
                 ]
 
-                worker.stage(MachineStage.RESETTING)
+                worker.request_reset()
                 await asyncio.wait_for(worker.discovery.left.wait(), 10)
                 await assert_no_resource(cp.state, MEMBERS, "worker-1", timeout=10)
                 assert cp.member_names() == ["cp-1"]

@@ -4,7 +4,8 @@ import asyncio
 from datetime import timedelta
 from pathlib import Path
 
-from ichor.machined import controllers
+from ichor.machined.controllers import config as config_area
+from ichor.machined.controllers import network, secrets
 from ichor.machined.cosi import Registry, Runtime, State, assert_resource
 from ichor.machined.platform import Layout
 from ichor.machined.resources import (
@@ -24,8 +25,8 @@ def test_machine_type_and_hostname_follow_the_config(tmp_path: Path) -> None:
         registry = Registry()
         register_node_types(registry)
         runtime = Runtime(state, registry=registry)
-        runtime.register(controllers.machine_type_controller())
-        runtime.register(controllers.hostname_controller(Layout(root=tmp_path, address="127.5.0.9")))
+        runtime.register(config_area.machine_type_controller())
+        runtime.register(network.hostname_controller(Layout(root=tmp_path, address="127.5.0.9")))
         task = asyncio.create_task(runtime.run())
         try:
             state.create(
@@ -71,10 +72,10 @@ def test_secrets_and_addresses_follow_the_config(tmp_path: Path) -> None:
         register_node_types(registry)
         runtime = Runtime(state, registry=registry)
         layout = Layout(root=tmp_path, address="127.5.0.9")
-        runtime.register(controllers.hostname_controller(layout))
-        runtime.register(controllers.node_address_controller(layout))
-        runtime.register(controllers.os_root_controller())
-        runtime.register(controllers.cert_san_controller())
+        runtime.register(network.hostname_controller(layout))
+        runtime.register(network.node_address_controller(layout))
+        runtime.register(secrets.os_root_controller())
+        runtime.register(secrets.cert_san_controller())
         task = asyncio.create_task(runtime.run())
         try:
             state.create(MACHINE_CONFIGS.new("v1alpha1", MachineConfigSpec(config)))

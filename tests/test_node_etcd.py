@@ -1,8 +1,9 @@
-"""``NodeEtcd``'s RPC logic: ``leave`` (``talosctl etcd leave`` and a graceful reset) against real
-etcd members, and the time-sync gate of ``bootstrap`` and the etcd service.
+"""The etcd RPCs' logic (``EtcdOperations``): ``leave`` (``talosctl etcd leave`` and a graceful
+reset) against real etcd members, and the time-sync gate of ``bootstrap`` and the etcd service.
 
-The node is a small stand-in holding just what :class:`ichor.machined.etcd.EtcdNode` asks for; the
-etcd members are real processes on loopback addresses (``etcd_helpers``), so what is tested is the
+The node is a State seeded with the resources its controllers would publish (EtcdSpec,
+EtcdRootSecrets, MachineType, TimeStatus, the machine config) and a stand-in supervisor; the etcd
+members are real processes on loopback addresses (``etcd_helpers``), so what is tested is the
 member removal etcd really performs.
 """
 
@@ -22,9 +23,23 @@ from grpclib import Status
 from grpclib.exceptions import GRPCError
 
 from ichor.machined.cosi import State
-from ichor.machined.etcd import NodeEtcd, time_sync_condition
 from ichor.machined.platform import Layout
-from ichor.machined.resources import TIME_STATUSES, TimeStatusSpec
+from ichor.machined.resources import (
+    ETCD_ROOT_SECRETS,
+    ETCD_SPECS,
+    MACHINE_CONFIGS,
+    MACHINE_TYPES,
+    TIME_STATUSES,
+    EtcdRootSpec,
+    EtcdSpecSpec,
+    MachineConfigSpec,
+    MachineTypeSpec,
+    PEMCertificateAndKey,
+    TimeStatusSpec,
+)
+from ichor.machined.server._etcd_ops import EtcdOperations
+from ichor.machined.services.conditions import time_sync
+from ichor.machined.services.etcd import EtcdService
 
 
 class _Supervisor:
@@ -38,38 +53,35 @@ class _Supervisor:
 
 
 class _Node:
-    """What NodeEtcd needs of a node, for the member ``name`` at ``address``."""
+    """A control plane's resources for the member ``name`` at ``address``."""
 
     def __init__(self, cluster: EtcdCluster | Path, name: str, address: str, endpoint_host: str) -> None:
         base = cluster if isinstance(cluster, Path) else cluster.base
         self.layout = Layout(base / name, address)
         self.state = State()
         self.state.create(TIME_STATUSES.new("node", TimeStatusSpec(synced=True, sync_disabled=True)))
+        self.state.create(MACHINE_TYPES.new("machine-type", MachineTypeSpec.CONTROLPLANE))
+        self.state.create(ETCD_SPECS.new("etcd", EtcdSpecSpec(
+            name=name, advertised_addresses=(address,), listen_peer_addresses=(address,),
+            listen_client_addresses=(address,),
+        )))  # fmt: skip
+        ca = None if isinstance(cluster, Path) else cluster.ca
+        self.state.create(
+            ETCD_ROOT_SECRETS.new("etcd", EtcdRootSpec(PEMCertificateAndKey(ca.crt, ca.key) if ca else None))
+        )
+        config = f"version: v1alpha1\nmachine: {{type: controlplane}}\ncluster:\n  controlPlane: {{endpoint: 'https://{endpoint_host}:6443'}}\n"
+        self.state.create(MACHINE_CONFIGS.new("v1alpha1", MachineConfigSpec(config)))
         self.supervisor = _Supervisor(running=True)
         self.name = name
         self.said: list[str] = []
-        ca = None if isinstance(cluster, Path) else cluster.ca
-        self.config = {
-            "cluster": {
-                "etcd": {"ca": {"crt": ca.crt_b64(), "key": ca.key_b64()}} if ca else {},
-                "controlPlane": {"endpoint": f"https://{endpoint_host}:6443"},
-            }
-        }
 
     def say(self, message: str) -> None:
         self.said.append(message)
 
-    def hostname(self) -> str:
-        return self.name
 
-    def machine_type(self) -> str:
-        return "controlplane"
-
-    def v1alpha1(self) -> dict[str, Any]:
-        return self.config
-
-    def now(self) -> datetime:
-        return datetime.now(UTC)
+def _etcd(node: _Node) -> EtcdOperations:
+    service = EtcdService(node.layout, node.state, node.say, lambda: datetime.now(UTC))
+    return EtcdOperations(service, node.supervisor)  # type: ignore[arg-type]
 
 
 def _prefix() -> str:
@@ -91,7 +103,7 @@ def test_leave_removes_the_member_even_when_its_own_etcd_does_not_answer(tmp_pat
     with etcd_cluster(tmp_path, specs) as cluster:
         one, two, three = cluster.members
         node = _Node(cluster, three.name, three.address, endpoint_host=one.address)
-        etcd = NodeEtcd(node)  # type: ignore[arg-type]
+        etcd = _etcd(node)
         # Its own etcd is frozen: connecting to it times out, as a busy member's may.
         assert three.process is not None
         os.kill(three.process.pid, signal.SIGSTOP)
@@ -112,13 +124,13 @@ def test_leave_refuses_to_remove_the_only_voting_member(tmp_path: Path) -> None:
     with etcd_cluster(tmp_path, [("solo", address)]) as cluster:
         node = _Node(cluster, "solo", address, endpoint_host=address)
         with pytest.raises(GRPCError) as refused:
-            asyncio.run(NodeEtcd(node).leave())  # type: ignore[arg-type]
+            asyncio.run(_etcd(node).leave())
         assert refused.value.status is Status.FAILED_PRECONDITION
         assert "only voting etcd member" in str(refused.value.message)
         assert "talosctl etcd snapshot" in str(refused.value.message)
         assert _voting(cluster, cluster.members) == ["solo"]
         # A graceful reset reports the refusal instead of failing.
-        problem = asyncio.run(NodeEtcd(node).leave_before_reset())  # type: ignore[arg-type]
+        problem = asyncio.run(_etcd(node).leave_before_reset())
         assert problem is not None and "only voting" in problem
 
 
@@ -129,7 +141,7 @@ def test_leave_when_etcd_is_not_running_names_the_service(tmp_path: Path) -> Non
         node = _Node(cluster, "solo", address, endpoint_host=address)
         node.supervisor.running = False
         with pytest.raises(GRPCError) as refused:
-            asyncio.run(NodeEtcd(node).leave())  # type: ignore[arg-type]
+            asyncio.run(_etcd(node).leave())
         assert refused.value.status is Status.FAILED_PRECONDITION
         assert "talosctl service etcd" in str(refused.value.message)
 
@@ -141,16 +153,16 @@ def _set_time(node: _Node, synced: bool) -> None:
 
 def test_bootstrap_waits_for_time_sync_before_anything_else(tmp_path: Path) -> None:
     node = _Node(tmp_path, "cp-1", "127.0.0.1", endpoint_host="127.0.0.1")
-    etcd = NodeEtcd(node)  # type: ignore[arg-type]
-    etcd.data_dir.mkdir(parents=True)
-    (etcd.data_dir / "member").mkdir()  # not empty: the next precondition, checked only once in sync
+    etcd = _etcd(node)
+    etcd.service.data_dir.mkdir(parents=True)
+    (etcd.service.data_dir / "member").mkdir()  # not empty: the next precondition, checked only once in sync
     _set_time(node, synced=False)
     with pytest.raises(GRPCError) as refused:
         asyncio.run(etcd.bootstrap(recover=False, skip_hash_check=False))
     assert refused.value.status is Status.FAILED_PRECONDITION
     assert str(refused.value.message).startswith("time is not in sync yet")
     assert "talosctl get timestatus" in str(refused.value.message)
-    assert not etcd.bootstrap_requested
+    assert not etcd.service.bootstrap_requested
     _set_time(node, synced=True)
     with pytest.raises(GRPCError) as exists:
         asyncio.run(etcd.bootstrap(recover=False, skip_hash_check=False))
@@ -160,7 +172,7 @@ def test_bootstrap_waits_for_time_sync_before_anything_else(tmp_path: Path) -> N
 def test_time_sync_condition_is_met_when_the_clock_is_in_sync(tmp_path: Path) -> None:
     node = _Node(tmp_path, "cp-1", "127.0.0.1", endpoint_host="127.0.0.1")
     _set_time(node, synced=False)
-    condition = time_sync_condition(node.state)
+    condition = time_sync(node.state)
     assert str(condition) == "time sync"
 
     async def main() -> None:
@@ -173,5 +185,5 @@ def test_time_sync_condition_is_met_when_the_clock_is_in_sync(tmp_path: Path) ->
     asyncio.run(main())
     # Already in sync: met at once; the etcd service carries the condition.
     asyncio.run(asyncio.wait_for(condition.wait(), 2))
-    service = NodeEtcd(node).service()  # type: ignore[arg-type]
-    assert [str(c) for c in service.conditions] == ["time sync"]
+    service = _etcd(node).service.service()
+    assert [str(c) for c in service.conditions] == ["time sync", "etcd spec"]

@@ -140,6 +140,8 @@ def test_definitions_match_talos(registry: Registry) -> None:
         "OSRootSecrets.secrets.talos.dev",
         "ApiCertificates.secrets.talos.dev",
         "CertSANs.secrets.talos.dev",
+        "EtcdRootSecrets.secrets.talos.dev",
+        "DiscoveryConfigs.cluster.talos.dev",  # holds the cluster key
     }
     namespaces = {t: spec.default_namespace for t, spec in facts.items()}
     assert namespaces["MachineTypes.config.talos.dev"] == "config"

@@ -18,7 +18,7 @@ Exceptions::
 
 The server reports bad requests as gRPC ``InvalidArgument`` and full clusters or affiliates as
 ``ResourceExhausted``. This package must not know about node resources or controllers
-(``ichor.machined.cluster`` does) and never sees a cluster secret on the server side.
+(``ichor.machined.controllers.cluster`` does) and never sees a cluster secret on the server side.
 """
 
 from __future__ import annotations

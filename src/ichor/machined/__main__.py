@@ -33,8 +33,8 @@ def main(argv: list[str] | None = None) -> int:
         assert task is not None
         loop = asyncio.get_running_loop()
         # SIGTERM from the launcher is a power-off: stop services and exit cleanly.
-        loop.add_signal_handler(signal.SIGTERM, lambda: node._finish(EXIT_POWEROFF))
-        loop.add_signal_handler(signal.SIGINT, lambda: node._finish(EXIT_POWEROFF))
+        loop.add_signal_handler(signal.SIGTERM, lambda: node.finish(EXIT_POWEROFF))
+        loop.add_signal_handler(signal.SIGINT, lambda: node.finish(EXIT_POWEROFF))
         return await node.run()
 
     return asyncio.run(run())

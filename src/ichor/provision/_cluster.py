@@ -339,8 +339,8 @@ class _Opts:
 
 def destroy(state: Path, name: str, progress: Callable[[str], None] = print) -> None:
     """Stop every process of the cluster (by recorded PID) and remove its state."""
-    from ichor.machined.etcd import kill_leftover_etcd
     from ichor.machined.platform import Layout
+    from ichor.machined.services.etcd import kill_leftover_etcd
 
     record = ClusterRecord.load(state, name)
     _stop_processes(

@@ -80,6 +80,7 @@ from ichor.machined.cosi._resource import (
     utc_now,
 )
 from ichor.machined.cosi._runtime import Backoff, ControllerStatus, Runtime
+from ichor.machined.cosi._source import Source
 from ichor.machined.cosi._state import (
     DEFAULT_HISTORY,
     Event,
@@ -141,6 +142,7 @@ __all__ = [
     "Runtime",
     "SkipReconcile",
     "Sleep",
+    "Source",
     "State",
     "TransformController",
     "UnknownTypeError",

@@ -137,6 +137,10 @@ class ControllerContext:
     def now(self) -> datetime:
         return self._clock()
 
+    def wake(self) -> None:
+        """Make the next :meth:`changed` return: for controllers that also read a :class:`Source`."""
+        self._wakeup.set()
+
     # -- waking ------------------------------------------------------------------------------
 
     async def changed(self, *, timeout: float | None = None) -> None:
@@ -307,22 +311,30 @@ class ControllerContext:
 
     # -- waits -------------------------------------------------------------------------------
 
-    def waiting(self, waiting_for: str, reason: str, *, retry_after: float | None = None) -> None:
-        """Publish "waiting for X because Y" under this controller's name (``get waits``)."""
+    def waiting(
+        self,
+        waiting_for: str,
+        reason: str,
+        *,
+        retry_after: float | None = None,
+        id: str | None = None,
+        since: datetime | None = None,
+    ) -> None:
+        """Publish "waiting for X because Y" (``get waits``), under this controller's name or ``id``."""
         now = self._clock()
         next_retry = now + timedelta(seconds=retry_after) if retry_after is not None else None
         publish_wait(
             self._state,
-            self.name,
+            id or self.name,
             owner=self.name,
             waiting_for=waiting_for,
             reason=reason,
-            now=now,
+            now=since or now,
             next_retry=next_retry,
         )
 
-    def clear_waiting(self) -> None:
-        clear_wait(self._state, self.name, owner=self.name)
+    def clear_waiting(self, id: str | None = None) -> None:
+        clear_wait(self._state, id or self.name, owner=self.name)
 
 
 MapInputs = Callable[[ControllerContext], Mapping[str, S] | Awaitable[Mapping[str, S]]]

@@ -215,6 +215,8 @@ def spec_to_plain(spec: Any) -> Any:
     if dataclasses.is_dataclass(spec) and not isinstance(spec, type):
         out: dict[str, Any] = {}
         for f in dataclasses.fields(spec):
+            if f.metadata.get("hidden"):
+                continue  # carried along for machined (a parsed form), never shown
             value = getattr(spec, f.name)
             if f.metadata.get("omitempty") and _is_empty(value):
                 continue

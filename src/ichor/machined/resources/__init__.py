@@ -8,7 +8,7 @@ dataclasses render to Talos's YAML keys (``talosctl get -o yaml``); specs may al
   config text, the machine type word);
 * ``proto_spec() -> bytes``: Talos's typed protobuf encoding, for clients that unmarshal specs.
 
-:func:`register_node_types` registers every type and the Talos namespaces in a
+:func:`register_node_types` registers every type (cluster membership and etcd included) and the Talos namespaces in a
 :class:`~ichor.machined.cosi.Registry`. This package declares types only: it never creates
 resources (controllers do) and never talks to the network.
 """
@@ -18,6 +18,30 @@ from __future__ import annotations
 from typing import Any
 
 from ichor.machined.cosi import Registry, ResourceType
+from ichor.machined.resources._cluster import (
+    AFFILIATES,
+    CLUSTER_NAMESPACE,
+    CLUSTER_TYPES,
+    CONTROLPLANE_NAMESPACE,
+    DISCOVERED_ENDPOINTS_ID,
+    DISCOVERY_CONFIG_ID,
+    DISCOVERY_CONFIGS,
+    ENDPOINTS,
+    IDENTITIES,
+    INFO_ID,
+    INFOS,
+    LOCAL_IDENTITY_ID,
+    MEMBERS,
+    RAW_NAMESPACE,
+    AffiliateSpec,
+    ControlPlaneSpec,
+    DiscoveryConfigSpec,
+    EndpointSpec,
+    IdentitySpec,
+    InfoSpec,
+    KubeSpanAffiliateSpec,
+    MemberSpec,
+)
 from ichor.machined.resources._config import (
     ACTIVE_CONFIG_ID,
     CONFIG_NAMESPACE,
@@ -27,6 +51,17 @@ from ichor.machined.resources._config import (
     MAINTENANCE_CONFIG_ID,
     MachineConfigSpec,
     MachineTypeSpec,
+)
+from ichor.machined.resources._etcd import (
+    ETCD_CONFIGS,
+    ETCD_ID,
+    ETCD_NAMESPACE,
+    ETCD_ROOT_ID,
+    ETCD_ROOT_SECRETS,
+    ETCD_SPECS,
+    EtcdConfigSpec,
+    EtcdRootSpec,
+    EtcdSpecSpec,
 )
 from ichor.machined.resources._network import (
     ADDRESS_STATUSES,
@@ -86,15 +121,33 @@ __all__ = [
     "ACQUIRE_CONFIG_STATUS_ID",
     "ACTIVE_CONFIG_ID",
     "ADDRESS_STATUSES",
+    "AFFILIATES",
     "API_CERTIFICATES",
     "API_CERTIFICATES_ID",
     "CERT_SANS",
     "CERT_SAN_API_ID",
     "CERT_SAN_KUBERNETES_ID",
     "CERT_SAN_MAINTENANCE_ID",
+    "CLUSTER_NAMESPACE",
+    "CLUSTER_TYPES",
     "CONFIG_NAMESPACE",
+    "CONTROLPLANE_NAMESPACE",
+    "DISCOVERED_ENDPOINTS_ID",
+    "DISCOVERY_CONFIGS",
+    "DISCOVERY_CONFIG_ID",
+    "ENDPOINTS",
+    "ETCD_CONFIGS",
+    "ETCD_ID",
+    "ETCD_NAMESPACE",
+    "ETCD_ROOT_ID",
+    "ETCD_ROOT_SECRETS",
+    "ETCD_SPECS",
     "HOSTNAME_STATUSES",
     "HOSTNAME_STATUS_ID",
+    "IDENTITIES",
+    "INFOS",
+    "INFO_ID",
+    "LOCAL_IDENTITY_ID",
     "MACHINE_CONFIGS",
     "MACHINE_RESET_SIGNALS",
     "MACHINE_RESET_SIGNAL_ID",
@@ -103,6 +156,7 @@ __all__ = [
     "MACHINE_TYPES",
     "MACHINE_TYPE_ID",
     "MAINTENANCE_CONFIG_ID",
+    "MEMBERS",
     "NETWORK_NAMESPACE",
     "NODE_ADDRESSES",
     "NODE_ADDRESS_ACCUMULATIVE_ID",
@@ -112,6 +166,7 @@ __all__ = [
     "NODE_TYPES",
     "OS_ROOT_ID",
     "OS_ROOT_SECRETS",
+    "RAW_NAMESPACE",
     "RUNTIME_NAMESPACE",
     "SECRETS_NAMESPACE",
     "SERVICES",
@@ -121,16 +176,27 @@ __all__ = [
     "AddressFamily",
     "AddressScope",
     "AddressStatusSpec",
+    "AffiliateSpec",
     "ApiCertificatesSpec",
     "CertSANSpec",
+    "ControlPlaneSpec",
+    "DiscoveryConfigSpec",
+    "EndpointSpec",
+    "EtcdConfigSpec",
+    "EtcdRootSpec",
+    "EtcdSpecSpec",
     "HostnameStatusSpec",
     "IPAddress",
     "IPPrefix",
+    "IdentitySpec",
+    "InfoSpec",
+    "KubeSpanAffiliateSpec",
     "MachineConfigSpec",
     "MachineStage",
     "MachineStatusSpec",
     "MachineStatusStatus",
     "MachineTypeSpec",
+    "MemberSpec",
     "NodeAddressSpec",
     "OSRootSpec",
     "PEMCertificate",
@@ -174,6 +240,10 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     HOSTNAME_STATUSES,
     NODE_ADDRESSES,
     ADDRESS_STATUSES,
+    ETCD_ROOT_SECRETS,
+    ETCD_CONFIGS,
+    ETCD_SPECS,
+    *CLUSTER_TYPES,
 )
 
 

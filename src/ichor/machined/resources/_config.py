@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
+from typing import TYPE_CHECKING
 
 from ichor.machined.cosi import PrintColumn, ResourceType
 from ichor.machined.resources._proto import bytes_field, varint_field
+
+if TYPE_CHECKING:
+    from ichor.machinery.config import Config, Container
 
 __all__ = [
     "ACTIVE_CONFIG_ID",
@@ -33,10 +38,36 @@ class MachineConfigSpec:
     """The machine configuration as the node holds it: the YAML documents, byte for byte.
 
     Talos shows the config text itself as the spec (not a re-encoding), so comments and key order
-    in ``talosctl get mc -o yaml`` are the ones the user applied.
+    in ``talosctl get mc -o yaml`` are the ones the user applied. The parsed documents ride along
+    (:attr:`container`, loaded once by the config store, off the event loop) so controllers read
+    the typed models (:attr:`v1alpha1`) instead of parsing or walking YAML.
     """
 
     text: str
+    container: Container | None = dataclasses.field(
+        default=None, compare=False, repr=False, metadata={"hidden": True}
+    )
+
+    @functools.cached_property
+    def parsed(self) -> Container:
+        """The documents; parsed here only when the writer did not hand them in (tests)."""
+        if self.container is not None:
+            return self.container
+        from ichor.machinery.config import load_config
+
+        return load_config(self.text, source="MachineConfig")
+
+    @property
+    def v1alpha1(self) -> Config | None:
+        """The typed ``v1alpha1`` document (machine/cluster), None when the config has none."""
+        doc = self.parsed.v1alpha1
+        if doc is None:
+            return None
+        from ichor.machinery.config import Config
+
+        model = doc.model
+        assert isinstance(model, Config)
+        return model
 
     def raw_yaml(self) -> str:
         return self.text if self.text.endswith("\n") else self.text + "\n"

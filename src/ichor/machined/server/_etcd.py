@@ -1,8 +1,8 @@
 """The etcd RPCs of ``machine.MachineService`` (Bootstrap, EtcdRecover, Etcd*), as a mixin.
 
-:class:`EtcdMethods` turns requests into calls on the node's :class:`~ichor.machined.etcd.NodeEtcd`
-and its answers into Talos's reply messages; checks and error texts live in ``NodeEtcd``. It holds
-no state and never talks to etcd itself.
+:class:`EtcdMethods` turns requests into calls on the node's
+:class:`~ichor.machined.server._etcd_ops.EtcdOperations` and its answers into Talos's reply
+messages; checks and error texts live there. It holds no state and never talks to etcd itself.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def _alarm_messages(alarms: list[Any]) -> list[machine_pb2.EtcdMemberAlarm]:
 
 
 class EtcdMethods:
-    """Mixed into MachineService: ``self._node.etcd`` is the node's ``NodeEtcd``."""
+    """Mixed into MachineService: ``self._node.etcd`` is the node's ``EtcdOperations``."""
 
     _node: Any
 

@@ -16,8 +16,11 @@ Exceptions::
     ├── WaitTimeoutError            services not up in time (says what each one is doing)
     └── RunnerError                 a run that ended in error (exit status, exception)
 
-This package must not build COSI resources or speak gRPC: machined mirrors :class:`ServiceInfo`
-into ``Services.v1alpha1.talos.dev`` and publishes :class:`ServiceEvent` s as ``ServiceStateEvent``.
+The supervisor itself builds no COSI resources and speaks no gRPC: ``v1alpha1.ServiceController``
+turns :class:`ServiceInfo` into ``Services.v1alpha1.talos.dev`` and the node publishes
+:class:`ServiceEvent` s as ``ServiceStateEvent``. The system services machined runs are defined one
+per module here (``machined``, ``apid``, ``trustd``, ``etcd``), their resource-based conditions in
+:mod:`~ichor.machined.services.conditions`.
 """
 
 from __future__ import annotations

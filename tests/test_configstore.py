@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ichor.machined.node import _load
+from ichor.machined.configstore import load as _load
 from ichor.machinery.errors import MachineryError
 from ichor.machinery.generate import GenOptions, OutputType, generate
 from ichor.machinery.secrets import SecretsBundle

@@ -15,7 +15,7 @@ import dataclasses
 import ipaddress
 from typing import Any
 
-from ichor.machined.cosi import PrintColumn, Registry, ResourceType
+from ichor.machined.cosi import PrintColumn, ResourceType
 
 __all__ = [
     "AFFILIATES",
@@ -41,7 +41,6 @@ __all__ = [
     "InfoSpec",
     "KubeSpanAffiliateSpec",
     "MemberSpec",
-    "register_cluster_types",
 ]
 
 CLUSTER_NAMESPACE = "cluster"
@@ -195,19 +194,3 @@ CLUSTER_TYPES: tuple[ResourceType[Any], ...] = (
     INFOS,
     ENDPOINTS,
 )
-
-_NAMESPACES = {
-    CLUSTER_NAMESPACE: "Cluster configuration and discovery resources.",
-    RAW_NAMESPACE: "Cluster unmerged raw resources.",
-    CONTROLPLANE_NAMESPACE: "Kubernetes control plane resources.",
-}
-
-
-def register_cluster_types(registry: Registry) -> None:
-    """Register the membership types and their namespaces; types already registered are skipped."""
-    for name, description in _NAMESPACES.items():
-        if name not in registry.namespaces:
-            registry.register_namespace(name, description)
-    for rtype in CLUSTER_TYPES:
-        if rtype.type not in registry:
-            registry.register(rtype)

@@ -1,0 +1,292 @@
+"""The machine config: acquired, validated, saved atomically, applied in Talos's modes.
+
+Boot acquires the config from ``/system/state/config.yaml`` on STATE, else from the
+``talos.config``-style source the node was given; maintenance mode waits for one through
+``apply-config --insecure``. A running node takes ``ApplyConfiguration`` in Talos's modes: auto,
+no-reboot, reboot, staged and try (reverted after its timeout unless replaced), with a dry run that
+shows the diff. The store is the only writer of the ``MachineConfigs`` resources: ``v1alpha1``
+(the active config, with its parsed documents so controllers read typed models) and
+``maintenance``. Parsing and validation are CPU work and run off the event loop.
+
+A rejected config changes nothing: not the file, not the resource.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError
+
+from ichor.api.gen.machine import machine_pb2
+from ichor.machined.cosi import NotFoundError, State
+from ichor.machined.events import EventBus
+from ichor.machined.platform import Layout
+from ichor.machined.resources import (
+    ACTIVE_CONFIG_ID,
+    MACHINE_CONFIGS,
+    MAINTENANCE_CONFIG_ID,
+    MachineConfigSpec,
+)
+from ichor.machinery import pki
+from ichor.machinery.config import Config, Container
+from ichor.machinery.configdiff import can_apply_immediately, unified_diff
+from ichor.machinery.errors import MachineryError
+from ichor.machinery.files import write_atomic
+from ichor.machinery.yamlio import to_plain
+
+__all__ = ["APPLY_MODES", "MODE_NAMES", "ConfigStore", "LoadedConfig", "load"]
+
+APPLY_MODES = machine_pb2.ApplyConfigurationRequest
+MODE_NAMES = {APPLY_MODES.REBOOT: "reboot", APPLY_MODES.AUTO: "auto", APPLY_MODES.NO_REBOOT: "no_reboot",
+              APPLY_MODES.STAGED: "staged", APPLY_MODES.TRY: "try"}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    """A machine config that loaded, validated and is complete enough to boot."""
+
+    container: Container
+    text: str
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def config(self) -> Config:
+        doc = self.container.v1alpha1
+        assert doc is not None
+        model = doc.model
+        assert isinstance(model, Config)
+        return model
+
+    @property
+    def v1alpha1(self) -> dict[str, Any]:
+        """The v1alpha1 document as plain data (for the config diff)."""
+        doc = self.container.v1alpha1
+        return to_plain(doc.raw) if doc is not None else {}
+
+    @property
+    def is_control_plane(self) -> bool:
+        machine = self.config.machine
+        return machine is not None and machine.type in ("init", "controlplane")
+
+
+def load(text: str, source: str) -> LoadedConfig:
+    """Decode, validate (Talos's "cloud" rules fit process nodes) and check completeness; blocking."""
+    from ichor.machinery.config import Mode, load_config, validate_or_raise
+
+    container = load_config(text, source=source)
+    if container.v1alpha1 is None:
+        raise MachineryError(f"{source}: the config has no v1alpha1 document (machine/cluster)")
+    # Process nodes install nothing and run no container runtime: Talos's "cloud" rules fit them.
+    warnings = validate_or_raise(container, Mode.CLOUD)
+    loaded = LoadedConfig(container, text, tuple(warnings))
+    _check_complete(loaded, source)
+    return loaded
+
+
+def _check_complete(loaded: LoadedConfig, source: str) -> None:
+    """What boot needs beyond validation: a usable OS CA, a token, a cluster endpoint.
+
+    A damaged file (truncated by a crash or an editor) can still be valid YAML that validates;
+    booting it would leave a node without an API. Such a config is "incomplete", and the node goes
+    to maintenance mode instead, as Talos does with an incomplete config.
+    """
+    config = loaded.config
+    machine, cluster = config.machine, config.cluster
+    ca = machine.ca if machine is not None else None
+    try:
+        pair = pki.CertKey.from_b64(ca.crt or "" if ca else "", ca.key or "" if ca else "", what="machine.ca")
+    except MachineryError as exc:
+        raise MachineryError(f"{source}: incomplete config: machine.ca: {exc}") from None
+    if loaded.is_control_plane and not pair.has_key:
+        raise MachineryError(f"{source}: incomplete config: machine.ca.key is required on a control plane")
+    if machine is None or not machine.token:
+        raise MachineryError(f"{source}: incomplete config: machine.token is empty")
+    plane = cluster.control_plane if cluster is not None else None
+    if plane is None or not plane.endpoint:
+        raise MachineryError(f"{source}: incomplete config: cluster.controlPlane.endpoint is empty")
+
+
+def _load_file(path: Path, source: str) -> LoadedConfig:
+    return load(path.read_text(encoding="utf-8"), source)
+
+
+def _go_duration(value: timedelta) -> str:
+    seconds = int(value.total_seconds())
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    if minutes:
+        return f"{minutes}m{secs}s"
+    return f"{secs}s"
+
+
+class ConfigStore:
+    """The node's machine config (see the module docstring)."""
+
+    def __init__(
+        self,
+        layout: Layout,
+        state: State,
+        events: EventBus,
+        *,
+        say: Callable[[str], None],
+        clock: Callable[[], datetime],
+        source: Path | None = None,
+    ) -> None:
+        self.layout = layout
+        self.state = state
+        self.events = events
+        self.say = say
+        self.clock = clock
+        self.source = source
+        self.active: LoadedConfig | None = None
+        self.request_reboot: Callable[[], None] = lambda: None
+        """Set by the sequencer: what ``--mode=reboot`` does once the config is saved."""
+        self._maintenance: asyncio.Future[LoadedConfig] | None = None
+        self._try_revert: asyncio.TimerHandle | None = None
+
+    # --- boot ---------------------------------------------------------------------------------------
+
+    async def acquire(self) -> LoadedConfig | None:
+        """The config from STATE, else from the node's config source; None: maintenance mode."""
+        sources: list[tuple[Path, str]] = [(self.layout.config_file, "STATE")]
+        if self.source is not None:
+            sources.append((self.source, str(self.source)))
+        for path, name in sources:
+            if not path.exists():
+                continue
+            try:
+                loaded = await asyncio.to_thread(_load_file, path, name)
+            except (MachineryError, OSError, UnicodeDecodeError) as exc:
+                self.say(f"failed to load config from {name}: {exc}")
+                self.events.publish(machine_pb2.ConfigLoadErrorEvent(error=str(exc)))
+                continue
+            self.say(f"Talos machine config loaded successfully from {name}")
+            return loaded
+        return None
+
+    def activate(self, loaded: LoadedConfig) -> None:
+        """Save ``loaded`` to STATE and make it the active config."""
+        write_atomic(self.layout.config_file, loaded.text, mode=0o600)
+        self._publish(loaded)
+
+    def _publish(self, loaded: LoadedConfig, rid: str = ACTIVE_CONFIG_ID) -> None:
+        if rid == ACTIVE_CONFIG_ID:
+            self.active = loaded
+        spec = MachineConfigSpec(loaded.text, loaded.container)
+        try:
+            current = self.state.get(MACHINE_CONFIGS.default_namespace, MACHINE_CONFIGS, rid)
+        except NotFoundError:
+            self.state.create(MACHINE_CONFIGS.new(rid, spec))
+        else:
+            self.state.update(current.with_spec(spec))
+
+    # --- maintenance mode ---------------------------------------------------------------------------
+
+    def await_maintenance_config(self) -> asyncio.Future[LoadedConfig]:
+        """The future a config applied in maintenance mode resolves."""
+        self._maintenance = asyncio.get_running_loop().create_future()
+        return self._maintenance
+
+    def end_maintenance(self) -> None:
+        self._maintenance = None
+
+    # --- ApplyConfiguration -------------------------------------------------------------------------
+
+    async def apply(self, request: machine_pb2.ApplyConfigurationRequest) -> machine_pb2.ApplyConfiguration:
+        try:
+            text = request.data.decode("utf-8", errors="replace")
+            new = await asyncio.to_thread(load, text, "ApplyConfiguration")
+        except MachineryError as exc:
+            problems = getattr(exc, "problems", [])
+            detail = "\n".join(["", *(f"* {p}" for p in problems)]) if problems else ""
+            raise GRPCError(
+                Status.INVALID_ARGUMENT, f"configuration validation failed: {exc}{detail}"
+            ) from None
+        if self._maintenance is not None:
+            return self._apply_in_maintenance(request, new)
+        assert self.active is not None
+        old = self.active
+        check = can_apply_immediately(old.v1alpha1, new.v1alpha1)
+        mode = request.mode
+        if mode in (APPLY_MODES.NO_REBOOT, APPLY_MODES.TRY) and not check.immediate:
+            raise GRPCError(
+                Status.INVALID_ARGUMENT,
+                "this config change can't be applied in immediate mode\n" + check.explain()
+                + "\ndiff: " + unified_diff(old.text, new.text),
+            )  # fmt: skip
+        if mode == APPLY_MODES.AUTO:
+            mode = APPLY_MODES.NO_REBOOT if check.immediate else APPLY_MODES.REBOOT
+        details = {
+            APPLY_MODES.NO_REBOOT: "Applied configuration without a reboot",
+            APPLY_MODES.REBOOT: "Applied configuration with a reboot",
+            APPLY_MODES.STAGED: "Staged configuration to be applied after the next reboot",
+            APPLY_MODES.TRY: "Applied configuration without a reboot",
+        }[mode]
+        if mode == APPLY_MODES.REBOOT and request.mode == APPLY_MODES.AUTO:
+            details += ": " + check.explain()
+        timeout = (
+            request.try_mode_timeout.ToTimedelta()
+            if request.HasField("try_mode_timeout")
+            else timedelta(minutes=1)
+        )
+        if mode == APPLY_MODES.TRY:
+            details += f"\nThe config is applied in 'try' mode and will be automatically reverted back in {_go_duration(timeout)}"
+        if request.dry_run:
+            diff = unified_diff(old.text, new.text) or "No changes."
+            return machine_pb2.ApplyConfiguration(
+                mode=mode,
+                mode_details=f"Dry run summary:\n{details} (skipped in dry-run).\nConfig diff:\n{diff}",
+            )
+        if mode != APPLY_MODES.TRY:
+            write_atomic(self.layout.config_file, new.text, mode=0o600)
+        if mode in (APPLY_MODES.NO_REBOOT, APPLY_MODES.TRY):
+            self._publish(new)
+            self.say(f"applied configuration in {MODE_NAMES[mode]} mode")
+            if mode == APPLY_MODES.TRY:
+                self._schedule_revert(old, timeout)
+        elif mode == APPLY_MODES.REBOOT:
+            self.say("configuration applied, rebooting")
+            self.request_reboot()
+        else:
+            self.say("configuration staged for the next boot")
+        return machine_pb2.ApplyConfiguration(mode=mode, mode_details=details, warnings=list(new.warnings))
+
+    def _schedule_revert(self, old: LoadedConfig, timeout: timedelta) -> None:
+        if self._try_revert is not None:
+            self._try_revert.cancel()
+
+        def revert() -> None:
+            self._publish(old)
+            self.say("try mode timeout: configuration reverted")
+
+        self._try_revert = asyncio.get_running_loop().call_later(timeout.total_seconds(), revert)
+
+    def _apply_in_maintenance(
+        self, request: machine_pb2.ApplyConfigurationRequest, new: LoadedConfig
+    ) -> machine_pb2.ApplyConfiguration:
+        assert self._maintenance is not None
+        if request.mode not in (APPLY_MODES.AUTO, APPLY_MODES.REBOOT, APPLY_MODES.TRY):
+            name = MODE_NAMES.get(request.mode, str(request.mode)).replace("_", "-")
+            raise GRPCError(
+                Status.UNIMPLEMENTED,
+                f"apply configuration --mode='{name}' is not supported in maintenance mode",
+            )
+        if request.dry_run:
+            return machine_pb2.ApplyConfiguration(
+                mode=request.mode,
+                mode_details="Dry run summary:\nNode is running in maintenance mode and does not have a config yet.",
+            )
+        reply = machine_pb2.ApplyConfiguration(mode=request.mode, mode_details="Applied configuration with a reboot",
+                                               warnings=list(new.warnings))  # fmt: skip
+        self._publish(new, MAINTENANCE_CONFIG_ID)
+        if not self._maintenance.done():
+            self._maintenance.set_result(new)
+        return reply

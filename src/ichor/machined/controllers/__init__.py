@@ -1,0 +1,62 @@
+"""The node's controllers, one module per area (as Talos's ``controllers/<area>``), and the one list
+that registers them (:func:`node_controllers`).
+
+The graph, as ``talosctl inspect dependencies`` prints it:
+
+* config:   MachineConfig -> MachineType, AcquireConfigStatus
+* network:  MachineConfig -> HostnameStatus; the node's address -> NodeAddresses, AddressStatus
+* secrets:  MachineConfig -> OSRootSecrets, EtcdRootSecrets; OSRoot + Hostname + NodeAddresses ->
+            CertSANs; OSRoot + CertSANs -> ApiCertificates (signed here, or by trustd on workers)
+* etcd:     MachineConfig + MachineType -> EtcdConfig; EtcdConfig + Hostname + NodeAddresses -> EtcdSpec
+* cluster:  identity, DiscoveryConfig, Info -> local Affiliate -> discovery service -> raw
+            Affiliates -> merged Affiliates -> Members -> Endpoints
+* runtime:  the sequencer's stage -> MachineStatus; the supervisor's services -> Services (+ waits);
+            TimeStatus
+
+Only controllers write derived resources; the config store writes MachineConfig and the
+sequencer MachineResetSignal. Adding a controller: write it in its area's module, name it after
+what it produces, declare every input and output, add it to :func:`node_controllers`, and give it
+a test that seeds its inputs into a State and asserts its outputs (``assert_resource``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ichor.machined.controllers import cluster, config, etcd, network, runtime, secrets
+from ichor.machined.cosi import Controller, Source
+from ichor.machined.events import EventBus
+from ichor.machined.platform import Layout
+from ichor.machined.resources import MachineStage
+from ichor.machined.services import ServiceInfo
+
+__all__ = ["node_controllers"]
+
+
+def node_controllers(
+    layout: Layout,
+    *,
+    stage: Source[MachineStage],
+    services: Source[Mapping[str, ServiceInfo]],
+    events: EventBus,
+    discovery_client: cluster.ClientFactory | None = None,
+    request_certificate: secrets.RequestCertificate | None = None,
+) -> list[Controller]:
+    """Every controller of a node, in registration order."""
+    return [
+        config.machine_type_controller(),
+        config.acquire_status_controller(),
+        network.hostname_controller(layout),
+        network.node_address_controller(layout),
+        network.address_status_controller(layout),
+        secrets.os_root_controller(),
+        secrets.etcd_root_controller(),
+        secrets.cert_san_controller(),
+        secrets.api_certificates_controller(layout, request_certificate),
+        etcd.etcd_config_controller(),
+        etcd.etcd_spec_controller(),
+        *cluster.cluster_controllers(layout, client_factory=discovery_client),
+        runtime.MachineStatusController(stage, events),
+        runtime.ServiceController(services),
+        runtime.time_status_controller(),
+    ]

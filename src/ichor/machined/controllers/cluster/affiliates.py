@@ -1,0 +1,167 @@
+"""Cluster area, membership: this node as an affiliate, the others merged, members, endpoints.
+
+* ``cluster.LocalAffiliateController``: identity, hostname, addresses, machine type -> this node's
+  ``Affiliate`` (namespace ``cluster``, id = node id) while discovery is enabled;
+* ``cluster.AffiliateMergeController``: raw affiliates merged per node id -> ``cluster`` Affiliates;
+* ``cluster.MemberController``: affiliates with a node name -> ``Member`` (id = node name);
+* ``cluster.EndpointController``: control plane members' addresses -> ``Endpoints`` ``discovery``.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from ichor.machined.controllers.config import ACTIVE_CONFIG, active_config
+from ichor.machined.cosi import ControllerContext, Input, OutputKind, TransformController, WaitingFor
+from ichor.machined.platform import Layout
+from ichor.machined.resources import (
+    AFFILIATES,
+    DISCOVERED_ENDPOINTS_ID,
+    DISCOVERY_CONFIG_ID,
+    DISCOVERY_CONFIGS,
+    ENDPOINTS,
+    HOSTNAME_STATUSES,
+    IDENTITIES,
+    LOCAL_IDENTITY_ID,
+    MACHINE_TYPES,
+    MEMBERS,
+    NODE_ADDRESSES,
+    RAW_NAMESPACE,
+    AffiliateSpec,
+    ControlPlaneSpec,
+    EndpointSpec,
+    IPAddress,
+    MemberSpec,
+)
+from ichor.machinery.constants import TALOS_VERSION
+
+__all__ = [
+    "OPERATING_SYSTEM",
+    "affiliate_merge_controller",
+    "endpoint_controller",
+    "local_affiliate_controller",
+    "member_controller",
+]
+
+DEFAULT_API_SERVER_PORT = 6443
+OPERATING_SYSTEM = f"Ichor ({TALOS_VERSION})"
+"""What this node reports as its OS (Talos reports ``Talos (v1.7.6)``)."""
+
+
+def local_affiliate_controller(layout: Layout) -> TransformController[AffiliateSpec]:
+    """This node as an affiliate; addresses from NodeAddresses ``routed`` (else ``current``, else the
+    node's own address)."""
+
+    def derive(ctx: ControllerContext) -> dict[str, AffiliateSpec]:
+        config = ctx.get_or_none(DISCOVERY_CONFIGS, DISCOVERY_CONFIG_ID)
+        if config is None or not config.spec.discovery_enabled:
+            return {}
+        identity = ctx.get_or_none(IDENTITIES, LOCAL_IDENTITY_ID)
+        if identity is None:
+            raise WaitingFor("the node identity", "cluster.NodeIdentityController has not published it")
+        hostname = ctx.get_or_none(HOSTNAME_STATUSES, "hostname")
+        if hostname is None:
+            raise WaitingFor("the hostname", "no HostnameStatus yet")
+        machine_type = ctx.get_or_none(MACHINE_TYPES, "machine-type")
+        if machine_type is None:
+            raise WaitingFor("the machine type", "no MachineType yet")
+        addresses: tuple[IPAddress, ...] = ()
+        for id in ("routed", "current"):
+            found = ctx.get_or_none(NODE_ADDRESSES, id)
+            if found is not None and found.spec.addresses:
+                addresses = tuple(dict.fromkeys(p.ip for p in found.spec.addresses))
+                break
+        else:
+            addresses = (ipaddress.ip_address(layout.address),)
+        kind = str(machine_type.spec)
+        control_plane = None
+        if kind in ("init", "controlplane"):
+            cluster = active_config(ctx).cluster
+            plane = cluster.control_plane if cluster is not None else None
+            port = plane.local_api_server_port if plane is not None else None
+            control_plane = ControlPlaneSpec(port or DEFAULT_API_SERVER_PORT)
+        node_id = identity.spec.node_id
+        return {
+            node_id: AffiliateSpec(
+                node_id=node_id,
+                addresses=addresses,
+                hostname=hostname.spec.fqdn,
+                nodename=hostname.spec.hostname,
+                operating_system=OPERATING_SYSTEM,
+                machine_type=kind,
+                control_plane=control_plane,
+            )
+        }
+
+    return TransformController(
+        "cluster.LocalAffiliateController",
+        inputs=[
+            Input(DISCOVERY_CONFIGS, id=DISCOVERY_CONFIG_ID),
+            Input(IDENTITIES, id=LOCAL_IDENTITY_ID),
+            Input(HOSTNAME_STATUSES, id="hostname"),
+            Input(NODE_ADDRESSES),
+            Input(MACHINE_TYPES, id="machine-type"),
+            ACTIVE_CONFIG,
+        ],
+        output=AFFILIATES,
+        output_kind=OutputKind.SHARED,
+        map_inputs=derive,
+    )
+
+
+def affiliate_merge_controller() -> TransformController[AffiliateSpec]:
+    def derive(ctx: ControllerContext) -> dict[str, AffiliateSpec]:
+        identity = ctx.get_or_none(IDENTITIES, LOCAL_IDENTITY_ID)
+        local_id = identity.spec.node_id if identity is not None else None
+        merged: dict[str, AffiliateSpec] = {}
+        for raw in sorted(ctx.list(AFFILIATES, namespace=RAW_NAMESPACE), key=lambda r: r.id):
+            node_id = raw.spec.node_id
+            if node_id == local_id:
+                continue  # the local affiliate has its own controller
+            merged[node_id] = merged[node_id].merge(raw.spec) if node_id in merged else raw.spec
+        return merged
+
+    return TransformController(
+        "cluster.AffiliateMergeController",
+        inputs=[Input(AFFILIATES, namespace=RAW_NAMESPACE), Input(IDENTITIES, id=LOCAL_IDENTITY_ID)],
+        output=AFFILIATES,
+        output_kind=OutputKind.SHARED,
+        map_inputs=derive,
+    )
+
+
+def member_controller() -> TransformController[MemberSpec]:
+    def derive(ctx: ControllerContext) -> dict[str, MemberSpec]:
+        members: dict[str, MemberSpec] = {}
+        for affiliate in ctx.list(AFFILIATES):
+            spec = affiliate.spec
+            if not spec.nodename:
+                continue  # not a cluster member (yet)
+            members[spec.nodename] = MemberSpec(
+                node_id=spec.node_id,
+                addresses=spec.addresses,
+                hostname=spec.hostname,
+                machine_type=spec.machine_type,
+                operating_system=spec.operating_system,
+                control_plane=spec.control_plane,
+            )
+        return members
+
+    return TransformController(
+        "cluster.MemberController", inputs=[Input(AFFILIATES)], output=MEMBERS, map_inputs=derive
+    )
+
+
+def endpoint_controller() -> TransformController[EndpointSpec]:
+    def derive(ctx: ControllerContext) -> dict[str, EndpointSpec]:
+        addresses: set[IPAddress] = set()
+        for member in ctx.list(MEMBERS):
+            if member.spec.machine_type in ("init", "controlplane"):
+                addresses.update(member.spec.addresses)
+        ordered = sorted(addresses, key=lambda a: (a.version, a))
+        return {DISCOVERED_ENDPOINTS_ID: EndpointSpec(tuple(ordered))}
+
+    return TransformController(
+        "cluster.EndpointController", inputs=[Input(MEMBERS)], output=ENDPOINTS, map_inputs=derive,
+        output_kind=OutputKind.SHARED,
+    )  # fmt: skip

@@ -1,0 +1,77 @@
+"""Area ``config``: the typed machine config every controller reads, and ``MachineType``.
+
+* ``config.MachineTypeController``: MachineConfig -> MachineType;
+* ``config.AcquireController``: MachineConfig -> AcquireConfigStatus ``machine-config`` (the node
+  has acquired a config).
+
+:func:`active_config` is how a controller reads the machine config: the typed ``v1alpha1`` model
+carried by the ``MachineConfigs/v1alpha1`` resource (parsed once, by the config store), never YAML
+re-parsed or dicts walked.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+from ichor.machined.cosi import ControllerContext, EmptySpec, Input, SkipReconcile, TransformController
+from ichor.machined.resources import (
+    ACQUIRE_CONFIG_STATUS_ID,
+    ACQUIRE_CONFIG_STATUSES,
+    ACTIVE_CONFIG_ID,
+    MACHINE_CONFIGS,
+    MACHINE_TYPE_ID,
+    MACHINE_TYPES,
+    MachineTypeSpec,
+)
+from ichor.machinery.config import Config
+
+__all__ = [
+    "ACTIVE_CONFIG",
+    "active_config",
+    "control_plane_host",
+    "machine_type_controller",
+    "machine_type_of",
+]
+
+ACTIVE_CONFIG = Input(MACHINE_CONFIGS, id=ACTIVE_CONFIG_ID)
+"""The input of every controller that reads the machine config."""
+
+
+def active_config(ctx: ControllerContext) -> Config:
+    """The active machine config's typed v1alpha1 document; skips the pass while there is none."""
+    resource = ctx.get_or_none(MACHINE_CONFIGS, ACTIVE_CONFIG_ID)
+    config = resource.spec.v1alpha1 if resource is not None else None
+    if config is None:
+        raise SkipReconcile
+    return config
+
+
+def control_plane_host(config: Config) -> str | None:
+    """The host of ``cluster.controlPlane.endpoint``, if it has one."""
+    plane = config.cluster.control_plane if config.cluster is not None else None
+    return urlsplit(plane.endpoint or "").hostname if plane is not None else None
+
+
+def machine_type_of(config: Config) -> MachineTypeSpec:
+    """``init`` is a control plane that bootstraps; anything else that is not one is a worker."""
+    kind = config.machine.type if config.machine is not None else None
+    return MachineTypeSpec.CONTROLPLANE if kind in ("init", "controlplane") else MachineTypeSpec.WORKER
+
+
+def machine_type_controller() -> TransformController[MachineTypeSpec]:
+    def derive(ctx: ControllerContext) -> dict[str, MachineTypeSpec]:
+        return {MACHINE_TYPE_ID: machine_type_of(active_config(ctx))}
+
+    return TransformController(
+        "config.MachineTypeController", inputs=[ACTIVE_CONFIG], output=MACHINE_TYPES, map_inputs=derive
+    )
+
+
+def acquire_status_controller() -> TransformController[EmptySpec]:
+    def derive(ctx: ControllerContext) -> dict[str, EmptySpec]:
+        active_config(ctx)
+        return {ACQUIRE_CONFIG_STATUS_ID: EmptySpec()}
+
+    return TransformController(
+        "config.AcquireController", inputs=[ACTIVE_CONFIG], output=ACQUIRE_CONFIG_STATUSES, map_inputs=derive
+    )

@@ -1,0 +1,93 @@
+"""Area ``etcd``: from ``cluster.etcd`` to what this node's etcd runs with.
+
+* ``etcd.ConfigController``: MachineConfig + MachineType -> EtcdConfig ``etcd`` (control planes only);
+* ``etcd.SpecController``: EtcdConfig + HostnameStatus + NodeAddresses -> EtcdSpec ``etcd``: the
+  member name and the advertised/listen addresses picked by ``advertisedSubnets``/``listenSubnets``.
+  A subnet that matches no address of the node is a wait naming the key to fix.
+
+The etcd service (:mod:`ichor.machined.services.etcd`) runs from EtcdSpec and restarts when it changes.
+"""
+
+from __future__ import annotations
+
+from ichor import etcd as etcdlib
+from ichor.machined.controllers.config import ACTIVE_CONFIG, active_config
+from ichor.machined.cosi import ControllerContext, Input, SkipReconcile, TransformController, WaitingFor
+from ichor.machined.resources import (
+    ETCD_CONFIGS,
+    ETCD_ID,
+    ETCD_SPECS,
+    HOSTNAME_STATUS_ID,
+    HOSTNAME_STATUSES,
+    MACHINE_TYPE_ID,
+    MACHINE_TYPES,
+    NODE_ADDRESS_CURRENT_ID,
+    NODE_ADDRESSES,
+    EtcdConfigSpec,
+    EtcdSpecSpec,
+    MachineTypeSpec,
+)
+
+__all__ = ["etcd_config_controller", "etcd_spec_controller"]
+
+
+def _split(subnets: list[str] | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    values = [s.strip() for s in subnets or []]
+    return tuple(s for s in values if not s.startswith("!")), tuple(
+        s[1:] for s in values if s.startswith("!")
+    )
+
+
+def etcd_config_controller() -> TransformController[EtcdConfigSpec]:
+    def derive(ctx: ControllerContext) -> dict[str, EtcdConfigSpec]:
+        config = active_config(ctx)
+        machine_type = ctx.get_or_none(MACHINE_TYPES, MACHINE_TYPE_ID)
+        if machine_type is None:
+            raise SkipReconcile
+        if machine_type.spec is not MachineTypeSpec.CONTROLPLANE:
+            return {}
+        etcd = config.cluster.etcd if config.cluster is not None else None
+        if etcd is None:
+            return {ETCD_ID: EtcdConfigSpec()}
+        advertise_valid, advertise_exclude = _split(etcd.advertised_subnets)
+        listen_valid, listen_exclude = _split(etcd.listen_subnets)
+        return {ETCD_ID: EtcdConfigSpec(
+            advertise_valid_subnets=advertise_valid, advertise_exclude_subnets=advertise_exclude,
+            listen_valid_subnets=listen_valid, listen_exclude_subnets=listen_exclude, image=etcd.image or "",
+            extra_args={str(k): str(v) for k, v in (etcd.extra_args or {}).items()},
+        )}  # fmt: skip
+
+    return TransformController(
+        "etcd.ConfigController", inputs=[ACTIVE_CONFIG, Input(MACHINE_TYPES, id=MACHINE_TYPE_ID)],
+        output=ETCD_CONFIGS, map_inputs=derive,
+    )  # fmt: skip
+
+
+def etcd_spec_controller() -> TransformController[EtcdSpecSpec]:
+    def derive(ctx: ControllerContext) -> dict[str, EtcdSpecSpec]:
+        config = ctx.get_or_none(ETCD_CONFIGS, ETCD_ID)
+        if config is None:
+            return {}
+        hostname = ctx.get_or_none(HOSTNAME_STATUSES, HOSTNAME_STATUS_ID)
+        addresses = ctx.get_or_none(NODE_ADDRESSES, NODE_ADDRESS_CURRENT_ID)
+        if hostname is None or addresses is None:
+            raise SkipReconcile
+        try:
+            selected = etcdlib.select_addresses(
+                [str(p.ip) for p in addresses.spec.addresses], advertised_subnets=config.spec.advertised_subnets,
+                listen_subnets=config.spec.listen_subnets, exclusive=True,
+            )  # fmt: skip
+        except etcdlib.EtcdConfigError as err:
+            raise WaitingFor("etcd addresses", f"{err} ({err.hint})" if err.hint else str(err)) from None
+        return {ETCD_ID: EtcdSpecSpec(
+            name=hostname.spec.hostname, advertised_addresses=selected.advertised,
+            listen_peer_addresses=selected.listen_peer, listen_client_addresses=selected.listen_client,
+            image=config.spec.image, extra_args=dict(config.spec.extra_args),
+        )}  # fmt: skip
+
+    return TransformController(
+        "etcd.SpecController",
+        inputs=[Input(ETCD_CONFIGS, id=ETCD_ID), Input(HOSTNAME_STATUSES, id=HOSTNAME_STATUS_ID),
+                Input(NODE_ADDRESSES, id=NODE_ADDRESS_CURRENT_ID)],
+        output=ETCD_SPECS, map_inputs=derive,
+    )  # fmt: skip

@@ -1,0 +1,101 @@
+"""Area ``runtime``: the machine's stage, its services and its clock, as resources.
+
+* ``runtime.MachineStatusController``: the sequencer's stage (a :class:`~ichor.machined.cosi.Source`)
+  -> MachineStatus ``machine``; every new stage is also a ``MachineStatusEvent`` for
+  ``talosctl events``;
+* ``v1alpha1.ServiceController``: the supervisor's view of each service (a Source) -> Services,
+  plus a ``waits`` resource ``service-<id>`` saying what a waiting service waits for, and since when;
+* ``time.SyncController``: TimeStatus ``node``. A process node keeps the host's clock: Talos in a
+  container reports it synced, with sync disabled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ichor.api.gen.machine import machine_pb2
+from ichor.machined.cosi import Controller, ControllerContext, Output, Source, TransformController
+from ichor.machined.events import EventBus
+from ichor.machined.resources import (
+    MACHINE_STATUS_ID,
+    MACHINE_STATUSES,
+    SERVICES,
+    TIME_STATUS_ID,
+    TIME_STATUSES,
+    MachineStage,
+    MachineStatusSpec,
+    MachineStatusStatus,
+    ServiceSpec,
+    TimeStatusSpec,
+)
+from ichor.machined.services import ServiceInfo
+
+__all__ = [
+    "MachineStatusController",
+    "ServiceController",
+    "time_status_controller",
+]
+
+
+class MachineStatusController(Controller):
+    name = "runtime.MachineStatusController"
+    outputs = (Output(MACHINE_STATUSES),)
+
+    def __init__(self, stage: Source[MachineStage], events: EventBus) -> None:
+        self._stage = stage
+        self._events = events
+
+    async def run(self, ctx: ControllerContext) -> None:
+        with self._stage.listen(ctx.wake):
+            while True:
+                await ctx.changed()
+                stage = self._stage.value
+                current = ctx.get_or_none(MACHINE_STATUSES, MACHINE_STATUS_ID)
+                ready = stage is MachineStage.RUNNING
+                ctx.modify(
+                    MACHINE_STATUSES,
+                    MACHINE_STATUS_ID,
+                    MachineStatusSpec(stage, MachineStatusStatus(ready=ready)),
+                )
+                if current is None or current.spec.stage is not stage:
+                    number = machine_pb2.MachineStatusEvent.MachineStage.Value(stage.name)
+                    self._events.publish(machine_pb2.MachineStatusEvent(stage=number))
+
+
+class ServiceController(Controller):
+    name = "v1alpha1.ServiceController"
+    outputs = (Output(SERVICES),)
+
+    def __init__(self, services: Source[Mapping[str, ServiceInfo]]) -> None:
+        self._services = services
+
+    async def run(self, ctx: ControllerContext) -> None:
+        waiting: set[str] = set()
+        with self._services.listen(ctx.wake):
+            while True:
+                await ctx.changed()
+                infos = dict(self._services.value)
+                for info in infos.values():
+                    spec = ServiceSpec(running=info.running, healthy=bool(info.health.healthy),
+                                       unknown=info.health.unknown)  # fmt: skip
+                    ctx.modify(SERVICES, info.id, spec)
+                ctx.clean_up_outputs(SERVICES, set(infos))
+                now_waiting: set[str] = set()
+                for info in infos.values():
+                    if info.waiting_for is None:
+                        continue
+                    wait_id = f"service-{info.id}"
+                    last_event = info.events[-1].message if info.events else ""
+                    ctx.waiting(f"service {info.id}: {info.waiting_for}", last_event or f"Waiting for {info.waiting_for}",
+                                id=wait_id, since=info.waiting_since)  # fmt: skip
+                    now_waiting.add(wait_id)
+                for wait_id in waiting - now_waiting:
+                    ctx.clear_waiting(wait_id)
+                waiting = now_waiting
+
+
+def time_status_controller() -> TransformController[TimeStatusSpec]:
+    def derive(ctx: ControllerContext) -> dict[str, TimeStatusSpec]:
+        return {TIME_STATUS_ID: TimeStatusSpec(synced=True, epoch=1, sync_disabled=True)}
+
+    return TransformController("time.SyncController", inputs=[], output=TIME_STATUSES, map_inputs=derive)

@@ -1,0 +1,209 @@
+"""The sequencer: boot, maintenance, reboot, shutdown and reset as ordered, named tasks.
+
+As Talos's sequencer, each sequence is a list of phases run in order; the stage it puts the
+machine in is a :class:`~ichor.machined.cosi.Source` that ``runtime.MachineStatusController`` turns
+into ``MachineStatus``. Every sequence start is a ``SequenceEvent`` (``talosctl events``).
+
+* **boot**: acquire the config (STATE, else the node's config source) -> maintenance mode when
+  there is none -> save and activate it -> load and start the services -> running;
+* **reboot** / **shutdown**: stop every service, then :meth:`Sequencer.run` returns the launcher's
+  exit code (:data:`~ichor.machined.platform.EXIT_REBOOT` / ``EXIT_POWEROFF``);
+* **reset**: write ``MachineResetSignal`` (the discovery controller deletes this node's affiliate),
+  leave etcd when graceful, stop etcd, wipe the chosen system partitions, then reboot or power off.
+
+The sequencer writes only ``MachineResetSignal``; everything else it changes goes through the
+config store (the machine config) and the supervisor (services).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import shutil
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from ichor.api.gen.machine import machine_pb2
+from ichor.machined.configstore import ConfigStore, LoadedConfig
+from ichor.machined.cosi import EmptySpec, Source, State
+from ichor.machined.events import EventBus
+from ichor.machined.platform import EXIT_POWEROFF, EXIT_REBOOT, Layout
+from ichor.machined.resources import MACHINE_RESET_SIGNAL_ID, MACHINE_RESET_SIGNALS, MachineStage
+from ichor.machined.services import Service, Supervisor
+
+__all__ = ["NodeParts", "Sequencer"]
+
+REQUEST_DELAY = 0.2
+"""Seconds between an accepted reboot/shutdown/reset request and its start: the reply leaves first."""
+DISCOVERY_LEAVE_TIMEOUT = 5.0
+
+
+@dataclass
+class NodeParts:
+    """What the sequences act on; built by the composition root."""
+
+    layout: Layout
+    state: State
+    events: EventBus
+    store: ConfigStore
+    supervisor: Supervisor
+    stage: Source[MachineStage]
+    say: Callable[[str], None]
+    clock: Callable[[], datetime]
+    services: Callable[[LoadedConfig], Sequence[Service]]
+    """The system services for a config (control planes add trustd and etcd)."""
+    maintenance: Callable[[], Awaitable[LoadedConfig]]
+    """Serve maintenance mode until a config is applied."""
+    leave_etcd: Callable[[], Awaitable[str | None]]
+    """Graceful reset: leave etcd; returns why it could not, if so."""
+    discovery_left: asyncio.Event
+    """Set once the discovery service confirmed this node's affiliate is gone."""
+    background: Callable[[], Sequence[Callable[[], Coroutine[Any, Any, None]]]] = lambda: ()
+    """Long-lived tasks to run while the node runs (e.g. etcd following its spec)."""
+
+
+class Sequencer:
+    def __init__(self, parts: NodeParts) -> None:
+        self.parts = parts
+        self._stop: asyncio.Future[int] | None = None
+        self._resetting = False
+        self._tasks: set[asyncio.Task[None]] = set()
+        parts.store.request_reboot = lambda: self.request_reboot("")
+
+    def _stage(self, stage: MachineStage) -> None:
+        self.parts.stage.set(stage)
+
+    def _sequence_event(self, name: str, actor_id: str) -> None:
+        event = machine_pb2.SequenceEvent(sequence=name, action=machine_pb2.SequenceEvent.START)
+        self.parts.events.publish(event, actor_id=actor_id)
+
+    # --- the boot sequence --------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        """Boot, run until a reboot/shutdown/reset request, stop; returns the launcher exit code."""
+        parts = self.parts
+        self._stop = asyncio.get_running_loop().create_future()
+        self._stage(MachineStage.BOOTING)
+        loaded = await parts.store.acquire()
+        if loaded is None:
+            self._stage(MachineStage.MAINTENANCE)
+            loaded = await self._race_stop(parts.maintenance())
+            if loaded is None:
+                return await self._stop
+        parts.store.activate(loaded)
+        kind = "controlplane" if loaded.is_control_plane else "worker"
+        parts.say(f"booting as {kind} {self._hostname(loaded)}")
+        for service in parts.services(loaded):
+            parts.supervisor.load(service)
+        parts.supervisor.start_all()
+        self._stage(MachineStage.RUNNING)
+        try:
+            async with asyncio.TaskGroup() as group:
+                background = [
+                    group.create_task(work(), name="node background") for work in parts.background()
+                ]
+                code = await self._stop
+                for task in background:
+                    task.cancel()
+        finally:
+            for task in self._tasks:
+                task.cancel()
+        if not self._resetting:
+            # A reset stays "resetting" to the end: discovery would publish the node again otherwise.
+            self._stage(MachineStage.REBOOTING if code == EXIT_REBOOT else MachineStage.SHUTTING_DOWN)
+        parts.say("stopping all services")
+        await parts.supervisor.stop_all()
+        return code
+
+    def _hostname(self, loaded: LoadedConfig) -> str:
+        from ichor.machined.controllers.network import hostname_of
+
+        return hostname_of(loaded.config, self.parts.layout.address)
+
+    def finish(self, code: int) -> None:
+        """End :meth:`run` with ``code`` (a signal from the launcher, or the end of a sequence)."""
+        if self._stop is not None and not self._stop.done():
+            self._stop.set_result(code)
+
+    async def _race_stop(self, work: Awaitable[LoadedConfig]) -> LoadedConfig | None:
+        assert self._stop is not None
+        task = asyncio.ensure_future(work)
+        waiting: set[asyncio.Future[Any]] = {task, self._stop}
+        done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        if task in done:
+            return task.result()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        return None
+
+    # --- requests from the API ----------------------------------------------------------------------
+
+    def request_reboot(self, actor_id: str, mode: int = 0) -> None:
+        self._sequence_event("reboot", actor_id)
+        asyncio.get_running_loop().call_later(REQUEST_DELAY, self.finish, EXIT_REBOOT)
+
+    def request_shutdown(self, actor_id: str, force: bool = False) -> None:
+        self._sequence_event("shutdown", actor_id)
+        asyncio.get_running_loop().call_later(REQUEST_DELAY, self.finish, EXIT_POWEROFF)
+
+    def request_reset(self, actor_id: str, request: machine_pb2.ResetRequest) -> None:
+        self._sequence_event("reset", actor_id)
+        loop = asyncio.get_running_loop()
+
+        def start() -> None:
+            task = loop.create_task(self._reset(request), name="reset")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        loop.call_later(REQUEST_DELAY, start)
+
+    # --- the reset sequence -------------------------------------------------------------------------
+
+    async def _reset(self, request: machine_pb2.ResetRequest) -> None:
+        parts = self.parts
+        labels = [p.label for p in request.system_partitions_to_wipe if p.wipe] or [
+            "STATE",
+            "EPHEMERAL",
+            "META",
+        ]
+        self._resetting = True
+        self._stage(MachineStage.RESETTING)
+        try:
+            await self._leave(graceful=request.graceful)
+        except Exception as err:  # a reset asked for is carried out even if leaving went wrong
+            parts.say(f"resetting: leaving the cluster failed ({err!r}); wiping anyway")
+        self._wipe(labels)
+        self.finish(EXIT_REBOOT if request.reboot else EXIT_POWEROFF)
+
+    async def _leave(self, *, graceful: bool) -> None:
+        parts = self.parts
+        runs_etcd = any(info.id == "etcd" for info in parts.supervisor.list())
+        # The discovery controller deletes this node's affiliate on the signal, meanwhile etcd is left.
+        if not parts.state.list(MACHINE_RESET_SIGNALS.default_namespace, MACHINE_RESET_SIGNALS):
+            parts.state.create(MACHINE_RESET_SIGNALS.new(MACHINE_RESET_SIGNAL_ID, EmptySpec()))
+        if graceful and runs_etcd:
+            parts.say("resetting: leaving etcd (graceful)")
+            problem = await parts.leave_etcd()
+            if problem:
+                parts.say(f"resetting: could not leave etcd gracefully: {problem}")
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(DISCOVERY_LEAVE_TIMEOUT):
+                await parts.discovery_left.wait()
+        if runs_etcd:
+            await parts.supervisor.stop("etcd")
+
+    def _wipe(self, labels: list[str]) -> None:
+        layout = self.parts.layout
+        self.parts.say(f"resetting: wiping {', '.join(labels)}")
+        for label in labels:
+            target = layout.partition(label)
+            for child in target.iterdir() if target.exists() else ():
+                if child == layout.console_log.parent and label == "EPHEMERAL":
+                    continue  # keep the console log readable across a reset, as a serial console is
+                if child.is_dir() and not child.is_symlink():
+                    shutil.rmtree(child, ignore_errors=True)
+                else:
+                    child.unlink(missing_ok=True)

@@ -1,0 +1,50 @@
+"""The ``apid`` service: the mutual-TLS Talos API on ``<address>:50000``, from ``ApiCertificates``."""
+
+from __future__ import annotations
+
+from typing import IO
+
+from ichor.machined.cosi import State
+from ichor.machined.platform import Layout
+from ichor.machined.resources import (
+    ACTIVE_CONFIG_ID,
+    API_CERTIFICATES,
+    API_CERTIFICATES_ID,
+    HOSTNAME_STATUS_ID,
+    HOSTNAME_STATUSES,
+    MACHINE_CONFIGS,
+)
+from ichor.machined.services import API_CERTIFICATES as API_CERTIFICATES_CONDITION
+from ichor.machined.services import RestartPolicy, Service, goroutine
+from ichor.machined.services.conditions import resource_exists
+from ichor.machinery import pki
+
+__all__ = ["apid_service"]
+
+
+def apid_service(layout: Layout, state: State) -> Service:
+    async def run(log_file: IO[str]) -> None:
+        from ichor.machined.apid import Apid
+
+        certs = state.get(API_CERTIFICATES.default_namespace, API_CERTIFICATES, API_CERTIFICATES_ID).spec
+        hostname = state.get(HOSTNAME_STATUSES.default_namespace, HOSTNAME_STATUSES, HOSTNAME_STATUS_ID).spec
+        config = state.get(MACHINE_CONFIGS.default_namespace, MACHINE_CONFIGS, ACTIVE_CONFIG_ID).spec.v1alpha1
+        machine = config.machine if config is not None else None
+        rbac = bool(machine is not None and machine.features is not None and machine.features.rbac)
+        assert certs.server is not None
+        server = Apid(
+            address=layout.address, machined_socket=layout.machined_socket,
+            server_cert=pki.CertKey(certs.server.crt, certs.server.key),
+            accepted_cas=tuple(c.crt for c in certs.accepted_cas),
+            client_cert=pki.CertKey(certs.client.crt, certs.client.key) if certs.client else None,
+            rbac=rbac, local_addresses=[hostname.fqdn],
+        )  # fmt: skip
+        log_file.write(f"apid serving on {layout.address}:50000\n")
+        log_file.flush()
+        await server.serve()
+
+    return Service(
+        "apid", goroutine(run), description="Talos API proxy", depends_on=("machined",),
+        restart=RestartPolicy.FOREVER,
+        conditions=(resource_exists(state, API_CERTIFICATES, API_CERTIFICATES_ID, API_CERTIFICATES_CONDITION),),
+    )  # fmt: skip

@@ -1,0 +1,48 @@
+"""Service conditions read from resources: Talos's ``time sync``, ``etcd spec``, ``api certificates``.
+
+A condition is met when a resource says so; the waiting service shows Talos's words for it
+(``Waiting for time sync``). Built on the state's watch, so nothing polls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ichor.machined.cosi import NotFoundError, ResourceType, State
+from ichor.machined.resources import TIME_STATUS_ID, TIME_STATUSES
+from ichor.machined.services._conditions import TIME_SYNC, Condition
+
+__all__ = ["resource_exists", "time_sync", "time_synced"]
+
+
+def time_synced(state: State) -> bool:
+    """``TimeStatuses/node`` says the clock is in sync (process nodes: the host's clock is)."""
+    try:
+        return bool(state.get(TIME_STATUSES.default_namespace, TIME_STATUSES, TIME_STATUS_ID).spec.synced)
+    except NotFoundError:
+        return False
+
+
+def time_sync(state: State) -> Condition:
+    """Talos's ``time sync`` service condition: met once ``TimeStatuses/node`` is synced."""
+
+    async def wait() -> None:
+        async for _ in state.watch(TIME_STATUSES.default_namespace, TIME_STATUSES, TIME_STATUS_ID):
+            if time_synced(state):
+                return
+
+    return Condition(TIME_SYNC, wait)
+
+
+def resource_exists(state: State, rtype: ResourceType[Any], id: str, description: str) -> Condition:
+    """Met once the resource ``rtype``/``id`` exists (e.g. ``etcd spec``, ``api certificates``)."""
+
+    async def wait() -> None:
+        async for _ in state.watch(rtype.default_namespace, rtype, id):
+            try:
+                state.get(rtype.default_namespace, rtype, id)
+            except NotFoundError:
+                continue
+            return
+
+    return Condition(description, wait)

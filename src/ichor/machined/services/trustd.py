@@ -1,0 +1,38 @@
+"""The ``trustd`` service (control planes): signs worker API certificates on ``<address>:50001``
+for callers presenting the machine token."""
+
+from __future__ import annotations
+
+from typing import IO
+
+from ichor.machined.cosi import State
+from ichor.machined.platform import Layout
+from ichor.machined.resources import API_CERTIFICATES, API_CERTIFICATES_ID, OS_ROOT_ID, OS_ROOT_SECRETS
+from ichor.machined.services import API_CERTIFICATES as API_CERTIFICATES_CONDITION
+from ichor.machined.services import RestartPolicy, Service, goroutine
+from ichor.machined.services.conditions import resource_exists, time_sync
+from ichor.machinery import pki
+
+__all__ = ["trustd_service"]
+
+
+def trustd_service(layout: Layout, state: State) -> Service:
+    async def run(log_file: IO[str]) -> None:
+        from ichor.machined import trustd as trust
+
+        certs = state.get(API_CERTIFICATES.default_namespace, API_CERTIFICATES, API_CERTIFICATES_ID).spec
+        root = state.get(OS_ROOT_SECRETS.default_namespace, OS_ROOT_SECRETS, OS_ROOT_ID).spec
+        assert certs.server is not None and root.issuing_ca is not None
+        accepted = tuple(c.crt for c in certs.accepted_cas)
+        service = trust.SecurityService(
+            pki.CertKey(root.issuing_ca.crt, root.issuing_ca.key), root.token, accepted
+        )
+        log_file.write(f"trustd serving on {layout.address}:{trust.TRUSTD_PORT}\n")
+        log_file.flush()
+        await trust.serve(layout.address, pki.CertKey(certs.server.crt, certs.server.key), service)
+
+    return Service(
+        "trustd", goroutine(run), description="Trust daemon", restart=RestartPolicy.FOREVER,
+        conditions=(time_sync(state),
+                    resource_exists(state, API_CERTIFICATES, API_CERTIFICATES_ID, API_CERTIFICATES_CONDITION)),
+    )  # fmt: skip

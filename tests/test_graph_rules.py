@@ -1,0 +1,151 @@
+"""The rules that keep machined a controller graph.
+
+* Only controllers write derived resources: on a node that booted and runs (in this process, so its
+  state can be read whole), every resource of a node type other than the machine config and the
+  reset signal is owned by a registered controller. The same rule, statically: no module outside
+  ``controllers/`` creates a resource of a derived type.
+* Every controller declares what it reads: the registered controllers' inputs and outputs name
+  registered types.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import random
+from pathlib import Path
+
+import pytest
+
+import ichor.machined
+from ichor.machined.controllers import node_controllers
+from ichor.machined.cosi import Source
+from ichor.machined.events import EventBus
+from ichor.machined.platform import Layout
+from ichor.machined.resources import (
+    MACHINE_CONFIGS,
+    MACHINE_RESET_SIGNALS,
+    NODE_TYPES,
+    SERVICES,
+    MachineStage,
+)
+from ichor.machinery.generate import GenOptions, OutputType, generate
+from ichor.machinery.secrets import SecretsBundle
+
+WRITTEN_BY_THE_SEQUENCE = {MACHINE_CONFIGS.type, MACHINE_RESET_SIGNALS.type}
+"""The config store writes the machine config, the sequencer the reset signal: not derived."""
+DERIVED = {t.type for t in NODE_TYPES} - WRITTEN_BY_THE_SEQUENCE
+MACHINED = Path(ichor.machined.__file__).parent
+
+
+def _controllers(tmp_path: Path) -> list[object]:
+    return list(
+        node_controllers(
+            Layout(tmp_path, "127.0.0.1"),
+            stage=Source("stage", MachineStage.BOOTING),
+            services=Source("services", {}),
+            events=EventBus(),
+        )
+    )
+
+
+def test_every_declared_input_and_output_is_a_node_type(tmp_path: Path) -> None:
+    known = {t.type for t in NODE_TYPES}
+    for controller in _controllers(tmp_path):
+        for declared in (*controller.inputs, *controller.outputs):  # type: ignore[attr-defined]
+            assert declared.type.type in known, (
+                f"{controller.name} declares unregistered {declared.type.type}"
+            )  # type: ignore[attr-defined]
+
+
+def test_every_derived_type_has_a_controller_that_outputs_it(tmp_path: Path) -> None:
+    outputs = {o.type.type for c in _controllers(tmp_path) for o in c.outputs}  # type: ignore[attr-defined]
+    assert outputs >= DERIVED, f"derived types no controller writes: {sorted(DERIVED - outputs)}"
+
+
+def _derived_type_names() -> set[str]:
+    """The module-level constants naming derived types (``SERVICES``, ``API_CERTIFICATES``, ...)."""
+    import ichor.machined.resources as resources
+
+    return {
+        name
+        for name in dir(resources)
+        if name.isupper() and getattr(getattr(resources, name), "type", None) in DERIVED
+    }
+
+
+def test_no_module_outside_controllers_creates_a_derived_resource() -> None:
+    derived = _derived_type_names()
+    offenders: list[str] = []
+    for path in sorted(MACHINED.rglob("*.py")):
+        relative = path.relative_to(MACHINED).as_posix()
+        if relative.startswith(("controllers/", "cosi/")):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            # X.new(...) builds a resource of type X: only controllers (through ctx.modify) may.
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "new"
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id in derived
+            ):
+                offenders.append(f"{relative}:{node.lineno} builds {node.func.value.id}")
+            # ctx.modify(X, ...) outside a controller module
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "modify"
+                and node.args
+                and isinstance(node.args[0], ast.Name)
+                and node.args[0].id in derived
+            ):
+                offenders.append(f"{relative}:{node.lineno} modifies {node.args[0].id}")
+    assert not offenders, "derived resources written outside controllers/:\n" + "\n".join(offenders)
+
+
+@pytest.mark.e2e
+def test_a_running_node_holds_no_derived_resource_a_controller_does_not_own(tmp_path: Path) -> None:
+    from ichor.machined.node import Node
+
+    address = f"127.{random.randint(150, 199)}.{random.randint(0, 255)}.{random.randint(2, 250)}"
+    bundle = SecretsBundle.generate()
+    opts = GenOptions(cluster_name="rules", endpoint=f"https://{address}:6443")
+    config = generate(bundle, opts, output_types=[OutputType.CONTROLPLANE], with_docs=False).outputs[
+        OutputType.CONTROLPLANE
+    ]
+    source = tmp_path / "controlplane.yaml"
+    source.write_text(config)
+    node = Node(Layout(tmp_path / "root", address), config_source=source)
+
+    async def main() -> None:
+        run = asyncio.create_task(node.run())
+        try:
+            async with asyncio.timeout(60):
+                while not any(
+                    r.id == "apid" and r.spec.running
+                    for r in node.state.list(SERVICES.default_namespace, SERVICES)
+                ):
+                    assert not run.done(), f"node ended early: {run.result() if not run.cancelled() else ''}"
+                    await asyncio.sleep(0.1)
+            await asyncio.sleep(1.0)  # let the controllers settle
+            controllers = {c.name for c in _controllers(tmp_path)}
+            wrong: list[str] = []
+            seen: set[str] = set()
+            for rtype in NODE_TYPES:
+                if rtype.type not in DERIVED:
+                    continue
+                for resource in node.state.list(rtype.default_namespace, rtype):
+                    seen.add(rtype.type)
+                    if resource.metadata.owner not in controllers:
+                        wrong.append(f"{rtype.type}/{resource.id} owned by {resource.metadata.owner!r}")
+            assert not wrong, "derived resources not written by a controller:\n" + "\n".join(wrong)
+            # The check saw the node's derived state, not an empty one.
+            assert {"MachineStatuses.runtime.talos.dev", "Services.v1alpha1.talos.dev",
+                    "ApiCertificates.secrets.talos.dev", "EtcdSpecs.etcd.talos.dev"} <= seen  # fmt: skip
+        finally:
+            node.finish(0)
+            async with asyncio.timeout(30):
+                await run
+
+    asyncio.run(main())
