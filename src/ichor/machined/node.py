@@ -579,6 +579,7 @@ class Node:
         async def machined(log_file: IO[str]) -> None:
             sock = self.layout.machined_socket
             sock.unlink(missing_ok=True)
+            from ichor.machined.server._inspect import InspectService
             from ichor.machined.server._storage import StorageService
 
             server = Server(
@@ -587,6 +588,7 @@ class Node:
                     StateService(self.state, roles_of=roles),
                     StorageService(self.layout),
                     ClusterService(self._self_client, roles_of=roles, members=self._member_entries),
+                    InspectService(self.runtime, roles_of=roles),
                 ]
             )
             await server.start(path=str(sock))
@@ -700,7 +702,7 @@ class Node:
         from ichor.machined import controllers
         from ichor.machined.cosi import Runtime
 
-        runtime = Runtime(self.state, registry=self.registry, clock=self._clock)
+        self.runtime = runtime = Runtime(self.state, registry=self.registry, clock=self._clock)
         runtime.register(controllers.machine_type_controller())
         runtime.register(controllers.hostname_controller(self.layout))
         runtime.register(controllers.node_address_controller(self.layout))

@@ -112,6 +112,11 @@ class Runtime:
     def controllers(self) -> Sequence[str]:
         return list(self._controllers)
 
+    def registered(self) -> Sequence[Controller]:
+        """The controllers in registration order: with their declared inputs and outputs, the
+        controller graph (``talosctl inspect dependencies``)."""
+        return [sup.controller for sup in self._controllers.values()]
+
     def status(self, name: str) -> ControllerStatus:
         sup = self._controllers[name]
         return ControllerStatus(
