@@ -1,7 +1,8 @@
 """End to end: looking inside a running node as the troubleshooting guide does.
 
 One configured control plane node process serves every test here: ``talosctl inspect dependencies``
-prints its live controller graph as Graphviz DOT (piped through ``dot`` when Graphviz is installed).
+prints its live controller graph as Graphviz DOT (piped through ``dot`` when Graphviz is installed),
+and ``talosctl logs controller-runtime`` the controller runtime's own log, one controller a line.
 """
 
 from __future__ import annotations
@@ -97,3 +98,28 @@ def test_inspect_dependencies_prints_the_live_controller_graph(node: Node, tmp_p
         for dot in (graph.stdout, with_resources.stdout):
             rendered = proc.run(["dot", "-Tsvg"], input=dot, timeout=60)
             assert "network.HostnameController" in rendered.stdout
+
+
+def test_logs_controller_runtime_names_the_controllers(node: Node) -> None:
+    logs = node.talosctl("logs", "controller-runtime")
+    assert logs.exit_code == 0, logs.stderr
+    lines = logs.stdout.splitlines()
+    assert lines and all(line.startswith(f"{node.process.address}: ") for line in lines)
+    started = {
+        match.group(1)
+        for line in lines
+        if (match := re.search(r' DEBUG controller starting \{"component": "controller-runtime", '
+                               r'"controller": "([^"]+)"\}$', line))
+    }  # fmt: skip
+    assert "network.HostnameController" in started
+    # Every controller the runtime started is in the graph, and the graph has no other.
+    graph = node.talosctl("inspect", "dependencies")
+    assert graph.exit_code == 0, graph.stderr
+    assert _boxes(graph.stdout) == started
+
+    tail = node.talosctl("logs", "controller-runtime", "--tail", "2")
+    assert tail.exit_code == 0, tail.stderr
+    assert len(tail.stdout.splitlines()) == 2
+    assert all(
+        '{"component": "controller-runtime", "controller": "' in line for line in tail.stdout.splitlines()
+    )

@@ -702,7 +702,9 @@ class Node:
         from ichor.machined import controllers
         from ichor.machined.cosi import Runtime
 
-        self.runtime = runtime = Runtime(self.state, registry=self.registry, clock=self._clock)
+        self.runtime = runtime = Runtime(
+            self.state, registry=self.registry, clock=self._clock, log_path=self.layout.controller_runtime_log
+        )
         runtime.register(controllers.machine_type_controller())
         runtime.register(controllers.hostname_controller(self.layout))
         runtime.register(controllers.node_address_controller(self.layout))

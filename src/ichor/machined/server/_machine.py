@@ -35,6 +35,9 @@ from ichor.machined.services import (
 
 RolesOf = Callable[[Stream[Any, Any]], Collection[str]]
 
+CONTROLLER_RUNTIME_LOG = "controller-runtime"
+"""The log id that is not a service: the controller runtime's own log, as in Talos."""
+
 
 class NodeContext(Protocol):
     """What the machine service needs from the node it runs in."""
@@ -200,7 +203,13 @@ class MachineService(EtcdMethods, UnimplementedMachineService):  # type: ignore[
             raise GRPCError(Status.NOT_FOUND, f'container "{request.id}" not found')
         tail = request.tail_lines if request.tail_lines >= 0 else None
         try:
-            async for line in self._node.supervisor.follow_log(request.id, tail=tail, follow=request.follow):
+            if request.id == CONTROLLER_RUNTIME_LOG:
+                lines = follow_log_file(
+                    self._node.layout.controller_runtime_log, tail=tail, follow=request.follow
+                )
+            else:
+                lines = self._node.supervisor.follow_log(request.id, tail=tail, follow=request.follow)
+            async for line in lines:
                 await stream.send_message(common_pb2.Data(bytes=line))
         except ServiceError as exc:
             raise _service_error(exc) from None
