@@ -6,7 +6,8 @@ import asyncio
 import contextlib
 import dataclasses
 from collections.abc import AsyncIterator, Coroutine, Mapping
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -38,6 +39,7 @@ from ichor.machined.cosi import (
     assert_no_resource,
     assert_resource,
 )
+from ichor.machined.cosi._log import go_duration
 
 T = TypeVar("T")
 
@@ -502,3 +504,65 @@ def test_modify_recreates_a_released_torn_down_output_and_refuses_a_held_one() -
     with pytest.raises(PhaseConflictError):
         ctx.modify(GREETINGS, "a", GreetingSpec("three"))
     assert state.get("runtime", GREETINGS, "a").spec.text == "two"
+
+
+def test_runtime_log_names_the_controller_when_it_starts_fails_and_restarts(tmp_path: Path) -> None:
+    calls = 0
+
+    def flaky(ctx: ControllerContext) -> Mapping[str, GreetingSpec]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("no greeting yet")
+        ctx.logger.info("greeted", count=len(ctx.list(CONFIGS)))
+        return greetings_from_configs(ctx)
+
+    log_path = tmp_path / "var/log/controller-runtime.log"
+    state, runtime, _, _ = make(greeting_controller(flaky), backoff=Backoff(initial=1.5), log_path=log_path)
+
+    async def main() -> None:
+        state.create(CONFIGS.new("a", ConfigSpec("alice")))
+        async with running(runtime):
+            await assert_resource(state, GREETINGS, "a")
+
+    run(main())
+    fields = '{"component": "controller-runtime", "controller": "GreetingController"'
+    assert log_path.read_text().splitlines() == [
+        f"2024-05-01T12:00:00.000Z DEBUG controller starting {fields}}}",
+        f'2024-05-01T12:00:00.000Z ERROR controller failed {fields}, "error": "RuntimeError: no greeting yet"}}',
+        f"2024-05-01T12:00:00.000Z DEBUG restarting controller in 1.5s {fields}}}",
+        f"2024-05-01T12:00:00.000Z DEBUG controller starting {fields}}}",
+        f'2024-05-01T12:00:00.000Z INFO greeted {fields}, "count": 1}}',
+    ]
+
+
+def test_a_controller_that_returns_is_logged_finished(tmp_path: Path) -> None:
+    class OneShot(Controller):
+        name = "v1alpha1.OneShotController"
+
+        async def run(self, ctx: ControllerContext) -> None:
+            ctx.logger.warning("nothing to do", reason="one shot")
+
+    log_path = tmp_path / "controller-runtime.log"
+    _, runtime, _, clock = make(OneShot(), log_path=log_path)
+    clock.now = datetime(2024, 5, 1, 14, 0, 0, 7000, tzinfo=timezone(timedelta(hours=2)))
+
+    async def main() -> None:
+        async with running(runtime):
+            while "finished" not in (log_path.read_text() if log_path.exists() else ""):
+                await asyncio.sleep(0)
+
+    run(main())
+    assert log_path.read_text().splitlines()[1:] == [
+        '2024-05-01T14:00:00.007+0200 WARN nothing to do {"component": "controller-runtime", '
+        '"controller": "v1alpha1.OneShotController", "reason": "one shot"}',
+        '2024-05-01T14:00:00.007+0200 DEBUG controller finished {"component": "controller-runtime", '
+        '"controller": "v1alpha1.OneShotController"}',
+    ]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(0.5, "500ms"), (1, "1s"), (1.5, "1.5s"), (60, "1m0s"), (90.25, "1m30.25s")]
+)
+def test_restart_delays_are_printed_as_go_durations(seconds: float, text: str) -> None:
+    assert go_duration(seconds) == text

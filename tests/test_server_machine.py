@@ -198,3 +198,26 @@ def test_events_start_with_hello_then_follow_actor() -> None:
                 await call.cancel()
 
     run(go())
+
+
+def test_logs_serves_the_controller_runtime_log_with_tail() -> None:
+    lines = [
+        b'2024-05-01T12:00:00.000Z DEBUG controller starting {"controller": "network.HostnameController"}\n',
+        b'2024-05-01T12:00:00.001Z ERROR controller failed {"controller": "network.HostnameController"}\n',
+        b'2024-05-01T12:00:00.002Z DEBUG controller starting {"controller": "network.HostnameController"}\n',
+    ]
+
+    async def logs(stub: Any, tail: int) -> list[bytes]:
+        async with stub.Logs.open() as call:
+            request = machine_pb2.LogsRequest(namespace="system", id="controller-runtime", tail_lines=tail)
+            await call.send_message(request, end=True)
+            return [m.bytes async for m in call]
+
+    async def go() -> None:
+        async with serving(("os:reader",)) as (stub, node):
+            assert await logs(stub, -1) == []  # nothing logged yet is an empty log, not an error
+            node.layout.controller_runtime_log.write_bytes(b"".join(lines))
+            assert await logs(stub, -1) == lines
+            assert await logs(stub, 2) == lines[1:]
+
+    run(go())

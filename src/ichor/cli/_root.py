@@ -120,6 +120,7 @@ cli.add_lazy("etcd", f"{_CLI}._etcd:etcd", "Manage etcd")
 cli.add_lazy("bootstrap", f"{_CLI}._bootstrap:bootstrap", "Bootstrap the etcd cluster on the specified node.")
 cli.add_lazy("kubeconfig", f"{_CLI}._kubeconfig:kubeconfig", "Download the admin kubeconfig from the node")
 cli.add_lazy("health", f"{_CLI}._health:health", "Check cluster health")
+cli.add_lazy("inspect", f"{_CLI}._inspect:inspect", "Inspect internals of Talos")
 
 
 def main(argv: list[str] | None = None) -> None:

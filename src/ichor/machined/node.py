@@ -79,7 +79,9 @@ class Node:
         console = Console(layout.console_log, self.clock)
         say = console.print
         register_node_types(self.registry)
-        runtime = Runtime(state, registry=self.registry, clock=self.clock)
+        runtime = Runtime(
+            state, registry=self.registry, clock=self.clock, log_path=layout.controller_runtime_log
+        )
         controllers = node_controllers(layout, stage=self.stage, services=self.services, events=self.events)
         for controller in controllers:
             runtime.register(controller)
@@ -91,7 +93,7 @@ class Node:
                 _running(runtime),
                 Supervisor(layout, clock=self.clock, on_change=self._on_service_change) as supervisor,
             ):
-                system = _SystemServices(self, supervisor, store, say)
+                system = _SystemServices(self, runtime, supervisor, store, say)
                 self.sequencer = Sequencer(NodeParts(
                     layout=layout, state=state, events=self.events, store=store, supervisor=supervisor,
                     stage=self.stage, say=say, clock=self.clock, services=system.for_config,
@@ -124,12 +126,18 @@ class _SystemServices:
     """Builds the system services and the API handlers they serve, from the node's parts."""
 
     def __init__(
-        self, node: Node, supervisor: Supervisor, store: ConfigStore, say: Callable[[str], None]
+        self,
+        node: Node,
+        runtime: Runtime,
+        supervisor: Supervisor,
+        store: ConfigStore,
+        say: Callable[[str], None],
     ) -> None:
         from ichor.machined.server._etcd_ops import EtcdOperations
         from ichor.machined.services.etcd import EtcdService
 
         self.node = node
+        self.runtime = runtime
         self.supervisor = supervisor
         self.store = store
         self.etcd = EtcdService(node.layout, node.state, say, node.clock)
@@ -154,6 +162,7 @@ class _SystemServices:
         from ichor.machined.server._cluster import ClusterService
         from ichor.machined.server._context import MachineContext
         from ichor.machined.server._cosi import StateService, roles_from_metadata
+        from ichor.machined.server._inspect import InspectService
         from ichor.machined.server._machine import MachineService
         from ichor.machined.server._storage import StorageService
 
@@ -168,4 +177,5 @@ class _SystemServices:
             StateService(node.state, roles_of=roles),
             StorageService(node.layout),
             ClusterService(context.self_client, roles_of=roles, members=context.member_entries),
+            InspectService(self.runtime, roles_of=roles),
         ]

@@ -119,6 +119,11 @@ class Layout:
         return self.path("/var/log")
 
     @property
+    def controller_runtime_log(self) -> Path:
+        """The controller runtime's own log (``talosctl logs controller-runtime``)."""
+        return self.log_dir / "controller-runtime.log"
+
+    @property
     def console_log(self) -> Path:
         """The node's console (what ``talosctl dmesg`` shows on the container platform)."""
         return self.path("/var/log/console.log")

@@ -6,7 +6,9 @@ annotations, finalizers) + spec``, kept in a :class:`State`. Resource types are 
 a :class:`Registry` turns them into ``ResourceDefinitions`` so ``talosctl get <alias>`` can find and
 render any type. :class:`Controller` s declare inputs and outputs and are run, woken and restarted
 by the :class:`Runtime`; most are :class:`TransformController` s. A controller that cannot make
-progress says so with a ``WaitStatuses`` resource (``talosctl get waits``).
+progress says so with a ``WaitStatuses`` resource (``talosctl get waits``). The runtime keeps its
+own log in Talos's shape (``talosctl logs controller-runtime``); controllers add to it through
+``ctx.logger``.
 
 Exceptions::
 
@@ -65,6 +67,7 @@ from ichor.machined.cosi._errors import (
     RegistrationError,
     UnknownTypeError,
 )
+from ichor.machined.cosi._log import ControllerLogger, LogLevel, RuntimeLog
 from ichor.machined.cosi._resource import (
     Clock,
     EmptySpec,
@@ -110,6 +113,7 @@ __all__ = [
     "ConflictError",
     "Controller",
     "ControllerContext",
+    "ControllerLogger",
     "ControllerStatus",
     "CosiError",
     "DefinitionError",
@@ -122,6 +126,7 @@ __all__ = [
     "JSONPathError",
     "LabelOp",
     "LabelTerm",
+    "LogLevel",
     "Metadata",
     "NamespaceSpec",
     "NotFoundError",
@@ -140,6 +145,7 @@ __all__ = [
     "ResourceDefinitionSpec",
     "ResourceType",
     "Runtime",
+    "RuntimeLog",
     "SkipReconcile",
     "Sleep",
     "Source",

@@ -28,6 +28,7 @@ from ichor.machined.cosi._errors import (
     OutputNotDeclaredError,
     PhaseConflictError,
 )
+from ichor.machined.cosi._log import ControllerLogger, RuntimeLog
 from ichor.machined.cosi._resource import Clock, Phase, Resource, ResourceType
 from ichor.machined.cosi._state import LabelTerm, State
 from ichor.machined.cosi._waits import WAIT_STATUSES, WaitingFor, clear_wait, publish_wait
@@ -118,8 +119,11 @@ class ControllerContext:
         clock: Clock,
         sleep: Sleep,
         on_pass_done: Callable[[], None] = lambda: None,
+        logger: ControllerLogger | None = None,
     ) -> None:
         self.name = controller.name
+        self.logger = logger or ControllerLogger(RuntimeLog(clock=clock), controller.name)
+        """Lines in the controller runtime's log naming this controller (``talosctl logs controller-runtime``)."""
         self._controller = controller
         self._state = state
         self._wakeup = wakeup

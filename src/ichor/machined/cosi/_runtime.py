@@ -4,7 +4,9 @@ Each controller is supervised by one task in an :class:`asyncio.TaskGroup`, plus
 input type. Any input change (and any change to an output it owns that is tearing down, so it can
 finish the teardown once finalizers are released) sets the controller's wake-up flag; bursts
 coalesce into one pass. A controller that raises is restarted after an exponential backoff, read
-through an injectable sleep, and its last error is kept in :meth:`Runtime.status`.
+through an injectable sleep, and its last error is kept in :meth:`Runtime.status`. Every start,
+failure (with the error and the restart delay) and finish is a line of the runtime's log
+(:class:`RuntimeLog`, a file given at construction).
 
 :meth:`Runtime.run` returns only when cancelled; cancelling it cancels every controller. The runtime
 must not know what any controller does.
@@ -14,20 +16,19 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import logging
+import os
 from collections.abc import Sequence
 from datetime import datetime
 
 from ichor.machined.cosi._controller import Controller, ControllerContext, OutputKind, Sleep
 from ichor.machined.cosi._definitions import Registry
 from ichor.machined.cosi._errors import RegistrationError
+from ichor.machined.cosi._log import ControllerLogger, LogLevel, RuntimeLog, go_duration
 from ichor.machined.cosi._resource import Clock, Phase, utc_now
 from ichor.machined.cosi._state import EventType, State, Watch
 from ichor.machined.cosi._waits import WAIT_STATUSES
 
 __all__ = ["Backoff", "ControllerStatus", "Runtime"]
-
-log = logging.getLogger("ichor.machined.cosi")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,10 +79,14 @@ class Runtime:
         clock: Clock | None = None,
         sleep: Sleep | None = None,
         backoff: Backoff | None = None,
+        log_path: str | os.PathLike[str] | None = None,
     ) -> None:
+        """``log_path``: where the runtime's own log goes (controllers starting, failing, restarting,
+        finishing, and what they log through ``ctx.logger``), one line each in Talos's shape."""
         self.state = state
         self.registry = registry
         self._clock = clock or utc_now
+        self.log = RuntimeLog(log_path, clock=self._clock)
         self._sleep: Sleep = sleep or asyncio.sleep
         self._backoff = backoff or Backoff()
         self._controllers: dict[str, _Supervised] = {}
@@ -111,6 +116,11 @@ class Runtime:
     @property
     def controllers(self) -> Sequence[str]:
         return list(self._controllers)
+
+    def registered(self) -> Sequence[Controller]:
+        """The controllers in registration order: with their declared inputs and outputs, the
+        controller graph (``talosctl inspect dependencies``)."""
+        return [sup.controller for sup in self._controllers.values()]
 
     def status(self, name: str) -> ControllerStatus:
         sup = self._controllers[name]
@@ -191,8 +201,10 @@ class Runtime:
                 clock=self._clock,
                 sleep=self._sleep,
                 on_pass_done=pass_done,
+                logger=ControllerLogger(self.log, name),
             )
             sup.running = True
+            self.log.write(LogLevel.DEBUG, name, "controller starting")
             try:
                 await sup.controller.run(ctx)
             except Exception as exc:
@@ -201,10 +213,11 @@ class Runtime:
                 sup.last_error = f"{type(exc).__name__}: {exc}"
                 sup.last_error_at = self._clock()
                 delay = self._backoff.delay(sup.failures)
-                log.warning("controller %s failed (restart in %.1fs): %s", name, delay, sup.last_error)
+                self.log.write(LogLevel.ERROR, name, "controller failed", error=sup.last_error)
+                self.log.write(LogLevel.DEBUG, name, f"restarting controller in {go_duration(delay)}")
                 await self._sleep(delay)
                 continue
             finally:
                 sup.running = False
-            log.info("controller %s finished", name)
+            self.log.write(LogLevel.DEBUG, name, "controller finished")
             return

@@ -9,8 +9,7 @@ server does for unregistered methods.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import Callable, Collection
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -31,9 +30,13 @@ from ichor.machined.services import (
     ServiceInfo,
     Supervisor,
     UnknownServiceError,
+    follow_log_file,
 )
 
 RolesOf = Callable[[Stream[Any, Any]], Collection[str]]
+
+CONTROLLER_RUNTIME_LOG = "controller-runtime"
+"""The log id that is not a service: the controller runtime's own log, as in Talos."""
 
 
 class NodeContext(Protocol):
@@ -200,16 +203,22 @@ class MachineService(EtcdMethods, UnimplementedMachineService):  # type: ignore[
             raise GRPCError(Status.NOT_FOUND, f'container "{request.id}" not found')
         tail = request.tail_lines if request.tail_lines >= 0 else None
         try:
-            async for line in self._node.supervisor.follow_log(request.id, tail=tail, follow=request.follow):
+            if request.id == CONTROLLER_RUNTIME_LOG:
+                lines = follow_log_file(
+                    self._node.layout.controller_runtime_log, tail=tail, follow=request.follow
+                )
+            else:
+                lines = self._node.supervisor.follow_log(request.id, tail=tail, follow=request.follow)
+            async for line in lines:
                 await stream.send_message(common_pb2.Data(bytes=line))
         except ServiceError as exc:
             raise _service_error(exc) from None
 
     async def Dmesg(self, stream: Stream[Any, Any]) -> None:
         request = await self._request(stream, "Dmesg")
-        async for line in follow_file(
-            self._node.layout.console_log, tail=request.tail, follow=request.follow
-        ):
+        # Talos's dmesg "tail" means only messages from now on.
+        tail = 0 if request.tail else None
+        async for line in follow_log_file(self._node.layout.console_log, tail=tail, follow=request.follow):
             await stream.send_message(common_pb2.Data(bytes=line))
 
     async def Events(self, stream: Stream[Any, Any]) -> None:
@@ -300,31 +309,3 @@ def _new_actor() -> str:
     import uuid
 
     return str(uuid.uuid4())
-
-
-async def follow_file(
-    path: Any, *, tail: bool = False, follow: bool = False, poll_interval: float = 0.1
-) -> AsyncIterator[bytes]:
-    """Lines of a growing file: all of it (or only new lines with ``tail``), then new ones if ``follow``."""
-    from pathlib import Path
-
-    file = Path(path)
-    position = 0
-    if tail and file.exists():
-        position = file.stat().st_size
-    pending = b""
-    while True:
-        if file.exists():
-            with file.open("rb") as handle:
-                handle.seek(position)
-                data = handle.read()
-            position += len(data)
-            pending += data
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                yield line + b"\n"
-        if not follow:
-            if pending:
-                yield pending
-            return
-        await asyncio.sleep(poll_interval)

@@ -574,7 +574,7 @@ class Supervisor:
 
     # --- logs --------------------------------------------------------------------------------------
 
-    async def follow_log(
+    def follow_log(
         self,
         service_id: str,
         *,
@@ -582,46 +582,58 @@ class Supervisor:
         follow: bool = False,
         poll_interval: float = 0.1,
     ) -> AsyncIterator[bytes]:
-        """Lines (with their newline) of a service's log: the last ``tail`` (all if None), then, with
-        ``follow``, new lines as they are written, until the consumer stops iterating."""
+        """Lines of a loaded service's log, as :func:`follow_log_file` gives them."""
         self._get(service_id)
-        path = self.log_path(service_id)
-        position = 0
-        if path.exists():
-            data = path.read_bytes()
-            position = len(data)
-            lines = data.splitlines(keepends=True)
-            partial = b""
-            if lines and not lines[-1].endswith(b"\n"):
-                partial = lines.pop()
-                if follow:
-                    position -= len(partial)
-                    partial = b""
-            shown = lines if tail is None else lines[-tail:] if tail > 0 else []
-            for line in shown:
-                yield line
-            if partial:
-                yield partial
-        if not follow:
-            return
-        buffer = b""
-        while True:
-            try:
-                size = os.stat(path).st_size
-            except FileNotFoundError:
-                size = 0
-            if size < position:
-                position = 0  # truncated or replaced: start over
-            if size > position:
-                with path.open("rb") as f:
-                    f.seek(position)
-                    chunk = f.read(size - position)
-                position += len(chunk)
-                buffer += chunk
-                *complete, buffer = buffer.split(b"\n")
-                for line in complete:
-                    yield line + b"\n"
-            await asyncio.sleep(poll_interval)
+        return follow_log_file(
+            self.log_path(service_id), tail=tail, follow=follow, poll_interval=poll_interval
+        )
+
+
+async def follow_log_file(
+    path: Path, *, tail: int | None = None, follow: bool = False, poll_interval: float = 0.1
+) -> AsyncIterator[bytes]:
+    """Lines (with their newline) of a log file: the last ``tail`` (all if None), then, with
+    ``follow``, new lines as they are written, until the consumer stops iterating.
+
+    A file that does not exist yet is empty; one truncated or replaced while followed is read again
+    from its start.
+    """
+    position = 0
+    if path.exists():
+        data = path.read_bytes()
+        position = len(data)
+        lines = data.splitlines(keepends=True)
+        partial = b""
+        if lines and not lines[-1].endswith(b"\n"):
+            partial = lines.pop()
+            if follow:
+                position -= len(partial)
+                partial = b""
+        shown = lines if tail is None else lines[-tail:] if tail > 0 else []
+        for line in shown:
+            yield line
+        if partial:
+            yield partial
+    if not follow:
+        return
+    buffer = b""
+    while True:
+        try:
+            size = os.stat(path).st_size
+        except FileNotFoundError:
+            size = 0
+        if size < position:
+            position = 0  # truncated or replaced: start over
+        if size > position:
+            with path.open("rb") as f:
+                f.seek(position)
+                chunk = f.read(size - position)
+            position += len(chunk)
+            buffer += chunk
+            *complete, buffer = buffer.split(b"\n")
+            for line in complete:
+                yield line + b"\n"
+        await asyncio.sleep(poll_interval)
 
 
 def _last_message(runner: _ServiceRunner) -> str:
