@@ -12,7 +12,7 @@ import pytest
 
 from ichor.api.gen.machine import machine_pb2
 from ichor.api.gen.v1alpha1 import state_pb2
-from ichor.client import ConnectionFailedError, EndpointFailure, RPCError
+from ichor.client import EndpointFailure, EndpointUnreachableError, RPCError
 from ichor.client.health import (
     ETCD_CHECKS,
     ClusterInfo,
@@ -101,7 +101,7 @@ class _View:
 
     async def Get(self, request: Any) -> Any:
         if not self.node.answering:
-            raise ConnectionFailedError(
+            raise EndpointUnreachableError(
                 "connection refused",
                 [EndpointFailure(f"{self.node.address}:50000", "connection refused", "unreachable")],
             )

@@ -37,7 +37,7 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-from ichor.client._errors import ClientError, ConnectionFailedError, ConnectionLostError, RPCError
+from ichor.client._errors import ClientError, ConnectionLostError, EndpointUnreachableError, RPCError
 
 __all__ = [
     "CHECK_NAMES",
@@ -96,10 +96,14 @@ class HealthCheckError(ClientError):
 class CheckFailed(Exception):
     """Raised by one attempt of a check: ``str()`` is the reason shown after ``waiting for ...:``."""
 
-    def __init__(self, reason: str, *, final: bool = False, detail: str = "") -> None:
+    def __init__(
+        self, reason: str, *, final: bool = False, detail: str = "", hint: str | None = None
+    ) -> None:
         super().__init__(reason)
         self.final = final
         """No retry can help (the Kubernetes stages)."""
+        self.hint = hint
+        """What to do, when ``final``."""
         self.detail = detail
         """The error behind the reason (a gRPC status, ...), shown only if the stage times out."""
 
@@ -179,8 +183,9 @@ async def discover(client: Any) -> ClusterInfo:
 
 def plain_reason(exc: ClientError) -> str:
     """What a client error means while a cluster is starting, in words: a node whose API (or whose
-    etcd) cannot be reached yet is "not answering yet"; anything else is the error itself."""
-    if isinstance(exc, ConnectionFailedError | ConnectionLostError):
+    etcd) cannot be reached yet is "not answering yet"; anything else (a TLS failure, a refusal) is
+    the error itself, without its gRPC code."""
+    if isinstance(exc, EndpointUnreachableError | ConnectionLostError):
         return _NOT_ANSWERING
     if isinstance(exc, RPCError):
         return _NOT_ANSWERING if exc.code == _UNAVAILABLE else exc.rpc_message
@@ -317,7 +322,12 @@ def cluster_checks(client: Any, info: ClusterInfo) -> list[Check]:
 
     def kubernetes(name: str) -> Callable[[], Awaitable[None]]:
         async def never() -> None:
-            raise CheckFailed(f"{NO_KUBERNETES} ({name.split(' to ')[0]} is not implemented)", final=True)
+            raise CheckFailed(
+                f"{NO_KUBERNETES} ({name.split(' to ')[0]} is not implemented)",
+                final=True,
+                hint="Kubernetes health can be checked once Ichor runs Kubernetes; the etcd stages above are "
+                "the cluster health Ichor has today",
+            )
 
         return never
 
@@ -379,11 +389,7 @@ async def wait_for(
                     report(f"waiting for {check.name}: {reason} ({_elapsed(clock() - start)})")
                     last = reason
                 if failed.final:
-                    raise HealthCheckError(
-                        f"{check.name}: {reason}",
-                        hint="Kubernetes health can be checked once Ichor runs Kubernetes; the etcd stages "
-                        "above are the cluster health Ichor has today",
-                    ) from None
+                    raise HealthCheckError(f"{check.name}: {reason}", hint=failed.hint) from None
                 if clock() + interval > deadline:
                     behind = f" (last error: {failed.detail})" if failed.detail else ""
                     raise HealthCheckError(
