@@ -227,9 +227,7 @@ def _service_state(service: Any, name: str) -> str | None:
     if service.health.unknown:
         return f"service {name} is Running, its health is not known yet"
     if not service.health.healthy:
-        return (
-            f"service {name} is Running but not healthy: {service.health.last_message or 'no reason given'}"
-        )
+        return f"service {name} is Running, its last health check failed: {service.health.last_message or 'no reason given'}"
     return None
 
 
