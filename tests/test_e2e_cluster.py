@@ -34,6 +34,11 @@ def test_cluster_create_1_plus_1_and_talk_to_both_nodes(tmp_path: Path) -> None:
     try:
         assert created.exit_code == 0, created.stderr
         assert "cluster 'e2e' is up: 2 nodes configured" in created.stderr
+        # Progress says what is awaited, never a raw gRPC error; etcd is up as `service etcd` shows it.
+        assert "Unavailable" not in created.stderr and "StatusCode" not in created.stderr, created.stderr
+        assert "waiting for etcd members to be control plane nodes: OK" in created.stderr
+        etcd = _talosctl(tmp_path, "-n", cp, "service", "etcd")
+        assert "STATE    Running" in etcd.stdout and "HEALTH   OK" in etcd.stdout, etcd.stdout
 
         shown = _talosctl(tmp_path, "cluster", "show", "--name", "e2e")
         assert "e2e-controlplane-1" in shown.stdout and "e2e-worker-1" in shown.stdout

@@ -106,6 +106,14 @@ def test_three_control_planes_form_etcd_survive_faults_and_recover(tmp_path: Pat
     try:
         assert created.exit_code == 0, created.stderr[-3000:]
         assert "etcd is healthy on 3 control plane(s)" in created.stderr
+        # create returned only once every member is Running, healthy and voting (no learner left).
+        assert "Unavailable" not in created.stderr and "StatusCode" not in created.stderr, created.stderr
+        for cp in cps:
+            etcd_service = _talosctl(home, "-n", cp, "service", "etcd")
+            assert "STATE    Running" in etcd_service.stdout and "HEALTH   OK" in etcd_service.stdout, (
+                cp,
+                etcd_service.stdout,
+            )
         record = ClusterRecord.load(home / ".talos/clusters", NAME)
         roots = [Path(n.root) for n in record.nodes]
         etcd = Etcd(roots[0])

@@ -53,7 +53,15 @@ def _etcd_cluster(node: FakeNode, *, members: list[str], errors: list[str] = (),
             element.members.add(id=i + 1, hostname=f"cp-{i}", peer_urls=[f"https://{ip}:2380"])
         await stream.send_message(reply)
 
-    node.handlers.update(Version=version, EtcdStatus=status, EtcdAlarmList=alarms, EtcdMemberList=member_list)
+    async def services(stream: Stream[Any, Any]) -> None:
+        await stream.recv_message()
+        reply = machine_pb2.ServiceListResponse()
+        etcd = reply.messages.add().services.add(id="etcd", state="Running")
+        etcd.health.healthy = True
+        await stream.send_message(reply)
+
+    node.handlers.update(Version=version, EtcdStatus=status, EtcdAlarmList=alarms, EtcdMemberList=member_list,
+                         ServiceList=services)  # fmt: skip
 
 
 def test_client_side_stages_pass_then_kubernetes_fails_truthfully(node: FakeNode, talosctl: Any) -> None:

@@ -82,7 +82,7 @@ def create(name: str, state: str, provisioner: str, controlplanes: int, workers:
     create_cluster(
         name=name, cidr=cidr, controlplanes=controlplanes, workers=workers, state=Path(state),
         talosconfig=_talosconfig_path(), config_patches=config_patch, cp_patches=config_patch_control_plane,
-        worker_patches=config_patch_worker, wait_timeout=_duration(wait_timeout),
+        worker_patches=config_patch_worker, wait_timeout=_duration(wait_timeout), wait=wait,
         progress=lambda line: click.echo(line, err=True),
     )  # fmt: skip
 

@@ -4,24 +4,13 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
 
 import click
 
 from ichor.cli._lazy import LazyGroup
+from ichor.machinery.clientconfig import GlobalOptions
 
 _CLI = "ichor.cli"
-
-
-@dataclass
-class GlobalOptions:
-    """Talos's persistent flags; they may appear anywhere on the command line."""
-
-    talosconfig: str | None = None
-    context: str | None = None
-    endpoints: list[str] = field(default_factory=list)
-    nodes: list[str] = field(default_factory=list)
-    cluster: str | None = None
 
 
 # flag spelling -> (attribute, is a comma-separated list)

@@ -4,7 +4,7 @@ Typical use in a command::
 
     from ichor.client import Client, node_replies
 
-    async with Client.from_options(opts) as c:          # opts = the CLI's GlobalOptions
+    async with Client.from_options(opts) as c:          # opts: GlobalOptions (talosctl's global flags)
         c.require_nodes()
         reply = await c.machine.Version(Empty())          # `nodes` metadata: one-to-many
         replies = node_replies(reply, fallback_node=c.peer_host).check("error getting version")
@@ -62,7 +62,7 @@ __all__ = [
     "EndpointFailure",
     "EndpointUnreachableError",
     "FingerprintMismatchError",
-    "GlobalOptionsLike",
+    "GlobalOptions",
     "NoEndpointsError",
     "NoNodesError",
     "NodeError",
@@ -91,7 +91,7 @@ __all__ = [
     "warn_if_expiring",
 ]
 
-from ichor.client._client import DEFAULT_CONNECT_TIMEOUT, NODES_NOT_SET, Client, GlobalOptionsLike
+from ichor.client._client import DEFAULT_CONNECT_TIMEOUT, NODES_NOT_SET, Client
 from ichor.client._endpoints import APID_PORT, Endpoint, parse_endpoint, parse_endpoints
 from ichor.client._errors import (
     AllNodesFailedError,
@@ -129,3 +129,4 @@ from ichor.client._tls import (
     spki_fingerprint,
     warn_if_expiring,
 )
+from ichor.machinery.clientconfig import GlobalOptions

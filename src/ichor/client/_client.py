@@ -14,7 +14,7 @@ import random
 from collections.abc import Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ichor.client._channel import CallContext, FailoverChannel, ScopedChannel
 from ichor.client._endpoints import Endpoint, parse_endpoints
@@ -26,6 +26,7 @@ from ichor.client._tls import (
     parse_fingerprint,
     warn_if_expiring,
 )
+from ichor.machinery.clientconfig import GlobalOptions
 from ichor.machinery.errors import ClientConfigError
 
 if TYPE_CHECKING:
@@ -45,15 +46,6 @@ NODES_NOT_SET = (
     "nodes are not set for the command: please use `--nodes` flag or configuration file to set the nodes "
     "to run the command against"
 )
-
-
-class GlobalOptionsLike(Protocol):
-    """What :meth:`Client.from_options` reads (``ichor.cli._root.GlobalOptions`` fits)."""
-
-    talosconfig: str | None
-    context: str | None
-    endpoints: list[str]
-    nodes: list[str]
 
 
 def _b64(value: str, what: str, context: str) -> bytes:
@@ -243,7 +235,7 @@ class Client:
     @classmethod
     def from_options(
         cls,
-        opts: GlobalOptionsLike,
+        opts: GlobalOptions,
         *,
         insecure: bool = False,
         cert_fingerprints: Sequence[str] = (),
@@ -252,7 +244,8 @@ class Client:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         rng: random.Random | None = None,
     ) -> Client:
-        """From talosctl's global flags: ``--talosconfig``, ``--context``, ``-e``, ``-n``.
+        """From talosctl's global flags: ``--talosconfig``, ``--context``, ``-e``, ``-n``; the one way
+        talosctl's commands and ``cluster create`` build a client from a talosconfig.
 
         With ``insecure`` (maintenance mode) no talosconfig is read: ``--nodes`` are dialled directly.
         """

@@ -1,16 +1,25 @@
-"""Cluster health checks (``talosctl health``), run against a :class:`~ichor.client.Client`.
+"""Cluster health checks (``talosctl health``, the node's HealthCheck, ``talosctl cluster create``).
 
 Stages run in order; each retries until it passes or the overall timeout runs out, reporting
 ``waiting for <what>: <why> (<elapsed>)`` whenever its reason changes and ``waiting for <what>: OK``
 when it passes (Talos's check descriptions):
 
 1. ``all nodes' APIs to be reachable`` - Version on every control plane and worker node;
-2. ``etcd to be healthy`` - EtcdStatus with no member errors and EtcdAlarmList with no alarms, on
-   every control plane node;
-3. ``etcd members to be consistent across nodes`` - every control plane sees the same members;
+2. ``etcd to be healthy`` - on every control plane node: the ``etcd`` service is Running and its
+   health check passes (ServiceList, as ``talosctl service etcd`` shows it; Talos's
+   ServiceHealthAssertion), the member is not a learner and reports no errors (EtcdStatus), and
+   EtcdAlarmList has no alarms;
+3. ``etcd members to be consistent across nodes`` - every control plane sees the same members, and
+   none of them is still a learner (Ichor's addition: a learner is not a member you can count on);
 4. ``etcd members to be control plane nodes`` - the members are exactly ``control_plane_nodes``;
 5. Kubernetes stages (``kubelet to be healthy`` ...): Ichor runs no Kubernetes components yet, so
    these fail at once with that reason. They never pass.
+
+A reason says what is being waited for, in words (``service etcd is Preparing``, ``not answering
+yet``); the raw error behind it (a gRPC status, a refused connection) is kept as the reason's
+``detail`` and printed only when the stage times out. :func:`wait_for` runs any list of
+:class:`Check` s that way: ``talosctl cluster create`` waits for its nodes with the same stages
+(:func:`cluster_checks`) plus :func:`maintenance_check`.
 
 The nodes are the ones given (``--control-plane-nodes``/``--worker-nodes``) or, by default, the
 cluster members from discovery (:func:`discover`, :meth:`ClusterInfo.from_members`), as in Talos.
@@ -28,21 +37,36 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-from ichor.client._errors import ClientError
+from ichor.client._errors import ClientError, ConnectionLostError, EndpointUnreachableError, RPCError
 
 __all__ = [
+    "CHECK_NAMES",
+    "ETCD_CHECKS",
     "KUBERNETES_CHECKS",
     "NO_KUBERNETES",
+    "REACHABLE",
+    "Check",
     "CheckFailed",
     "ClusterInfo",
     "HealthCheckError",
     "HealthError",
+    "cluster_checks",
     "discover",
+    "each_node",
+    "maintenance_check",
     "member_entries",
+    "plain_reason",
     "run_checks",
+    "wait_for",
 ]
 
 NO_KUBERNETES = "Ichor runs no Kubernetes components yet"
+REACHABLE = "all nodes' APIs to be reachable"
+ETCD_CHECKS = (
+    "etcd to be healthy",
+    "etcd members to be consistent across nodes",
+    "etcd members to be control plane nodes",
+)
 KUBERNETES_CHECKS = (
     "kubelet to be healthy",
     "all nodes to finish boot sequence",
@@ -54,6 +78,11 @@ KUBERNETES_CHECKS = (
     "coredns to report ready",
     "all k8s nodes to report schedulable",
 )
+CHECK_NAMES = (REACHABLE, *ETCD_CHECKS, KUBERNETES_CHECKS[0])
+"""The stages of ``talosctl health``, in order (the Kubernetes ones stop at the first)."""
+
+_UNAVAILABLE = 14
+_NOT_ANSWERING = "not answering yet"
 
 
 class HealthError(ClientError):
@@ -67,10 +96,25 @@ class HealthCheckError(ClientError):
 class CheckFailed(Exception):
     """Raised by one attempt of a check: ``str()`` is the reason shown after ``waiting for ...:``."""
 
-    def __init__(self, reason: str, *, final: bool = False) -> None:
+    def __init__(
+        self, reason: str, *, final: bool = False, detail: str = "", hint: str | None = None
+    ) -> None:
         super().__init__(reason)
         self.final = final
         """No retry can help (the Kubernetes stages)."""
+        self.hint = hint
+        """What to do, when ``final``."""
+        self.detail = detail
+        """The error behind the reason (a gRPC status, ...), shown only if the stage times out."""
+
+
+@dataclass(frozen=True)
+class Check:
+    """One stage: ``attempt()`` returns when the condition holds, raises :class:`CheckFailed` (or
+    a :class:`ClientError`) when it does not yet."""
+
+    name: str
+    attempt: Callable[[], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -137,26 +181,58 @@ async def discover(client: Any) -> ClusterInfo:
     return ClusterInfo.from_members(member_entries(resources))
 
 
-def _errors(reasons: list[str]) -> str:
-    if len(reasons) == 1:
-        return reasons[0]
-    return f"{len(reasons)} errors occurred: " + "; ".join(reasons)
+def plain_reason(exc: ClientError) -> str:
+    """What a client error means while a cluster is starting, in words: a node whose API (or whose
+    etcd) cannot be reached yet is "not answering yet"; anything else (a TLS failure, a refusal) is
+    the error itself, without its gRPC code."""
+    if isinstance(exc, EndpointUnreachableError | ConnectionLostError):
+        return _NOT_ANSWERING
+    if isinstance(exc, RPCError):
+        return _NOT_ANSWERING if exc.code == _UNAVAILABLE else exc.rpc_message
+    return str(exc)
 
 
-async def _each(nodes: Sequence[str], attempt: Callable[[str], Awaitable[None]]) -> None:
-    reasons: list[str] = []
+async def each_node(nodes: Sequence[str], attempt: Callable[[str], Awaitable[None]]) -> None:
+    """Run ``attempt(node)`` on every node; raise one :class:`CheckFailed` naming each node that
+    failed, nodes with the same reason together (``a, b: not answering yet``)."""
+    by_reason: dict[str, list[str]] = {}
+    details: list[str] = []
     for node in nodes:
         try:
             await attempt(node)
         except CheckFailed as exc:
-            reasons.append(f"{node}: {exc}")
+            by_reason.setdefault(str(exc), []).append(node)
+            if exc.detail:
+                details.append(f"{node}: {exc.detail}")
         except ClientError as exc:
-            reasons.append(f"{node}: {exc}")
-    if reasons:
-        raise CheckFailed(_errors(reasons))
+            by_reason.setdefault(plain_reason(exc), []).append(node)
+            details.append(f"{node}: {exc}")
+    if by_reason:
+        reason = "; ".join(f"{', '.join(failed)}: {why}" for why, failed in by_reason.items())
+        raise CheckFailed(reason, detail="; ".join(details))
 
 
-def _checks(client: Any, info: ClusterInfo) -> list[tuple[str, Callable[[], Awaitable[None]]]]:
+def _service(services: Iterable[Any], name: str) -> Any:
+    return next((s for s in services if s.id == name), None)
+
+
+def _service_state(service: Any, name: str) -> str | None:
+    """Why ``service`` (a ServiceInfo, None when the node has none) is not Running and healthy."""
+    if service is None:
+        return f"service {name} is not started yet"
+    if service.state != "Running":
+        events = service.events.events
+        last = f" ({events[-1].msg})" if events and events[-1].msg else ""
+        return f"service {name} is {service.state}{last}"
+    if service.health.unknown:
+        return f"service {name} is Running, its health is not known yet"
+    if not service.health.healthy:
+        return f"service {name} is Running, its last health check failed: {service.health.last_message or 'no reason given'}"
+    return None
+
+
+def cluster_checks(client: Any, info: ClusterInfo) -> list[Check]:
+    """The stages of ``talosctl health`` (:data:`CHECK_NAMES`) over ``client``, in order."""
     from google.protobuf import empty_pb2  # type: ignore[import-untyped]
 
     from ichor.api.gen.machine import machine_pb2
@@ -168,15 +244,24 @@ def _checks(client: Any, info: ClusterInfo) -> list[tuple[str, Callable[[], Awai
         async def one(node: str) -> None:
             await client.with_node(node).machine.Version(empty_pb2.Empty())
 
-        await _each(every, one)
+        await each_node(every, one)
 
     async def etcd_healthy() -> None:
         async def one(node: str) -> None:
             view = client.with_node(node).machine
-            status = await view.EtcdStatus(empty_pb2.Empty())
-            for message in status.messages:
-                if message.member_status.errors:
-                    raise CheckFailed("etcd member errors: " + ", ".join(message.member_status.errors))
+            listing = await view.ServiceList(empty_pb2.Empty())
+            service = _service((s for m in listing.messages for s in m.services), "etcd")
+            # A member that is still a learner fails its health check (a quorum read): say why.
+            if service is not None and service.state == "Running":
+                status = await view.EtcdStatus(empty_pb2.Empty())
+                for message in status.messages:
+                    if message.member_status.is_learner:
+                        raise CheckFailed("etcd is a learner, not yet promoted to a voting member")
+                    if message.member_status.errors:
+                        raise CheckFailed("etcd member errors: " + ", ".join(message.member_status.errors))
+            waiting = _service_state(service, "etcd")
+            if waiting:
+                raise CheckFailed(waiting)
             alarms = await view.EtcdAlarmList(empty_pb2.Empty())
             raised = [
                 machine_pb2.EtcdMemberAlarm.AlarmType.Name(a.alarm)
@@ -187,7 +272,7 @@ def _checks(client: Any, info: ClusterInfo) -> list[tuple[str, Callable[[], Awai
             if raised:
                 raise CheckFailed("etcd alarms raised: " + ", ".join(raised))
 
-        await _each(cps, one)
+        await each_node(cps, one)
 
     async def members_of(node: str) -> list[Any]:
         reply = await client.with_node(node).machine.EtcdMemberList(
@@ -196,17 +281,27 @@ def _checks(client: Any, info: ClusterInfo) -> list[tuple[str, Callable[[], Awai
         return [m for message in reply.messages for m in message.members]
 
     async def consistent() -> None:
-        seen: dict[str, set[int]] = {}
+        seen: dict[str, list[Any]] = {}
 
         async def one(node: str) -> None:
-            seen[node] = {m.id for m in await members_of(node)}
+            seen[node] = await members_of(node)
 
-        await _each(cps, one)
-        first = seen[cps[0]]
+        await each_node(cps, one)
+        learners = {
+            m.id: m.hostname or f"{m.id:x}" for members in seen.values() for m in members if m.is_learner
+        }
+        if learners:
+            voting = {m.id for members in seen.values() for m in members} - set(learners)
+            raise CheckFailed(
+                f"{len(voting)} of {len(cps)} control planes voting "
+                f"(learner: {', '.join(sorted(learners.values()))})"
+            )
+        first = {m.id for m in seen[cps[0]]}
         for node in cps[1:]:
-            if seen[node] != first:
+            ids = {m.id for m in seen[node]}
+            if ids != first:
                 raise CheckFailed(
-                    f"{node}: etcd members differ from {cps[0]}'s ({len(seen[node])} vs {len(first)} members)"
+                    f"{node}: etcd members differ from {cps[0]}'s ({len(ids)} vs {len(first)} members)"
                 )
 
     async def are_control_planes() -> None:
@@ -225,22 +320,85 @@ def _checks(client: Any, info: ClusterInfo) -> list[tuple[str, Callable[[], Awai
 
     def kubernetes(name: str) -> Callable[[], Awaitable[None]]:
         async def never() -> None:
-            raise CheckFailed(f"{NO_KUBERNETES} ({name.split(' to ')[0]} is not implemented)", final=True)
+            raise CheckFailed(
+                f"{NO_KUBERNETES} ({name.split(' to ')[0]} is not implemented)",
+                final=True,
+                hint="Kubernetes health can be checked once Ichor runs Kubernetes; the etcd stages above are "
+                "the cluster health Ichor has today",
+            )
 
         return never
 
-    return [
-        ("all nodes' APIs to be reachable", reachable),
-        ("etcd to be healthy", etcd_healthy),
-        ("etcd members to be consistent across nodes", consistent),
-        ("etcd members to be control plane nodes", are_control_planes),
-        *((name, kubernetes(name)) for name in KUBERNETES_CHECKS[:1]),
-    ]
+    attempts = [reachable, etcd_healthy, consistent, are_control_planes, kubernetes(KUBERNETES_CHECKS[0])]
+    return [Check(name, attempt) for name, attempt in zip(CHECK_NAMES, attempts, strict=True)]
+
+
+def maintenance_check(client: Any, nodes: Sequence[str]) -> Check:
+    """Every node of ``nodes`` answers on its insecure maintenance API (``client`` is a maintenance-mode
+    client, ``insecure=True``) with its machine in the ``maintenance`` stage (``MachineStatuses``)."""
+    from ichor.api.gen.v1alpha1 import state_pb2
+    from ichor.machinery.yamlio import load_documents, to_plain
+
+    async def one(node: str) -> None:
+        request = state_pb2.GetRequest(
+            namespace="runtime", type="MachineStatuses.runtime.talos.dev", id="machine"
+        )
+        resource = (await client.with_node(node).cosi.Get(request)).resource
+        docs = to_plain(load_documents(resource.spec.yaml_spec or "{}", source="machine status spec"))
+        stage = docs[0].get("stage") if docs and isinstance(docs[0], dict) else None
+        if stage != "maintenance":
+            raise CheckFailed(f"machine stage is {stage or 'unknown'}, not maintenance")
+
+    async def attempt() -> None:
+        await each_node(nodes, one)
+
+    return Check("all nodes to be in maintenance mode", attempt)
 
 
 def _elapsed(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 60}m{seconds % 60}s" if seconds >= 60 else f"{seconds}s"
+
+
+async def wait_for(
+    checks: Iterable[Check],
+    *,
+    timeout: timedelta,
+    report: Callable[[str], object],
+    interval: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+) -> None:
+    """Run ``checks`` in order, each until it passes; raise :class:`HealthCheckError` at the first
+    that cannot pass within ``timeout`` (for all of them together), with the last error behind it."""
+    start = clock()
+    deadline = start + timeout.total_seconds()
+    for check in checks:
+        last = ""
+        while True:
+            try:
+                await check.attempt()
+            except (CheckFailed, ClientError) as exc:
+                failed = (
+                    exc if isinstance(exc, CheckFailed) else CheckFailed(plain_reason(exc), detail=str(exc))
+                )
+                reason = str(failed)
+                if reason != last:
+                    report(f"waiting for {check.name}: {reason} ({_elapsed(clock() - start)})")
+                    last = reason
+                if failed.final:
+                    raise HealthCheckError(f"{check.name}: {reason}", hint=failed.hint) from None
+                if clock() + interval > deadline:
+                    behind = f" (last error: {failed.detail})" if failed.detail else ""
+                    raise HealthCheckError(
+                        f"timed out waiting for {check.name}: {reason}{behind}",
+                        hint="raise --wait-timeout, or look at the nodes named above "
+                        "(`talosctl service etcd`, `talosctl logs etcd`)",
+                    ) from None
+                await sleep(interval)
+                continue
+            report(f"waiting for {check.name}: OK")
+            break
 
 
 async def run_checks(
@@ -253,32 +411,12 @@ async def run_checks(
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
 ) -> None:
-    """Run every stage in order; raise :class:`HealthCheckError` at the first that cannot pass in time."""
-    start = clock()
-    deadline = start + timeout.total_seconds()
-    for name, check in _checks(client, info):
-        last = ""
-        while True:
-            try:
-                await check()
-            except CheckFailed as exc:
-                reason = str(exc)
-                if reason != last:
-                    report(f"waiting for {name}: {reason} ({_elapsed(clock() - start)})")
-                    last = reason
-                if exc.final:
-                    raise HealthCheckError(
-                        f"{name}: {reason}",
-                        hint="Kubernetes health can be checked once Ichor runs Kubernetes; the etcd stages "
-                        "above are the cluster health Ichor has today",
-                    ) from None
-                if clock() + interval > deadline:
-                    raise HealthCheckError(
-                        f"timed out waiting for {name}: {reason}",
-                        hint="raise --wait-timeout, or look at the nodes named above "
-                        "(`talosctl service etcd`, `talosctl logs etcd`)",
-                    ) from None
-                await sleep(interval)
-                continue
-            report(f"waiting for {name}: OK")
-            break
+    """``talosctl health``: every stage of :func:`cluster_checks`, in order (see :func:`wait_for`)."""
+    await wait_for(
+        cluster_checks(client, info),
+        timeout=timeout,
+        report=report,
+        interval=interval,
+        clock=clock,
+        sleep=sleep,
+    )

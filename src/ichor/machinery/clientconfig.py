@@ -19,6 +19,10 @@ loses nothing. The deprecated ``target`` key is folded into ``endpoints`` on loa
 Lookup order when no ``--talosconfig`` is given: ``$TALOSCONFIG``, ``~/.talos/config``, then the
 read-only ``/var/run/secrets/talos.dev/config``; the first that exists wins, else the first writable.
 
+:class:`GlobalOptions` are talosctl's persistent flags, which pick the file and context and override
+its endpoints and nodes; ``Client.from_options`` builds a client from them (the CLI and ``cluster
+create`` alike).
+
 This module reads, edits and writes talosconfig files and issues admin client certificates. It does
 not talk to nodes.
 """
@@ -29,6 +33,7 @@ __all__ = [
     "KNOWN_ROLES",
     "SERVICE_ACCOUNT_TALOSCONFIG",
     "Context",
+    "GlobalOptions",
     "TalosConfig",
     "TalosconfigLocation",
     "default_talosconfig_path",
@@ -57,6 +62,18 @@ SERVICE_ACCOUNT_TALOSCONFIG = Path("/var/run/secrets/talos.dev/config")
 """Where Talos mounts a talosconfig into pods with Talos API access; never written to."""
 
 _KNOWN_CONTEXT_KEYS = ("target", "endpoints", "nodes", "ca", "crt", "key", "auth", "cluster")
+
+
+@dataclass
+class GlobalOptions:
+    """Talos's persistent flags (``--talosconfig``, ``--context``, ``-e``, ``-n``, ``--cluster``);
+    empty means "the talosconfig's"."""
+
+    talosconfig: str | None = None
+    context: str | None = None
+    endpoints: list[str] = field(default_factory=list)
+    nodes: list[str] = field(default_factory=list)
+    cluster: str | None = None
 
 
 @dataclass

@@ -1,4 +1,10 @@
-"""Cluster create, show and destroy for process nodes."""
+"""Cluster create, show and destroy for process nodes.
+
+create knows a node's state only through its API, as a user would: a node is in maintenance mode
+when its maintenance API answers with the maintenance stage, and the cluster is up and etcd healthy
+when :mod:`ichor.client.health`'s stages (those of ``talosctl health``) pass. It never reads files
+under a node's root for that.
+"""
 
 from __future__ import annotations
 
@@ -11,17 +17,24 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ichor.machinery import proc
+from ichor.machinery.clientconfig import GlobalOptions
 from ichor.machinery.errors import MachineryError
 from ichor.machinery.files import write_atomic
 from ichor.machinery.yamlio import dump_document, from_plain, load_documents, to_plain
 
+if TYPE_CHECKING:
+    from ichor.client.health import ClusterInfo
+
 DEFAULT_STATE = Path("~/.talos/clusters")
 DEFAULT_CIDR = "127.5.0.0/24"
 DISCOVERY_PORT = 3000
+MAINTENANCE_TIMEOUT = timedelta(seconds=60)
+"""How long a new node process may take to answer on its maintenance API."""
 
 
 @dataclass
@@ -120,9 +133,12 @@ def create(
     worker_patches: Sequence[str] = (),
     wait_timeout: float = 600.0,
     bootstrap: bool = True,
+    wait: bool = True,
     progress: Callable[[str], None] = print,
 ) -> ClusterRecord:
-    """Create a cluster of process nodes, as a user would: boot, apply configs, merge talosconfig."""
+    """Create a cluster of process nodes, as a user would: boot, apply configs, merge talosconfig,
+    bootstrap; then (``wait``) wait until every node's API answers and etcd is healthy on every
+    control plane (:mod:`ichor.client.health`'s etcd stages, as ``talosctl health`` runs them)."""
     from ichor.machinery.clientconfig import TalosConfig
     from ichor.machinery.generate import GenOptions, OutputType, generate
     from ichor.machinery.patch import load_patches
@@ -180,10 +196,7 @@ def create(
     for node in record.nodes:
         node.launcher_pid = start_launcher(node, state_dir)
         record.save()
-    for node in record.nodes:
-        console = Path(node.root) / "var/log/console.log"
-        _wait(f"{node.name} ({node.address}) in maintenance mode",
-              lambda c=console: c.exists() and "entering maintenance service" in c.read_text(), 60, progress)  # fmt: skip
+    asyncio.run(_wait_maintenance(record, progress))
 
     progress("applying configuration to each node over the insecure maintenance API")
     asyncio.run(_apply_all(record, configs))
@@ -201,16 +214,26 @@ def create(
     progress(
         f"merged the cluster's talosconfig into {target} (context {merged.context!r}, endpoints {', '.join(context.endpoints)})"
     )
+    options = GlobalOptions(talosconfig=str(target), context=merged.context or name)
+    if not wait:
+        if bootstrap:
+            progress(f"bootstrapping etcd on {cp_address}")
+            asyncio.run(_bootstrap(options, cp_address, wait_timeout, progress))
+        progress(
+            f"cluster {name!r} started: {len(record.nodes)} nodes configured in {time.monotonic() - started:.1f}s; "
+            "not waiting for it to be healthy (--no-wait): check it with `talosctl health`"
+        )
+        return record
 
-    progress("waiting for the Talos API on every node")
-    asyncio.run(_wait_api(record, target, merged.context or name, wait_timeout))
+    asyncio.run(_wait_api(record, options, wait_timeout, progress))
     progress(
         f"cluster {name!r} is up: {len(record.nodes)} nodes configured in {time.monotonic() - started:.1f}s"
     )
     if bootstrap:
         progress(f"bootstrapping etcd on {cp_address}")
         etcd_started = time.monotonic()
-        asyncio.run(_bootstrap_and_wait(record, target, merged.context or name, wait_timeout, progress))
+        asyncio.run(_bootstrap(options, cp_address, wait_timeout, progress))
+        asyncio.run(_wait_etcd(record, options, wait_timeout, progress))
         now = time.monotonic()
         progress(
             f"etcd is healthy on {controlplanes} control plane(s) after {now - etcd_started:.1f}s "
@@ -238,103 +261,95 @@ def start_discovery(cidr: str, state_dir: Path, progress: Callable[[str], None])
     return f"http://{address}:{DISCOVERY_PORT}/", background.pid
 
 
-async def _bootstrap_and_wait(
-    record: ClusterRecord, talosconfig: Path, context: str, timeout: float, progress: Callable[[str], None]
-) -> None:
-    """``talosctl bootstrap`` on the first control plane, then wait until every control plane is a
-    voting etcd member and the member list agrees everywhere."""
-    from ichor.api.gen.machine import machine_pb2
-    from ichor.client import Client, ClientError, node_replies
+async def _wait_maintenance(record: ClusterRecord, progress: Callable[[str], None]) -> None:
+    """Every node answers on its insecure maintenance API, in the maintenance stage."""
+    from ichor.client import Client
+    from ichor.client.health import HealthCheckError, maintenance_check, wait_for
 
-    controlplanes = [n.address for n in record.nodes if n.type == "controlplane"]
-    first = controlplanes[0]
-    opts = _Opts(str(talosconfig), context, [first], [first])
-    async with Client.from_options(opts, connect_timeout=3) as client:
-        node_replies(
-            await client.machine.Bootstrap(machine_pb2.BootstrapRequest()), fallback_node=first
-        ).check("bootstrap")
-    deadline = time.monotonic() + timeout
-    shown = ""
-    while True:
-        waiting = ""
+    addresses = [n.address for n in record.nodes]
+    async with Client.from_options(
+        GlobalOptions(nodes=addresses), insecure=True, connect_timeout=3
+    ) as client:
         try:
-            opts = _Opts(str(talosconfig), context, [first], controlplanes)
-            async with Client.from_options(opts, connect_timeout=3) as client:
-                reply = node_replies(
-                    await client.machine.EtcdMemberList(machine_pb2.EtcdMemberListRequest(query_local=True)),
-                    fallback_node=first,
-                )
-                views = {node: sorted((m.hostname, m.is_learner) for m in msg.members) for node, msg in reply}
-                failed = [str(e) for e in reply.errors]
-            voting = {node: [h for h, learner in view if not learner] for node, view in views.items()}
-            if failed:
-                waiting = f"etcd not answering yet: {failed[0]}"
-            elif any(len(v) < len(controlplanes) for v in voting.values()) or len(views) < len(controlplanes):
-                counts = ", ".join(f"{node}: {len(v)}" for node, v in sorted(voting.items()))
-                waiting = f"etcd voting members per control plane ({counts}), want {len(controlplanes)}"
-            elif len({tuple(v) for v in views.values()}) != 1:
-                waiting = "control planes disagree on the etcd member list"
-        except ClientError as exc:
-            waiting = f"etcd not answering yet: {exc}"
-        if not waiting:
-            return
-        if waiting != shown:
-            progress(f"waiting for etcd: {waiting}")
-            shown = waiting
-        if time.monotonic() > deadline:
+            await wait_for([maintenance_check(client, addresses)], timeout=MAINTENANCE_TIMEOUT,
+                           report=progress, interval=0.2)  # fmt: skip
+        except HealthCheckError as exc:
             raise MachineryError(
-                f"etcd not healthy after {timeout:.0f}s: {waiting}",
-                hint="see `talosctl -n <control plane> service etcd` and `talosctl logs etcd`",
-            )
-        await asyncio.sleep(0.5)
+                str(exc), hint=f"see the node logs <node>.log in {record.state_dir}"
+            ) from None
 
 
 async def _apply_all(record: ClusterRecord, configs: dict[str, bytes]) -> None:
     from ichor.api.gen.machine import machine_pb2
     from ichor.client import Client
 
-    for node in record.nodes:
-        async with Client(endpoints=[node.address], nodes=[node.address], insecure=True) as client:
+    addresses = [n.address for n in record.nodes]
+    async with Client.from_options(GlobalOptions(nodes=addresses), insecure=True) as client:
+        for node in record.nodes:
             request = machine_pb2.ApplyConfigurationRequest(
                 data=configs[node.name], mode=machine_pb2.ApplyConfigurationRequest.AUTO
             )
-            await client.machine.ApplyConfiguration(request)
+            await client.with_node(node.address).machine.ApplyConfiguration(request)
 
 
-async def _wait_api(record: ClusterRecord, talosconfig: Path, context: str, timeout: float) -> None:
-    from google.protobuf import empty_pb2
+async def _wait_api(
+    record: ClusterRecord, options: GlobalOptions, timeout: float, progress: Callable[[str], None]
+) -> None:
+    """``talosctl health``'s first stage: every node's API answers through the endpoints."""
+    from ichor.client import Client
+    from ichor.client.health import REACHABLE, cluster_checks, wait_for
 
-    from ichor.client import Client, ClientError, node_replies
+    async with Client.from_options(options, connect_timeout=3) as client:
+        checks = [c for c in cluster_checks(client, _cluster_info(record)) if c.name == REACHABLE]
+        await wait_for(checks, timeout=timedelta(seconds=timeout), report=progress, interval=0.5)
 
-    deadline = time.monotonic() + timeout
-    pending = [n.address for n in record.nodes]
-    last = ""
-    while pending:
-        for address in list(pending):
+
+async def _bootstrap(
+    options: GlobalOptions, node: str, timeout: float, progress: Callable[[str], None]
+) -> None:
+    """``talosctl bootstrap`` on ``node``, retried while the node cannot take it yet (its API not
+    answering, Unavailable, FailedPrecondition, DeadlineExceeded), as Talos's cluster create does."""
+    from ichor.api.gen.machine import machine_pb2
+    from ichor.client import AllNodesFailedError, Client, RPCError, node_replies
+    from ichor.client.health import Check, CheckFailed, plain_reason, wait_for
+
+    async with Client.from_options(options, connect_timeout=3) as client:
+
+        async def attempt() -> None:
             try:
-                opts = _Opts(str(talosconfig), context, [record.nodes[0].address], [address])
-                async with Client.from_options(opts, connect_timeout=3) as client:
-                    reply = node_replies(
-                        await client.machine.Version(empty_pb2.Empty()), fallback_node=address
-                    )
-                    reply.check("version")
-                pending.remove(address)
-            except ClientError as exc:
-                last = f"{address}: {exc}"
-        if pending:
-            if time.monotonic() > deadline:
-                raise MachineryError(f"nodes not answering after {timeout:.0f}s: {', '.join(pending)} (last error: {last})",
-                                     hint="see <state>/<node>.log and `talosctl dmesg -n <node>`")  # fmt: skip
-            await asyncio.sleep(0.5)
+                reply = await client.with_node(node).machine.Bootstrap(machine_pb2.BootstrapRequest())
+                node_replies(reply, fallback_node=node).check("bootstrap")
+            except RPCError as exc:
+                if exc.code_name in ("Unavailable", "FailedPrecondition", "DeadlineExceeded"):
+                    raise CheckFailed(plain_reason(exc), detail=str(exc)) from None
+                raise CheckFailed(exc.rpc_message, final=True, detail=str(exc), hint=exc.hint) from None
+            except AllNodesFailedError as exc:
+                raise CheckFailed(str(exc), final=True, hint=exc.hint) from None
+
+        check = Check(f"etcd to be bootstrapped on {node}", attempt)
+        await wait_for([check], timeout=timedelta(seconds=timeout), report=progress, interval=0.5)
 
 
-@dataclass
-class _Opts:
-    talosconfig: str | None
-    context: str | None
-    endpoints: list[str]
-    nodes: list[str]
-    cluster: str | None = None
+async def _wait_etcd(
+    record: ClusterRecord, options: GlobalOptions, timeout: float, progress: Callable[[str], None]
+) -> None:
+    """``talosctl health``'s etcd stages: on every control plane the etcd service is Running and
+    healthy and not a learner, and every control plane sees the same members, all voting."""
+    from ichor.client import Client
+    from ichor.client.health import ETCD_CHECKS, cluster_checks, wait_for
+
+    async with Client.from_options(options, connect_timeout=3) as client:
+        checks = [c for c in cluster_checks(client, _cluster_info(record)) if c.name in ETCD_CHECKS]
+        await wait_for(checks, timeout=timedelta(seconds=timeout), report=progress, interval=0.5)
+
+
+def _cluster_info(record: ClusterRecord) -> ClusterInfo:
+    from ichor.client.health import ClusterInfo
+
+    return ClusterInfo(
+        [n.address for n in record.nodes if n.type == "controlplane"],
+        [n.address for n in record.nodes if n.type == "worker"],
+    )
 
 
 def destroy(state: Path, name: str, progress: Callable[[str], None] = print) -> None:
