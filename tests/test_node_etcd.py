@@ -187,3 +187,41 @@ def test_time_sync_condition_is_met_when_the_clock_is_in_sync(tmp_path: Path) ->
     asyncio.run(asyncio.wait_for(condition.wait(), 2))
     service = _etcd(node).service.service()
     assert [str(c) for c in service.conditions] == ["time sync", "etcd spec"]
+
+
+class _RestartingSupervisor:
+    def __init__(self) -> None:
+        self.calls: list[str] = []
+
+    def is_running(self, service_id: str) -> bool:
+        return True
+
+    async def stop(self, service_id: str) -> None:
+        self.calls.append(f"stop {service_id}")
+
+    def start(self, service_id: str) -> None:
+        self.calls.append(f"start {service_id}")
+
+
+def test_etcd_restarts_when_its_spec_changes_and_not_otherwise(tmp_path: Path) -> None:
+    node = _Node(tmp_path, "cp-1", "127.0.0.1", endpoint_host="127.0.0.1")
+    service = _etcd(node).service
+    current = node.state.get(ETCD_SPECS.default_namespace, ETCD_SPECS, "etcd")
+    service.running_spec = current.spec  # as after the pre stage
+    supervisor = _RestartingSupervisor()
+
+    async def main() -> None:
+        follower = asyncio.create_task(service.follow_spec(supervisor))  # type: ignore[arg-type]
+        await asyncio.sleep(0.05)
+        assert supervisor.calls == [], "restarted although the spec is the one etcd runs with"
+        changed = EtcdSpecSpec(**{**current.spec.__dict__, "extra_args": {"election-timeout": "5000"}})
+        node.state.update(current.with_spec(changed))
+        for _ in range(100):
+            if supervisor.calls:
+                break
+            await asyncio.sleep(0.01)
+        follower.cancel()
+
+    asyncio.run(main())
+    assert supervisor.calls == ["stop etcd", "start etcd"]
+    assert "etcd spec changed: restarting etcd" in node.said

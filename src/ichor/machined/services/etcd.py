@@ -33,7 +33,7 @@ from typing import Any
 
 from ichor import etcd as etcdlib
 from ichor.machined.controllers.config import control_plane_host
-from ichor.machined.cosi import NotFoundError, State, clear_wait, publish_wait
+from ichor.machined.cosi import NotFoundError, Phase, State, clear_wait, publish_wait
 from ichor.machined.platform import Layout
 from ichor.machined.resources import (
     ACTIVE_CONFIG_ID,
@@ -232,7 +232,7 @@ class EtcdService:
             running = self.running_spec
             if running is None or not supervisor.is_running("etcd"):
                 continue
-            if event.resource.metadata.phase.value != "running" or event.resource.spec == running:
+            if event.resource.metadata.phase is not Phase.RUNNING or event.resource.spec == running:
                 continue
             self.say("etcd spec changed: restarting etcd")
             await supervisor.stop("etcd")
