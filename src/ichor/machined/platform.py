@@ -12,7 +12,7 @@ This module only computes paths; it creates directories on request and never del
 
 from __future__ import annotations
 
-__all__ = ["EXIT_POWEROFF", "EXIT_REBOOT", "Layout", "Platform"]
+__all__ = ["EXIT_POWEROFF", "EXIT_REBOOT", "PARTITIONS", "Layout", "Platform"]
 
 import hashlib
 import os
@@ -131,6 +131,20 @@ class Layout:
     @property
     def etcd_data_dir(self) -> Path:
         return self.path("/var/lib/etcd")
+
+    @property
+    def etcd_pki_dir(self) -> Path:
+        return self.path("/system/secrets/etcd")
+
+    @property
+    def etcd_recovery_snapshot(self) -> Path:
+        """Where ``talosctl bootstrap --recover-from`` uploads the snapshot."""
+        return self.path("/var/lib/etcd.snapshot")
+
+    @property
+    def etcd_pid_file(self) -> Path:
+        """The running etcd's PID, so the next boot can kill one a crashed machined left behind."""
+        return self.path("/system/run/etcd.pid")
 
     def ensure(self) -> None:
         """Create the directory skeleton a booting node expects (idempotent)."""

@@ -22,7 +22,7 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
 from ichor.api.gen.machine import machine_pb2
-from ichor.machined.platform import Layout
+from ichor.machined.platform import PARTITIONS, Layout
 
 CHUNK = 1 << 20  # stream data in 1 MiB pieces, well under the 32 MiB message limit
 
@@ -195,7 +195,8 @@ def copy_tar_gz(layout: Layout, talos_path: str) -> Iterator[bytes]:
 def mounts(layout: Layout) -> list[machine_pb2.MountStat]:
     """``talosctl mounts``: the node's system partitions and the filesystem each lives on."""
     stats = []
-    for label, mounted_on in (("STATE", "/system/state"), ("EPHEMERAL", "/var"), ("META", "/system/meta")):
+    for label, directory in PARTITIONS.items():
+        mounted_on = f"/{directory}"
         host = layout.partition(label)
         try:
             fs = os.statvfs(host)

@@ -64,12 +64,8 @@ from ichor.machined.services.conditions import resource_exists, time_sync
 from ichor.machinery import pki
 from ichor.machinery.files import write_atomic
 
-__all__ = ["DATA_DIR", "PID_FILE", "PKI_DIR", "RECOVERY_SNAPSHOT", "EtcdService", "kill_leftover_etcd"]
+__all__ = ["EtcdService", "kill_leftover_etcd"]
 
-DATA_DIR = "/var/lib/etcd"
-PKI_DIR = "/system/secrets/etcd"
-RECOVERY_SNAPSHOT = "/var/lib/etcd.snapshot"
-PID_FILE = "/system/run/etcd.pid"
 JOIN_RETRY = 3.0
 JOIN_NAG_INTERVAL = 30.0
 PROMOTE_RETRY = 1.0
@@ -80,7 +76,7 @@ def kill_leftover_etcd(layout: Layout) -> int | None:
     """Kill an etcd that a machined which died without stopping it left running (it holds the node's
     ports); returns its PID. Only a process whose command line names this node's data directory is
     killed, so a PID reused by something else is left alone."""
-    pid_file = layout.path(PID_FILE)
+    pid_file = layout.etcd_pid_file
     try:
         pid = int(pid_file.read_text().strip())
     except (OSError, ValueError):
@@ -90,7 +86,7 @@ def kill_leftover_etcd(layout: Layout) -> int | None:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
         return None
-    if not any(str(layout.path(DATA_DIR)).encode() in part for part in cmdline):
+    if not any(str(layout.etcd_data_dir).encode() in part for part in cmdline):
         return None
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, signal.SIGKILL)
@@ -107,10 +103,10 @@ class EtcdService:
         self.state = state
         self.say = say
         self.clock = clock
-        self.data_dir = layout.path(DATA_DIR)
-        self.pki_dir = layout.path(PKI_DIR)
-        self.snapshot_path = layout.path(RECOVERY_SNAPSHOT)
-        self.pid_file = layout.path(PID_FILE)
+        self.data_dir = layout.etcd_data_dir
+        self.pki_dir = layout.etcd_pki_dir
+        self.snapshot_path = layout.etcd_recovery_snapshot
+        self.pid_file = layout.etcd_pid_file
         self.bootstrap_requested = False
         self.recover = False
         self.recover_skip_hash_check = False

@@ -32,7 +32,7 @@ def machined_service(layout: Layout, handlers: Callable[[], list[Any]]) -> Servi
             server.close()
             await server.wait_closed()
             sock.unlink(missing_ok=True)
-            if sock.parent != layout.path("/system/run/machined"):
+            if sock != layout.path("/system/run/machined/machine.sock"):
                 with contextlib.suppress(OSError):  # the short stand-in directory, if now empty
                     sock.parent.rmdir()
 
