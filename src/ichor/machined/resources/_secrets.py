@@ -16,8 +16,6 @@ __all__ = [
     "API_CERTIFICATES_ID",
     "CERT_SANS",
     "CERT_SAN_API_ID",
-    "CERT_SAN_KUBERNETES_ID",
-    "CERT_SAN_MAINTENANCE_ID",
     "OS_ROOT_ID",
     "OS_ROOT_SECRETS",
     "SECRETS_NAMESPACE",
@@ -33,8 +31,6 @@ SECRETS_NAMESPACE = "secrets"
 OS_ROOT_ID = "os"
 API_CERTIFICATES_ID = "api"
 CERT_SAN_API_ID = "api"
-CERT_SAN_MAINTENANCE_ID = "maintenance"
-CERT_SAN_KUBERNETES_ID = "k8s"
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
