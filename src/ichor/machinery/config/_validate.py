@@ -20,7 +20,7 @@ from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
-from ichor.machinery import goduration
+from ichor.machinery import goduration, goquote
 from ichor.machinery.errors import ConfigValidationError, DurationError
 
 from . import _models as m
@@ -161,8 +161,8 @@ def endpoint_uri_error(ep: str) -> str | None:
 
 
 def _q(text: object) -> str:
-    """Go's %q for the strings we print."""
-    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """Go's %q of ``text``'s string form, as Talos's validation messages print it."""
+    return goquote.quote(str(text))
 
 
 def _parse_request_uri_error(text: str) -> str | None:
