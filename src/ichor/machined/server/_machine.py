@@ -9,8 +9,7 @@ server does for unregistered methods.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator, Callable, Collection
+from collections.abc import Callable, Collection
 from datetime import timedelta
 from typing import Any, Protocol
 
@@ -22,6 +21,7 @@ from ichor.api.gen.common import common_pb2
 from ichor.api.gen.machine import machine_grpc, machine_pb2
 from ichor.machined import authz
 from ichor.machined.events import EventBus
+from ichor.machined.logfile import follow_file
 from ichor.machined.platform import Layout
 from ichor.machined.server import _files
 from ichor.machined.server._etcd import EtcdMethods
@@ -207,9 +207,9 @@ class MachineService(EtcdMethods, UnimplementedMachineService):  # type: ignore[
 
     async def Dmesg(self, stream: Stream[Any, Any]) -> None:
         request = await self._request(stream, "Dmesg")
-        async for line in follow_file(
-            self._node.layout.console_log, tail=request.tail, follow=request.follow
-        ):
+        # DmesgRequest.tail means "only new messages", not a line count
+        tail = 0 if request.tail else None
+        async for line in follow_file(self._node.layout.console_log, tail=tail, follow=request.follow):
             await stream.send_message(common_pb2.Data(bytes=line))
 
     async def Events(self, stream: Stream[Any, Any]) -> None:
@@ -300,31 +300,3 @@ def _new_actor() -> str:
     import uuid
 
     return str(uuid.uuid4())
-
-
-async def follow_file(
-    path: Any, *, tail: bool = False, follow: bool = False, poll_interval: float = 0.1
-) -> AsyncIterator[bytes]:
-    """Lines of a growing file: all of it (or only new lines with ``tail``), then new ones if ``follow``."""
-    from pathlib import Path
-
-    file = Path(path)
-    position = 0
-    if tail and file.exists():
-        position = file.stat().st_size
-    pending = b""
-    while True:
-        if file.exists():
-            with file.open("rb") as handle:
-                handle.seek(position)
-                data = handle.read()
-            position += len(data)
-            pending += data
-            *lines, pending = pending.split(b"\n")
-            for line in lines:
-                yield line + b"\n"
-        if not follow:
-            if pending:
-                yield pending
-            return
-        await asyncio.sleep(poll_interval)
