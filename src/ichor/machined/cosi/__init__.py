@@ -49,6 +49,7 @@ from ichor.machined.cosi._definitions import (
     Registry,
     ResourceDefinition,
     ResourceDefinitionSpec,
+    published_definition,
 )
 from ichor.machined.cosi._errors import (
     AlreadyExistsError,
@@ -155,6 +156,7 @@ __all__ = [
     "label_exists",
     "label_not_exists",
     "publish_wait",
+    "published_definition",
     "render_jsonpath",
     "resource_to_plain",
     "spec_to_plain",
