@@ -59,7 +59,6 @@ from ichor.machined.resources import (
     UnmetCondition,
     register_node_types,
 )
-from ichor.machined.resources._proto import varint_field
 from ichor.machinery.yamlio import load_documents, to_plain
 
 
@@ -431,9 +430,3 @@ GOLDEN_PROTO_SPECS: list[tuple[Any, bytes]] = [
 @pytest.mark.parametrize(("spec", "golden"), GOLDEN_PROTO_SPECS, ids=lambda v: type(v).__name__)
 def test_proto_specs_are_byte_identical_to_the_hand_encoder(spec: Any, golden: bytes) -> None:
     assert spec.proto_spec() == golden
-
-
-def test_varints_match_protobuf() -> None:
-    assert varint_field(1, 0) == b""
-    assert varint_field(1, 300) == b"\x08\xac\x02"
-    assert varint_field(2, -1) == b"\x10" + b"\xff" * 9 + b"\x01"
