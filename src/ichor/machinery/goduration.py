@@ -30,7 +30,7 @@ _NS_PER_UNIT = {
 }
 _MAX_NS = (1 << 63) - 1  # Go's Duration is an int64 of nanoseconds
 _HINT = "use a Go duration such as 30s, 1m30s, 500ms or 8760h (units: ns, us, ms, s, m, h)"
-# [0-9] and not \\d: Go takes ASCII digits only. A unit runs up to the next digit or dot.
+# [0-9] and not \d: Go takes ASCII digits only. A unit runs up to the next digit or dot.
 _PART = re.compile(r"(?P<whole>[0-9]*)(?:\.(?P<fraction>[0-9]*))?(?P<unit>[^0-9.]*)")
 
 
