@@ -935,6 +935,11 @@ OTHER_KINDS: list[tuple[str, dict[str, Any], str]] = [
         "timeout: watchdog timeout: minimum value is 10s",
     ),
     (
+        "watchdog-timeout-not-go",  # passes the schema's pattern, not Go's parser
+        {"kind": "WatchdogTimerConfig", "device": "/dev/watchdog0", "timeout": "1m0"},
+        "timeout: watchdog timeout: invalid duration '1m0': missing unit",
+    ),
+    (
         "event-sink-port",
         {"kind": "EventSinkConfig", "endpoint": "10.0.0.1"},
         "event sink endpoint: address 10.0.0.1: missing port in address",

@@ -24,6 +24,7 @@ from ichor.machined.cosi import (
     ResourceType,
     State,
     UnknownTypeError,
+    published_definition,
     render_jsonpath,
     resource_to_plain,
     spec_to_plain,
@@ -162,6 +163,21 @@ def test_lookup_ambiguous_names_candidates() -> None:
     assert STATIC_PODS.type in err.value.hint and SECURITY_POLICIES.type in err.value.hint
     # The full names still resolve.
     assert reg.lookup("staticpods").spec.type == STATIC_PODS.type
+
+
+def test_a_canonical_type_name_finds_its_definition_in_the_registry_and_in_the_state() -> None:
+    reg = registry()
+    state = State()
+    reg.publish(state)
+    # By id, as COSI looks definitions up: the case does not matter, an alias is not a type name.
+    for name in (MEMBERS.type, MEMBERS.type.upper()):
+        assert reg.get(name).spec.type == MEMBERS.type
+        assert published_definition(state, name).type == MEMBERS.type
+    for name in ("members", "Bogus.example.dev"):
+        for find in (reg.get, lambda n: published_definition(state, n)):
+            with pytest.raises(UnknownTypeError) as err:
+                find(name)
+            assert str(err.value) == f'resource type "{name}" is not supported'
 
 
 def test_duplicate_registration_refused() -> None:

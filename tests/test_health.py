@@ -161,10 +161,14 @@ def test_server_side_streams_progress_and_reports_errors(node: FakeNode, talosct
 
 
 def _node_health_check(
-    tmp_path: Path, request: Any, members: Callable[[], list[tuple[str, list[str]]]] | None = None
+    tmp_path: Path,
+    request: Any,
+    members: Callable[[], list[tuple[str, list[str]]]] | None = None,
+    served_members: list[tuple[str, list[str]]] | None = None,
 ) -> tuple[list[str], Any]:
-    """The node's HealthCheck (ClusterService, its client reaching a fake cluster); returns the
-    progress lines and the gRPC error that ended the stream."""
+    """The node's HealthCheck (ClusterService, its client reaching a fake cluster whose node serves
+    ``served_members`` as Members resources); returns the progress lines and the gRPC error that
+    ended the stream."""
     import asyncio
     from contextlib import asynccontextmanager
 
@@ -178,6 +182,8 @@ def _node_health_check(
 
     fake = FakeNode(tmp_path, "127.77.4.3")
     _etcd_cluster(fake, members=["10.5.0.2"])
+    if served_members is not None:
+        _members(fake, served_members)
     with fake.serving():
 
         @asynccontextmanager
@@ -259,6 +265,18 @@ def test_client_side_without_nodes_and_no_control_plane_member_says_what_to_do(
     assert "Version" not in node.calls  # nothing checked without nodes
 
 
+def test_node_cluster_service_without_nodes_checks_the_members_its_node_knows(tmp_path: Path) -> None:
+    # The same reader as talosctl's client-side check (client.health.discover), through the node's client.
+    lines, error = _node_health_check(
+        tmp_path,
+        cluster_pb2.HealthCheckRequest(),
+        served_members=[("controlplane", ["10.5.0.2"]), ("worker", ["10.5.0.5"])],
+    )
+    assert lines[0] == 'discovered nodes: ["10.5.0.2" "10.5.0.5"]'
+    assert "waiting for etcd members to be control plane nodes: OK" in lines
+    assert "Ichor runs no Kubernetes components yet" in (error.message or "")
+
+
 def test_cluster_info_from_members() -> None:
     from ichor.client.health import ClusterInfo, HealthError
 
@@ -279,7 +297,8 @@ def test_node_cluster_service_without_nodes_uses_its_members(tmp_path: Path, mem
     from grpclib.const import Status
 
     found = (lambda: members) if members is not None else None
-    lines, error = _node_health_check(tmp_path, cluster_pb2.HealthCheckRequest(), found)
+    # Without a members reader the service asks its client's node, which knows no members here.
+    lines, error = _node_health_check(tmp_path, cluster_pb2.HealthCheckRequest(), found, served_members=[])
     if members is None:
         assert error.status is Status.INVALID_ARGUMENT and "--control-plane-nodes" in (error.message or "")
         assert lines == []

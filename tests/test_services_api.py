@@ -21,7 +21,7 @@ from ichor.machined.services import (
     check_api_operation,
     goroutine,
 )
-from ichor.machined.services._runners import GoroutineRunner, go_quote
+from ichor.machined.services._runners import GoroutineRunner
 
 
 async def forever(log: IO[str]) -> None:
@@ -102,6 +102,3 @@ def test_runner_names_as_talos_prints_them(tmp_path: Path) -> None:
     )
     assert str(runner) == 'Process(["/bin/containerd" "--address" "/system/run/containerd/containerd.sock"])'
     assert str(GoroutineRunner(forever, context)) == 'Goroutine("apid")'
-    # Go's %q escapes
-    assert go_quote('say "hi"\\\n\t') == '"say \\"hi\\"\\\\\\n\\t"'
-    assert go_quote("\x01é") == '"\\x01é"'

@@ -221,6 +221,6 @@ def test_follow_log_of_service_without_log_yet(layout: Layout) -> None:
 
 
 def _go(text: str) -> str:
-    from ichor.machined.services._runners import go_quote
+    from ichor.machinery.goquote import quote
 
-    return go_quote(text)
+    return quote(text)

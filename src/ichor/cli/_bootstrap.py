@@ -49,9 +49,10 @@ Talos etcd cluster can be recovered from a known snapshot with '--recover-from='
 def bootstrap(recover_from: str, skip_hash_check: bool) -> None:
     from ichor.api.gen.common import common_pb2
     from ichor.api.gen.machine import machine_pb2
-    from ichor.cli._etcd import go_quote, snapshot_info_line, snapshot_status
+    from ichor.cli._etcd import snapshot_info_line, snapshot_status
     from ichor.client import ClientError, RPCError
     from ichor.machinery.errors import MachineryError
+    from ichor.machinery.goquote import quote
 
     if skip_hash_check and not recover_from:
         raise click.UsageError("--recover-skip-hash-check only applies with --recover-from")
@@ -63,7 +64,7 @@ def bootstrap(recover_from: str, skip_hash_check: bool) -> None:
                 hint="pass the file written by `talosctl etcd snapshot <path>` to --recover-from",
             )
         info = snapshot_status(snapshot)
-        click.echo(f"recovering from snapshot {go_quote(recover_from)}: {snapshot_info_line(info)}")
+        click.echo(f"recovering from snapshot {quote(recover_from)}: {snapshot_info_line(info)}")
 
     async def work(client: Any) -> None:
         client.require_single_node("bootstrap")

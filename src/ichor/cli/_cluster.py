@@ -31,12 +31,6 @@ def _talosconfig_path() -> Path:
     return find_talosconfig(getattr(root, "talosconfig", None)).path
 
 
-def _duration(text: str) -> float:
-    from ichor.cli._nodecmd import parse_duration
-
-    return parse_duration(text, flag="--wait-timeout").total_seconds()
-
-
 @cluster.command("create", cls=CobraCommand, help="Creates a local cluster of Talos node processes")
 @_NAME
 @_STATE
@@ -77,12 +71,14 @@ def _duration(text: str) -> float:
 def create(name: str, state: str, provisioner: str, controlplanes: int, workers: int, cidr: str,
            config_patch: tuple[str, ...], config_patch_control_plane: tuple[str, ...], config_patch_worker: tuple[str, ...],
            wait: bool, wait_timeout: str) -> None:  # fmt: skip
+    from ichor.cli._nodecmd import parse_duration
     from ichor.provision._cluster import create as create_cluster
 
+    timeout = parse_duration(wait_timeout, flag="--wait-timeout")
     create_cluster(
         name=name, cidr=cidr, controlplanes=controlplanes, workers=workers, state=Path(state),
         talosconfig=_talosconfig_path(), config_patches=config_patch, cp_patches=config_patch_control_plane,
-        worker_patches=config_patch_worker, wait_timeout=_duration(wait_timeout), wait=wait,
+        worker_patches=config_patch_worker, wait_timeout=timeout.total_seconds(), wait=wait,
         progress=lambda line: click.echo(line, err=True),
     )  # fmt: skip
 

@@ -22,6 +22,7 @@ from typing import Any
 import click
 
 from ichor.cli._nodecmd import replies, run
+from ichor.machinery.goquote import quote
 
 SNAPSHOT_TRAILER = 32
 """A snapshot ends with a sha256 of its bbolt pages: size % 512 is exactly this."""
@@ -317,11 +318,6 @@ def snapshot_info_line(info: dict[str, int]) -> str:
     )
 
 
-def go_quote(text: str) -> str:
-    """Go's ``%q`` for the usual path characters."""
-    return json.dumps(text, ensure_ascii=False)
-
-
 @etcd.command("snapshot", help="Stream snapshot of the etcd node to the path.")
 @click.argument("path", metavar="<path>")
 def snapshot(path: str) -> None:
@@ -374,6 +370,6 @@ def snapshot(path: str) -> None:
         return size
 
     size = run(work)
-    click.echo(f"etcd snapshot saved to {go_quote(path)} ({size} bytes)")
+    click.echo(f"etcd snapshot saved to {quote(path)} ({size} bytes)")
     click.echo(f"snapshot info: {snapshot_info_line(snapshot_status(db_path))}")
     sys.stdout.flush()

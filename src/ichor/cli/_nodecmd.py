@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 import asyncio
-import re
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, TypeVar
 
 import click
 
+from ichor.machinery import goduration
+from ichor.machinery.errors import DurationError
+
 T = TypeVar("T")
 
 
 def parse_duration(text: str, *, flag: str) -> timedelta:
-    """A Go-style duration (``30s``, ``1m``, ``1h30m``, ``500ms``); a usage error names ``flag``."""
-    units = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
-    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|h|m|s)", text)
-    if not parts or "".join(a + b for a, b in parts) != text:
-        raise click.BadParameter(f"invalid duration {text!r} (examples: 30s, 1m, 1h30m)", param_hint=flag)
-    return timedelta(seconds=sum(float(number) * units[unit] for number, unit in parts))
+    """A Go duration (``30s``, ``1m``, ``1h30m``, ``500ms``) from ``flag``; a usage error if it is not one."""
+    try:
+        return goduration.parse(text, what=flag)
+    except DurationError:
+        raise click.BadParameter(
+            f"invalid duration {text!r} (examples: 30s, 1m, 1h30m)", param_hint=flag
+        ) from None
 
 
 def global_options() -> Any:

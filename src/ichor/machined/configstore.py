@@ -33,7 +33,7 @@ from ichor.machined.resources import (
     MAINTENANCE_CONFIG_ID,
     MachineConfigSpec,
 )
-from ichor.machinery import pki
+from ichor.machinery import goduration, pki
 from ichor.machinery.config import Config, Container
 from ichor.machinery.configdiff import can_apply_immediately, unified_diff
 from ichor.machinery.errors import MachineryError
@@ -114,17 +114,6 @@ def _check_complete(loaded: LoadedConfig, source: str) -> None:
 
 def _load_file(path: Path, source: str) -> LoadedConfig:
     return load(path.read_text(encoding="utf-8"), source)
-
-
-def _go_duration(value: timedelta) -> str:
-    seconds = int(value.total_seconds())
-    hours, rest = divmod(seconds, 3600)
-    minutes, secs = divmod(rest, 60)
-    if hours:
-        return f"{hours}h{minutes}m{secs}s"
-    if minutes:
-        return f"{minutes}m{secs}s"
-    return f"{secs}s"
 
 
 class ConfigStore:
@@ -238,7 +227,7 @@ class ConfigStore:
             else timedelta(minutes=1)
         )
         if mode == APPLY_MODES.TRY:
-            details += f"\nThe config is applied in 'try' mode and will be automatically reverted back in {_go_duration(timeout)}"
+            details += f"\nThe config is applied in 'try' mode and will be automatically reverted back in {goduration.format(timeout)}"
         if request.dry_run:
             diff = unified_diff(old.text, new.text) or "No changes."
             return machine_pb2.ApplyConfiguration(

@@ -8,6 +8,7 @@
     │   ├── ConfigDecodeError       unknown kind, missing kind, unknown keys, wrong types, duplicates
     │   └── ConfigValidationError   a decoded config that breaks Talos's validation rules
     ├── PatchError                  a patch that cannot be read or applied
+    ├── DurationError               text that is not a Go duration (goduration)
     ├── SecretsError                a secrets bundle that cannot be generated, read or reused
     ├── PKIError                    certificate / key material that cannot be parsed or issued
     ├── ClientConfigError           talosconfig problems (missing file, unknown context, ...)
@@ -24,6 +25,7 @@ __all__ = [
     "ConfigDecodeError",
     "ConfigError",
     "ConfigValidationError",
+    "DurationError",
     "MachineryError",
     "OutputExistsError",
     "PKIError",
@@ -64,6 +66,10 @@ class ConfigValidationError(ConfigError):
 
 class PatchError(MachineryError):
     """A config patch that cannot be parsed or applied."""
+
+
+class DurationError(MachineryError):
+    """Text that is not a Go duration (``30s``, ``1h30m``, ``500ms``)."""
 
 
 class SecretsError(MachineryError):

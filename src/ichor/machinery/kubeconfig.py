@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import base64
 import io
-import re
 import tarfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from ichor.machinery.errors import ConfigError, MachineryError
+from ichor.machinery import goduration
+from ichor.machinery.errors import ConfigError, DurationError, MachineryError
 
 __all__ = [
     "ADMIN_CERT_LIFETIME",
@@ -40,7 +40,6 @@ __all__ = [
     "extract_kubeconfig",
     "kubeconfig_archive",
     "merge_kubeconfig",
-    "parse_go_duration",
 ]
 
 ADMIN_CERT_LIFETIME = timedelta(days=365)
@@ -75,34 +74,6 @@ contexts:
   name: {context}@{cluster}
 current-context: {context}@{cluster}
 """
-
-_GO_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-_GO_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-
-
-def parse_go_duration(text: str, *, what: str = "duration") -> timedelta:
-    """A Go ``time.Duration`` string (``8760h``, ``1h30m``, ``500ms``, ``0``) as a timedelta."""
-    body = text.strip()
-    sign = -1.0 if body.startswith("-") else 1.0
-    body = body.lstrip("+-")
-    if body == "0":
-        return timedelta(0)
-    parts = _GO_PART.findall(body)
-    if not parts or "".join(n + u for n, u in parts) != body:
-        raise ConfigError(
-            f"{what}: invalid duration {text!r}",
-            hint="use a Go duration such as 8760h, 720h or 1h30m",
-        )
-    return timedelta(seconds=sign * sum(float(n) * _GO_UNITS[u] for n, u in parts))
 
 
 def _v1alpha1_cluster(config: Any) -> Any:
@@ -165,7 +136,10 @@ def admin_kubeconfig(config: Any, *, now: datetime | None = None) -> str:
     lifetime = ADMIN_CERT_LIFETIME
     settings = cluster.admin_kubeconfig
     if settings is not None and settings.cert_lifetime:
-        lifetime = parse_go_duration(settings.cert_lifetime, what="cluster.adminKubeconfig.certLifetime")
+        try:
+            lifetime = goduration.parse(settings.cert_lifetime, what="cluster.adminKubeconfig.certLifetime")
+        except DurationError as err:
+            raise ConfigError(str(err), hint=err.hint) from err
         if lifetime <= timedelta(0):
             raise ConfigError(
                 "cluster.adminKubeconfig.certLifetime must be positive",

@@ -51,6 +51,7 @@ from ichor.machined.cosi._definitions import (
     Registry,
     ResourceDefinition,
     ResourceDefinitionSpec,
+    published_definition,
 )
 from ichor.machined.cosi._errors import (
     AlreadyExistsError,
@@ -163,6 +164,7 @@ __all__ = [
     "label_exists",
     "label_not_exists",
     "publish_wait",
+    "published_definition",
     "render_jsonpath",
     "resource_to_plain",
     "spec_to_plain",

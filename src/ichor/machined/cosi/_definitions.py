@@ -9,7 +9,9 @@ namespace ``meta`` (id = lower-cased type), with aliases derived by COSI's rules
 * ``allAliases`` = lower(name) + lower(name).<each proper prefix of the suffix> + aliases.
 
 Lookup is case-insensitive against the id and ``allAliases``; no match and several matches are
-errors with COSI's wording. Namespaces are resources too (``Namespaces.meta.cosi.dev``).
+errors with COSI's wording. A canonical type name finds its definition by id, in a :class:`Registry`
+(:meth:`Registry.get`) or, as the COSI API does before a read, among the definitions published in a
+state (:func:`published_definition`). Namespaces are resources too (``Namespaces.meta.cosi.dev``).
 
 This module describes types; it must not store resources other than through a :class:`State`.
 """
@@ -22,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ichor.machined.cosi._errors import (
     AmbiguousTypeError,
+    NotFoundError,
     RegistrationError,
     UnknownTypeError,
 )
@@ -40,6 +43,7 @@ __all__ = [
     "Registry",
     "ResourceDefinition",
     "ResourceDefinitionSpec",
+    "published_definition",
 ]
 
 META_NAMESPACE = "meta"
@@ -57,7 +61,12 @@ class ResourceDefinitionSpec:
 
     @property
     def id(self) -> str:
-        return self.type.lower()
+        return _definition_id(self.type)
+
+    @property
+    def sensitive(self) -> bool:
+        """Readable only with ``os:admin`` (secrets and the like)."""
+        return self.sensitivity == "sensitive"
 
     @classmethod
     def fill(cls, rtype: ResourceType[Any]) -> ResourceDefinitionSpec:
@@ -118,7 +127,7 @@ class ResourceDefinition:
 
     @property
     def sensitive(self) -> bool:
-        return self.spec.sensitivity == "sensitive"
+        return self.spec.sensitive
 
     def matches(self, name: str) -> bool:
         wanted = name.lower()
@@ -140,7 +149,7 @@ class Registry:
     """The resource types a node knows; the source of ``ResourceDefinitions`` and ``Namespaces``."""
 
     def __init__(self, types: Iterable[ResourceType[Any]] = ()) -> None:
-        self._by_type: dict[str, ResourceDefinition] = {}
+        self._by_id: dict[str, ResourceDefinition] = {}
         self._namespaces: dict[str, str] = {
             META_NAMESPACE: "Metadata namespace which contains resource and namespace definitions."
         }
@@ -149,14 +158,14 @@ class Registry:
             self.register(rtype)
 
     def register(self, rtype: ResourceType[Any]) -> ResourceDefinition:
-        if rtype.type in self._by_type:
-            raise RegistrationError(f'resource type "{rtype.type}" is already registered')
         definition = ResourceDefinition(rtype, ResourceDefinitionSpec.fill(rtype))
-        self._by_type[rtype.type] = definition
+        if definition.id in self._by_id:  # two types whose names differ in case would share an id
+            raise RegistrationError(f'resource type "{rtype.type}" is already registered')
+        self._by_id[definition.id] = definition
         return definition
 
     def __contains__(self, type_name: object) -> bool:
-        return type_name in self._by_type
+        return isinstance(type_name, str) and _definition_id(type_name) in self._by_id
 
     def register_namespace(self, name: str, description: str = "") -> None:
         self._namespaces[name] = description
@@ -166,18 +175,18 @@ class Registry:
         return dict(self._namespaces)
 
     def definitions(self) -> list[ResourceDefinition]:
-        return sorted(self._by_type.values(), key=lambda d: d.id)
+        return sorted(self._by_id.values(), key=lambda d: d.id)
 
     def get(self, type_name: str) -> ResourceDefinition:
-        """The definition of a canonical type name (exact match, as the state uses it)."""
+        """The definition of a canonical type name (by id: the case does not matter, aliases do not count)."""
         try:
-            return self._by_type[type_name]
+            return self._by_id[_definition_id(type_name)]
         except KeyError:
-            raise UnknownTypeError(f'resource type "{type_name}" is not supported') from None
+            raise _unsupported(type_name) from None
 
     def lookup(self, name: str) -> ResourceDefinition:
         """Resolve what a user typed (``get mc``, ``get Members.cluster``) to one definition."""
-        found = [d for d in self._by_type.values() if d.matches(name)]
+        found = [d for d in self._by_id.values() if d.matches(name)]
         if not found:
             raise UnknownTypeError(
                 f'resource "{name}" is not registered', hint="list known types with `talosctl get rd`"
@@ -198,7 +207,7 @@ class Registry:
         What is already published is left alone, so this can run again after more registrations.
         """
         namespaces = dict(self._namespaces)
-        for definition in self._by_type.values():
+        for definition in self._by_id.values():
             namespaces.setdefault(definition.spec.default_namespace, "")
         have_rds = {r.id for r in state.list(META_NAMESPACE, RESOURCE_DEFINITIONS)}
         for definition in self.definitions():
@@ -208,3 +217,27 @@ class Registry:
         for ns, description in sorted(namespaces.items()):
             if ns not in have_ns:
                 state.create(NAMESPACES.new(ns, NamespaceSpec(description)))
+
+
+def published_definition(state: State, type_name: str) -> ResourceDefinitionSpec:
+    """The definition ``state`` publishes for a canonical type name, found as :meth:`Registry.get` finds it.
+
+    This is the check COSI's API makes before it serves a read; :class:`UnknownTypeError` carries its
+    refusal text.
+    """
+    try:
+        spec: ResourceDefinitionSpec = state.get(
+            META_NAMESPACE, RESOURCE_DEFINITIONS, _definition_id(type_name)
+        ).spec
+    except NotFoundError:
+        raise _unsupported(type_name) from None
+    return spec
+
+
+def _definition_id(type_name: str) -> str:
+    # COSI names a ResourceDefinition after its type, lower-cased; Talos looks definitions up that way.
+    return type_name.lower()
+
+
+def _unsupported(type_name: str) -> UnknownTypeError:
+    return UnknownTypeError(f'resource type "{type_name}" is not supported')

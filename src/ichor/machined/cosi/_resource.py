@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
 
 from ichor.machined.cosi._naming import validate_type_name
+from ichor.machinery import goduration
 from ichor.machinery.yamlio import dump_document, from_plain
 
 __all__ = [
@@ -187,25 +188,6 @@ def _is_empty(value: Any) -> bool:
     )
 
 
-def _format_duration(value: timedelta) -> str:
-    # Go's time.Duration String(), which is what Talos's YAML shows for durations.
-    total_us = int(value / timedelta(microseconds=1))
-    if total_us == 0:
-        return "0s"
-    sign = "-" if total_us < 0 else ""
-    total_us = abs(total_us)
-    hours, rem = divmod(total_us, 3_600_000_000)
-    minutes, rem = divmod(rem, 60_000_000)
-    seconds = rem / 1_000_000
-    out = ""
-    if hours:
-        out += f"{hours}h"
-    if hours or minutes:
-        out += f"{minutes}m"
-    out += f"{seconds:f}".rstrip("0").rstrip(".") + "s"
-    return sign + out
-
-
 def spec_to_plain(spec: Any) -> Any:
     """Plain data (dicts, lists, str, int, float, bool, None) with Talos's YAML key names.
 
@@ -231,7 +213,7 @@ def spec_to_plain(spec: Any) -> Any:
     if isinstance(spec, datetime):
         return format_time(spec)
     if isinstance(spec, timedelta):
-        return _format_duration(spec)
+        return goduration.format(spec)  # Go's Duration.String(), as Talos's YAML shows it
     if isinstance(spec, Mapping):
         return {str(k): spec_to_plain(v) for k, v in spec.items()}
     if isinstance(spec, list | tuple | set | frozenset):

@@ -7,8 +7,9 @@ import enum
 import functools
 from typing import TYPE_CHECKING
 
+from ichor.api.gen.resource.definitions.config import config_pb2
+from ichor.api.gen.resource.definitions.enums import enums_pb2
 from ichor.machined.cosi import PrintColumn, ResourceType
-from ichor.machined.resources._proto import bytes_field, varint_field
 
 if TYPE_CHECKING:
     from ichor.machinery.config import Config, Container
@@ -73,8 +74,7 @@ class MachineConfigSpec:
         return self.text if self.text.endswith("\n") else self.text + "\n"
 
     def proto_spec(self) -> bytes:
-        # talos.resource.definitions.config.MachineConfigSpec{bytes yaml_marshalled = 1}
-        return bytes_field(1, self.text.encode())
+        return bytes(config_pb2.MachineConfigSpec(yaml_marshalled=self.text.encode()).SerializeToString())
 
 
 class MachineTypeSpec(enum.StrEnum):
@@ -89,15 +89,14 @@ class MachineTypeSpec(enum.StrEnum):
         return f"{self.value}\n"
 
     def proto_spec(self) -> bytes:
-        # talos.resource.definitions.config.MachineTypeSpec{enums.MachineType machine_type = 1}
-        return varint_field(1, _MACHINE_TYPE_NUMBERS[self])
+        return bytes(config_pb2.MachineTypeSpec(machine_type=_MACHINE_TYPE_NUMBERS[self]).SerializeToString())
 
 
 _MACHINE_TYPE_NUMBERS = {
-    MachineTypeSpec.UNKNOWN: 0,
-    MachineTypeSpec.INIT: 1,
-    MachineTypeSpec.CONTROLPLANE: 2,
-    MachineTypeSpec.WORKER: 3,
+    MachineTypeSpec.UNKNOWN: enums_pb2.TYPE_UNKNOWN,
+    MachineTypeSpec.INIT: enums_pb2.TYPE_INIT,
+    MachineTypeSpec.CONTROLPLANE: enums_pb2.TYPE_CONTROL_PLANE,
+    MachineTypeSpec.WORKER: enums_pb2.TYPE_WORKER,
 }
 
 MACHINE_CONFIGS: ResourceType[MachineConfigSpec] = ResourceType(

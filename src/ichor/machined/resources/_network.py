@@ -6,8 +6,8 @@ import dataclasses
 import enum
 import ipaddress
 
+from ichor.api.gen.resource.definitions.network import network_pb2
 from ichor.machined.cosi import PrintColumn, ResourceType
-from ichor.machined.resources._proto import string_field
 
 __all__ = [
     "ADDRESS_STATUSES",
@@ -67,7 +67,8 @@ class HostnameStatusSpec:
         return f"{self.hostname}.{self.domainname}" if self.domainname else self.hostname
 
     def proto_spec(self) -> bytes:
-        return string_field(1, self.hostname) + string_field(2, self.domainname)
+        message = network_pb2.HostnameStatusSpec(hostname=self.hostname, domainname=self.domainname)
+        return bytes(message.SerializeToString())
 
 
 @dataclasses.dataclass(frozen=True)

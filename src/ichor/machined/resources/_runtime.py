@@ -9,8 +9,11 @@ from __future__ import annotations
 import dataclasses
 import enum
 
+from ichor.api.gen.resource.definitions.enums import enums_pb2
+from ichor.api.gen.resource.definitions.runtime import runtime_pb2
+from ichor.api.gen.resource.definitions.time import time_pb2
+from ichor.api.gen.resource.definitions.v1alpha1 import v1alpha1_pb2
 from ichor.machined.cosi import EmptySpec, PrintColumn, ResourceType
-from ichor.machined.resources._proto import bool_field, message_field, repeated, string_field, varint_field
 
 __all__ = [
     "ACQUIRE_CONFIG_STATUSES",
@@ -39,7 +42,7 @@ ACQUIRE_CONFIG_STATUS_ID = "machine-config"
 
 
 class MachineStage(enum.StrEnum):
-    """The machine's stage as ``talosctl get machinestatus`` prints it (declaration order = proto number)."""
+    """The machine's stage as ``talosctl get machinestatus`` prints it (``MACHINE_STAGE_<NAME>`` in protobuf)."""
 
     UNKNOWN = "unknown"
     BOOTING = "booting"
@@ -52,8 +55,13 @@ class MachineStage(enum.StrEnum):
     UPGRADING = "upgrading"
 
     @property
+    def proto_name(self) -> str:
+        """The stage's name in Talos's ``enums.RuntimeMachineStage``."""
+        return f"MACHINE_STAGE_{self.name}"
+
+    @property
     def number(self) -> int:
-        return list(MachineStage).index(self)
+        return int(enums_pb2.RuntimeMachineStage.Value(self.proto_name))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,8 +71,8 @@ class UnmetCondition:
     name: str
     reason: str
 
-    def proto_spec(self) -> bytes:
-        return string_field(1, self.name) + string_field(2, self.reason)
+    def to_proto(self) -> runtime_pb2.UnmetCondition:
+        return runtime_pb2.UnmetCondition(name=self.name, reason=self.reason)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,8 +80,10 @@ class MachineStatusStatus:
     ready: bool = False
     unmet_conditions: tuple[UnmetCondition, ...] = ()
 
-    def proto_spec(self) -> bytes:
-        return bool_field(1, self.ready) + repeated(2, (c.proto_spec() for c in self.unmet_conditions))
+    def to_proto(self) -> runtime_pb2.MachineStatusStatus:
+        return runtime_pb2.MachineStatusStatus(
+            ready=self.ready, unmet_conditions=[c.to_proto() for c in self.unmet_conditions]
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +92,10 @@ class MachineStatusSpec:
     status: MachineStatusStatus = MachineStatusStatus()
 
     def proto_spec(self) -> bytes:
-        return varint_field(1, self.stage.number) + message_field(2, self.status.proto_spec())
+        message = runtime_pb2.MachineStatusSpec(stage=self.stage.proto_name)
+        message.status.CopyFrom(self.status.to_proto())
+        message.status.SetInParent()  # Go encodes the (non-nil) status even when it is all zeros
+        return bytes(message.SerializeToString())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,7 +107,8 @@ class ServiceSpec:
     unknown: bool = False
 
     def proto_spec(self) -> bytes:
-        return bool_field(1, self.running) + bool_field(2, self.healthy) + bool_field(3, self.unknown)
+        message = v1alpha1_pb2.ServiceSpec(running=self.running, healthy=self.healthy, unknown=self.unknown)
+        return bytes(message.SerializeToString())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -105,7 +119,8 @@ class TimeStatusSpec:
     sync_disabled: bool = False
 
     def proto_spec(self) -> bytes:
-        return bool_field(1, self.synced) + varint_field(2, self.epoch) + bool_field(3, self.sync_disabled)
+        message = time_pb2.StatusSpec(synced=self.synced, epoch=self.epoch, sync_disabled=self.sync_disabled)
+        return bytes(message.SerializeToString())
 
 
 MACHINE_STATUSES: ResourceType[MachineStatusSpec] = ResourceType(

@@ -2,10 +2,12 @@
 
 The checks are :mod:`ichor.client.health`'s; they need a Talos API client (to reach every node
 through apid), which the integrator supplies as ``client_factory`` (an async context manager
-factory), and the nodes to check come from the request or, when it names none, from ``members``
-(the node's discovered cluster members, ``(machine type, addresses)`` each). Each progress line is streamed as a ``HealthCheckProgress``; a check that fails or runs
-out of time ends the stream with a gRPC error (DeadlineExceeded for a timeout). Nothing here knows
-how the client is built or which node we are.
+factory), and the nodes to check come from the request or, when it names none, from the cluster
+members that client's node knows (:func:`ichor.client.health.discover`, the reader ``talosctl
+health --server=false`` uses too) or, if the integrator passes one, from ``members`` (``(machine
+type, addresses)`` each). Each progress line is streamed as a ``HealthCheckProgress``; a check that
+fails or runs out of time ends the stream with a gRPC error (DeadlineExceeded for a timeout).
+Nothing here knows how the client is built or which node we are.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ class ClusterService(cluster_grpc.ClusterServiceBase):
     async def HealthCheck(
         self, stream: Stream[cluster_pb2.HealthCheckRequest, cluster_pb2.HealthCheckProgress]
     ) -> None:
-        from ichor.client.health import ClusterInfo, HealthCheckError, HealthError, run_checks
+        from ichor.client.health import ClusterInfo, HealthCheckError, HealthError, discover, run_checks
 
         if self._roles_of is not None:
             from ichor.machined import authz
@@ -55,23 +57,18 @@ class ClusterService(cluster_grpc.ClusterServiceBase):
         info = request.cluster_info
         try:
             given = ClusterInfo.from_flags(list(info.control_plane_nodes), list(info.worker_nodes))
-            if given is not None:
-                cluster = given
-            elif self._members is not None:
-                cluster = ClusterInfo.from_members(self._members())
-            else:
-                raise HealthError(
-                    "this node has no cluster membership to check",
-                    hint="pass --control-plane-nodes and --worker-nodes",
-                )
+            if given is None and self._members is not None:
+                given = ClusterInfo.from_members(self._members())
         except HealthError as exc:
             raise GRPCError(Status.INVALID_ARGUMENT, f"{exc}: {exc.hint}") from None
         wait = (
             request.wait_timeout.ToTimedelta() if request.HasField("wait_timeout") else DEFAULT_WAIT
         ) or DEFAULT_WAIT
-        nodes = " ".join(f'"{n}"' for n in [*cluster.control_plane_nodes, *cluster.worker_nodes])
-        await stream.send_message(cluster_pb2.HealthCheckProgress(message=f"discovered nodes: [{nodes}]"))
         lines: list[str] = []
+
+        async def announce(cluster: ClusterInfo) -> None:
+            nodes = " ".join(f'"{n}"' for n in [*cluster.control_plane_nodes, *cluster.worker_nodes])
+            await stream.send_message(cluster_pb2.HealthCheckProgress(message=f"discovered nodes: [{nodes}]"))
 
         async def flush() -> None:
             while lines:
@@ -83,7 +80,16 @@ class ClusterService(cluster_grpc.ClusterServiceBase):
             await flush()
             await asyncio.sleep(seconds)
 
+        if given is not None:
+            await announce(given)
         async with self._factory() as client:
+            if given is None:
+                try:
+                    given = await discover(client)
+                except HealthError as exc:
+                    raise GRPCError(Status.INVALID_ARGUMENT, f"{exc}: {exc.hint}") from None
+                await announce(given)
+            cluster = given
             try:
                 await run_checks(
                     client, cluster, timeout=wait, report=lines.append, interval=self._interval, sleep=sleep

@@ -35,7 +35,6 @@ from ichor.api.gen.v1alpha1 import meta_pb2, resource_pb2, state_grpc, state_pb2
 from ichor.machined.cosi import (
     META_NAMESPACE,
     NAMESPACES,
-    RESOURCE_DEFINITIONS,
     Event,
     EventType,
     NamespaceSpec,
@@ -43,6 +42,8 @@ from ichor.machined.cosi import (
     Resource,
     ResourceDefinitionSpec,
     State,
+    UnknownTypeError,
+    published_definition,
     spec_to_yaml,
 )
 from ichor.machined.server._errors import cosi_errors, not_authorized
@@ -120,7 +121,6 @@ def fixed_roles(*roles: str) -> RolesOf:
 
 def _proto_spec(spec: Any) -> bytes:
     if isinstance(spec, ResourceDefinitionSpec):
-        sensitive = spec.sensitivity == "sensitive"
         encoded = meta_pb2.ResourceDefinitionSpec(
             resource_type=spec.type,
             display_type=spec.display_type,
@@ -133,7 +133,7 @@ def _proto_spec(spec: Any) -> bytes:
             ],
             sensitivity=(
                 meta_pb2.ResourceDefinitionSpec.SENSITIVE
-                if sensitive
+                if spec.sensitive
                 else meta_pb2.ResourceDefinitionSpec.NON_SENSITIVE
             ),
         ).SerializeToString()
@@ -265,10 +265,10 @@ class StateService(state_grpc.StateBase):
         if not roles & READ_ROLES:
             raise not_authorized()
         try:
-            definition = self._state.get(META_NAMESPACE, RESOURCE_DEFINITIONS, type.lower())
-        except NotFoundError:
-            raise GRPCError(Status.PERMISSION_DENIED, f'resource type "{type}" is not supported') from None
-        if definition.spec.sensitivity == "sensitive" and ADMIN_ROLE not in roles:
+            definition = published_definition(self._state, type)
+        except UnknownTypeError as exc:  # an access refusal in COSI's API, not a lookup miss
+            raise GRPCError(Status.PERMISSION_DENIED, str(exc)) from None
+        if definition.sensitive and ADMIN_ROLE not in roles:
             raise not_authorized()
         try:
             self._state.get(META_NAMESPACE, NAMESPACES, namespace)

@@ -21,6 +21,7 @@ from ichor.api.gen.common import common_pb2
 from ichor.api.gen.machine import machine_grpc, machine_pb2
 from ichor.machined import authz
 from ichor.machined.events import EventBus
+from ichor.machined.logfile import follow_file
 from ichor.machined.platform import Layout
 from ichor.machined.server import _files
 from ichor.machined.server._etcd import EtcdMethods
@@ -30,7 +31,6 @@ from ichor.machined.services import (
     ServiceInfo,
     Supervisor,
     UnknownServiceError,
-    follow_log_file,
 )
 
 RolesOf = Callable[[Stream[Any, Any]], Collection[str]]
@@ -204,7 +204,7 @@ class MachineService(EtcdMethods, UnimplementedMachineService):  # type: ignore[
         tail = request.tail_lines if request.tail_lines >= 0 else None
         try:
             if request.id == CONTROLLER_RUNTIME_LOG:
-                lines = follow_log_file(
+                lines = follow_file(
                     self._node.layout.controller_runtime_log, tail=tail, follow=request.follow
                 )
             else:
@@ -216,9 +216,9 @@ class MachineService(EtcdMethods, UnimplementedMachineService):  # type: ignore[
 
     async def Dmesg(self, stream: Stream[Any, Any]) -> None:
         request = await self._request(stream, "Dmesg")
-        # Talos's dmesg "tail" means only messages from now on.
+        # DmesgRequest.tail means "only new messages", not a line count
         tail = 0 if request.tail else None
-        async for line in follow_log_file(self._node.layout.console_log, tail=tail, follow=request.follow):
+        async for line in follow_file(self._node.layout.console_log, tail=tail, follow=request.follow):
             await stream.send_message(common_pb2.Data(bytes=line))
 
     async def Events(self, stream: Stream[Any, Any]) -> None:

@@ -69,7 +69,7 @@ from ichor.machined.services._service import (
     Service,
     check_api_operation,
 )
-from ichor.machined.services._supervisor import ServiceInfo, Subscription, Supervisor, follow_log_file
+from ichor.machined.services._supervisor import ServiceInfo, Subscription, Supervisor
 
 __all__ = [
     "API_CERTIFICATES",
@@ -106,7 +106,6 @@ __all__ = [
     "check_api_operation",
     "event_is_set",
     "file_exists",
-    "follow_log_file",
     "goroutine",
     "join_descriptions",
     "process",

@@ -23,6 +23,7 @@ from ichor.machined.services._errors import RunnerError
 from ichor.machined.services._events import ServiceState
 from ichor.machinery import proc
 from ichor.machinery.errors import ProcessError
+from ichor.machinery.goquote import quote
 
 __all__ = [
     "GoroutineMain",
@@ -32,7 +33,6 @@ __all__ = [
     "RunContext",
     "Runner",
     "RunnerFactory",
-    "go_quote",
     "goroutine",
     "process",
     "race",
@@ -85,25 +85,6 @@ async def race(work: Awaitable[T], stop: asyncio.Event) -> tuple[bool, T | None]
     return True, None
 
 
-def go_quote(text: str) -> str:
-    """Go's ``%q`` of a string, which Talos uses to print runner arguments."""
-    out = ['"']
-    escapes = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r", "\a": "\\a", "\b": "\\b"}
-    for ch in text:
-        if ch in escapes:
-            out.append(escapes[ch])
-        elif ch.isprintable():
-            out.append(ch)
-        elif ord(ch) < 0x100:
-            out.append(f"\\x{ord(ch):02x}")
-        elif ord(ch) < 0x10000:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(f"\\U{ord(ch):08x}")
-    out.append('"')
-    return "".join(out)
-
-
 def _exit_text(code: int) -> str:
     """Go's ``exec.ExitError`` text, which Talos puts into restart and failure events."""
     if code < 0:
@@ -130,7 +111,7 @@ class ProcessRunner:
         self.process: proc.Process | None = None
 
     def __str__(self) -> str:
-        return f"Process([{' '.join(go_quote(a) for a in self.args)}])"
+        return f"Process([{' '.join(quote(a) for a in self.args)}])"
 
     @property
     def pids(self) -> list[int]:
@@ -179,7 +160,7 @@ class GoroutineRunner:
         self.context = context
 
     def __str__(self) -> str:
-        return f"Goroutine({go_quote(self.context.service_id)})"
+        return f"Goroutine({quote(self.context.service_id)})"
 
     async def run(self, record: Recorder, stop: asyncio.Event) -> None:
         self.context.log_path.parent.mkdir(parents=True, exist_ok=True)

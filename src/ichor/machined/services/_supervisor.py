@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 from collections.abc import AsyncIterator, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,6 +24,7 @@ from types import TracebackType
 from typing import Any
 
 from ichor.machined.cosi import Clock, Sleep, utc_now
+from ichor.machined.logfile import follow_file
 from ichor.machined.platform import Layout
 from ichor.machined.services._conditions import Condition, join_descriptions
 from ichor.machined.services._errors import (
@@ -582,58 +582,10 @@ class Supervisor:
         follow: bool = False,
         poll_interval: float = 0.1,
     ) -> AsyncIterator[bytes]:
-        """Lines of a loaded service's log, as :func:`follow_log_file` gives them."""
+        """Lines of a service's log (see :func:`~ichor.machined.logfile.follow_file`); an unknown
+        service is refused here, before the first line."""
         self._get(service_id)
-        return follow_log_file(
-            self.log_path(service_id), tail=tail, follow=follow, poll_interval=poll_interval
-        )
-
-
-async def follow_log_file(
-    path: Path, *, tail: int | None = None, follow: bool = False, poll_interval: float = 0.1
-) -> AsyncIterator[bytes]:
-    """Lines (with their newline) of a log file: the last ``tail`` (all if None), then, with
-    ``follow``, new lines as they are written, until the consumer stops iterating.
-
-    A file that does not exist yet is empty; one truncated or replaced while followed is read again
-    from its start.
-    """
-    position = 0
-    if path.exists():
-        data = path.read_bytes()
-        position = len(data)
-        lines = data.splitlines(keepends=True)
-        partial = b""
-        if lines and not lines[-1].endswith(b"\n"):
-            partial = lines.pop()
-            if follow:
-                position -= len(partial)
-                partial = b""
-        shown = lines if tail is None else lines[-tail:] if tail > 0 else []
-        for line in shown:
-            yield line
-        if partial:
-            yield partial
-    if not follow:
-        return
-    buffer = b""
-    while True:
-        try:
-            size = os.stat(path).st_size
-        except FileNotFoundError:
-            size = 0
-        if size < position:
-            position = 0  # truncated or replaced: start over
-        if size > position:
-            with path.open("rb") as f:
-                f.seek(position)
-                chunk = f.read(size - position)
-            position += len(chunk)
-            buffer += chunk
-            *complete, buffer = buffer.split(b"\n")
-            for line in complete:
-                yield line + b"\n"
-        await asyncio.sleep(poll_interval)
+        return follow_file(self.log_path(service_id), tail=tail, follow=follow, poll_interval=poll_interval)
 
 
 def _last_message(runner: _ServiceRunner) -> str:

@@ -16,10 +16,12 @@ import re
 import urllib.parse
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from enum import StrEnum
 from typing import Any
 
-from ichor.machinery.errors import ConfigValidationError
+from ichor.machinery import goduration, goquote
+from ichor.machinery.errors import ConfigValidationError, DurationError
 
 from . import _models as m
 from ._document import Container, Document
@@ -159,8 +161,8 @@ def endpoint_uri_error(ep: str) -> str | None:
 
 
 def _q(text: object) -> str:
-    """Go's %q for the strings we print."""
-    return '"' + str(text).replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """Go's %q of ``text``'s string form, as Talos's validation messages print it."""
+    return goquote.quote(str(text))
 
 
 def _parse_request_uri_error(text: str) -> str | None:
@@ -832,22 +834,17 @@ def _validate_kmsg_log(doc: m.KmsgLogConfigV1Alpha1, r: _Report) -> None:
         r.error(["url"], "url port is required")
 
 
-def _duration_seconds(text: str) -> float:
-    units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "μs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-    sign = -1.0 if text.startswith("-") else 1.0
-    total = 0.0
-    for number, unit in re.findall(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)?", text.lstrip("+-")):
-        total += float(number) * units.get(unit, 0.0)
-    return sign * total
-
-
 def _validate_watchdog(doc: m.WatchdogTimerConfigV1Alpha1, r: _Report) -> None:
     if not doc.device:
         r.error(["device"], "watchdog device: empty value")
         return
     if doc.timeout:
-        seconds = _duration_seconds(doc.timeout)
-        if seconds != 0 and seconds < 10:
+        try:
+            timeout = goduration.parse(doc.timeout, what="watchdog timeout")
+        except DurationError as err:  # the schema's pattern lets a few non-Go spellings through
+            r.error(["timeout"], str(err))
+            return
+        if timeout and timeout < timedelta(seconds=10):
             r.error(["timeout"], "watchdog timeout: minimum value is 10s")
 
 

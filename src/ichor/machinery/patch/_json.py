@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 import jsonpatch
 import jsonpointer
 
-from ichor.machinery._patch_merge import kind_of, same
 from ichor.machinery.docident import DocIdentity, document_identity
 from ichor.machinery.errors import PatchError
+from ichor.machinery.patch._merge import kind_of, same
 
 if TYPE_CHECKING:
     from ichor.machinery.patch import JSONPatchOp

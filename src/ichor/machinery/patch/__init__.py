@@ -80,9 +80,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ichor.machinery._patch_merge import kind_of
 from ichor.machinery.docident import document_identity
 from ichor.machinery.errors import PatchError, YAMLError
+from ichor.machinery.patch._merge import kind_of
 
 _JSON_OPS = frozenset({"add", "remove", "replace", "move", "copy", "test"})
 _SELECTOR_RE = re.compile(r"^[^/\s]+(/[^/\s]+){0,2}$")
@@ -166,8 +166,8 @@ def apply_patches(docs: list[Any], patches: Sequence[Patch]) -> list[Any]:
 
     The input documents and patches are left untouched. Raises :class:`PatchError`.
     """
-    from ichor.machinery._patch_json import apply_json_patch
-    from ichor.machinery._patch_merge import apply_strategic_patch
+    from ichor.machinery.patch._json import apply_json_patch
+    from ichor.machinery.patch._merge import apply_strategic_patch
 
     result = copy.deepcopy(list(docs))
     for patch in patches:
