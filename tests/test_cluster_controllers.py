@@ -39,6 +39,7 @@ from ichor.machined.platform import Layout
 from ichor.machined.resources import (
     AFFILIATES,
     DISCOVERY_CONFIGS,
+    DISCOVERY_STATUSES,
     ENDPOINTS,
     IDENTITIES,
     INFOS,
@@ -320,8 +321,11 @@ def test_two_nodes_see_each_other_as_members_and_a_reset_removes_one(tmp_path: P
                     f"service/{worker.state.list('cluster', IDENTITIES)[0].spec.node_id}"
                 ]
 
+                await assert_resource(worker.state, DISCOVERY_STATUSES, "local", lambda r: r.spec.published)
                 worker.request_reset()
-                await asyncio.wait_for(worker.discovery.left.wait(), 10)
+                await assert_resource(
+                    worker.state, DISCOVERY_STATUSES, "local", lambda r: r.spec.left, timeout=10
+                )
                 await assert_no_resource(cp.state, MEMBERS, "worker-1", timeout=10)
                 assert cp.member_names() == ["cp-1"]
                 assert len(server.store.list("cluster-one")) == 1

@@ -23,7 +23,6 @@ from ichor.api.gen.machine import machine_pb2
 from ichor.machined.configstore import ConfigStore, LoadedConfig
 from ichor.machined.console import Console
 from ichor.machined.controllers import node_controllers
-from ichor.machined.controllers.cluster import DiscoveryServiceController
 from ichor.machined.controllers.network import default_hostname
 from ichor.machined.cosi import Registry, Runtime, Source, State
 from ichor.machined.events import EventBus
@@ -85,7 +84,6 @@ class Node:
         controllers = node_controllers(layout, stage=self.stage, services=self.services, events=self.events)
         for controller in controllers:
             runtime.register(controller)
-        discovery = next(c for c in controllers if isinstance(c, DiscoveryServiceController))
         say(f"Ichor {TALOS_VERSION}-compatible node booting on {layout.address} (root {layout.root})")
         store = ConfigStore(layout, state, self.events, say=say, clock=self.clock, source=self.config_source)
         try:
@@ -100,7 +98,7 @@ class Node:
                     maintenance=lambda: serve_until_configured(
                         layout, state, store, hostname=default_hostname(layout.address), say=say, clock=self.clock
                     ),
-                    leave_etcd=system.etcd_ops.leave_before_reset, discovery_left=discovery.left,
+                    leave_etcd=system.etcd_ops.leave_before_reset,
                     background=system.background,
                 ))  # fmt: skip
                 system.lifecycle = self.sequencer

@@ -27,10 +27,16 @@ from typing import Any
 
 from ichor.api.gen.machine import machine_pb2
 from ichor.machined.configstore import ConfigStore, LoadedConfig
-from ichor.machined.cosi import EmptySpec, Source, State
+from ichor.machined.cosi import EmptySpec, EventType, Source, State
 from ichor.machined.events import EventBus
 from ichor.machined.platform import EXIT_POWEROFF, EXIT_REBOOT, Layout
-from ichor.machined.resources import MACHINE_RESET_SIGNAL_ID, MACHINE_RESET_SIGNALS, MachineStage
+from ichor.machined.resources import (
+    DISCOVERY_STATUS_ID,
+    DISCOVERY_STATUSES,
+    MACHINE_RESET_SIGNAL_ID,
+    MACHINE_RESET_SIGNALS,
+    MachineStage,
+)
 from ichor.machined.services import Service, Supervisor
 
 __all__ = ["NodeParts", "Sequencer"]
@@ -58,8 +64,6 @@ class NodeParts:
     """Serve maintenance mode until a config is applied."""
     leave_etcd: Callable[[], Awaitable[str | None]]
     """Graceful reset: leave etcd; returns why it could not, if so."""
-    discovery_left: asyncio.Event
-    """Set once the discovery service confirmed this node's affiliate is gone."""
     background: Callable[[], Sequence[Callable[[], Coroutine[Any, Any, None]]]] = lambda: ()
     """Long-lived tasks to run while the node runs (e.g. etcd following its spec)."""
 
@@ -189,11 +193,19 @@ class Sequencer:
             problem = await parts.leave_etcd()
             if problem:
                 parts.say(f"resetting: could not leave etcd gracefully: {problem}")
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(DISCOVERY_LEAVE_TIMEOUT):
-                await parts.discovery_left.wait()
+        await self._left_discovery()
         if runs_etcd:
             await parts.supervisor.stop("etcd")
+
+    async def _left_discovery(self) -> None:
+        """Wait (bounded) until the discovery service confirmed this node's affiliate is gone."""
+        state = self.parts.state
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(DISCOVERY_LEAVE_TIMEOUT):
+                async for event in state.watch(DISCOVERY_STATUSES.default_namespace, DISCOVERY_STATUSES,
+                                               DISCOVERY_STATUS_ID):  # fmt: skip
+                    if event.type is EventType.DESTROYED or event.resource.spec.left:
+                        return  # not on a discovery service, or deleted from it
 
     def _wipe(self, labels: list[str]) -> None:
         layout = self.parts.layout

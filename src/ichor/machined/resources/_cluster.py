@@ -25,6 +25,8 @@ __all__ = [
     "DISCOVERED_ENDPOINTS_ID",
     "DISCOVERY_CONFIGS",
     "DISCOVERY_CONFIG_ID",
+    "DISCOVERY_STATUSES",
+    "DISCOVERY_STATUS_ID",
     "ENDPOINTS",
     "IDENTITIES",
     "INFOS",
@@ -35,6 +37,7 @@ __all__ = [
     "AffiliateSpec",
     "ControlPlaneSpec",
     "DiscoveryConfigSpec",
+    "DiscoveryStatusSpec",
     "EndpointSpec",
     "IPAddress",
     "IdentitySpec",
@@ -48,6 +51,7 @@ RAW_NAMESPACE = "cluster-raw"
 CONTROLPLANE_NAMESPACE = "controlplane"
 LOCAL_IDENTITY_ID = "local"
 DISCOVERY_CONFIG_ID = "cluster"
+DISCOVERY_STATUS_ID = "local"
 INFO_ID = "current"
 DISCOVERED_ENDPOINTS_ID = "discovery"
 
@@ -165,6 +169,23 @@ MEMBERS: ResourceType[MemberSpec] = ResourceType(
     ),
 )
 
+
+@dataclasses.dataclass(frozen=True)
+class DiscoveryStatusSpec:
+    """This node on the discovery service: published, or (after a reset request) deleted from it."""
+
+    published: bool = False
+    left: bool = False
+
+
+DISCOVERY_STATUSES: ResourceType[DiscoveryStatusSpec] = ResourceType(
+    type="DiscoveryStatuses.cluster.ichor.dev",
+    default_namespace=CLUSTER_NAMESPACE,
+    spec_class=DiscoveryStatusSpec,
+    print_columns=(PrintColumn("Published", "{.published}"), PrintColumn("Left", "{.left}")),
+)
+"""Ichor's own: lets a reset wait until the other nodes were told this node is gone."""
+
 DISCOVERY_CONFIGS: ResourceType[DiscoveryConfigSpec] = ResourceType(
     type="DiscoveryConfigs.cluster.talos.dev",
     default_namespace="config",
@@ -191,6 +212,7 @@ CLUSTER_TYPES: tuple[ResourceType[Any], ...] = (
     AFFILIATES,
     MEMBERS,
     DISCOVERY_CONFIGS,
+    DISCOVERY_STATUSES,
     INFOS,
     ENDPOINTS,
 )

@@ -3,7 +3,8 @@
 * ``cluster.DiscoveryServiceController``: publishes the local affiliate through a
   :class:`~ichor.discovery.DiscoveryClient` and mirrors the other nodes into ``cluster-raw`` as
   ``service/<node id>``; once a reset is requested (``MachineResetSignal``) it deletes the local
-  affiliate from the service instead.
+  affiliate from the service instead. ``DiscoveryStatus`` ``local`` says which (a reset waits,
+  bounded, for ``left``, so the other nodes drop this one at once instead of after the TTL).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from ichor.machined.resources import (
     AFFILIATES,
     DISCOVERY_CONFIG_ID,
     DISCOVERY_CONFIGS,
+    DISCOVERY_STATUS_ID,
+    DISCOVERY_STATUSES,
     IDENTITIES,
     LOCAL_IDENTITY_ID,
     MACHINE_RESET_SIGNAL_ID,
@@ -29,6 +32,7 @@ from ichor.machined.resources import (
     AffiliateSpec,
     ControlPlaneSpec,
     DiscoveryConfigSpec,
+    DiscoveryStatusSpec,
     IPAddress,
     KubeSpanAffiliateSpec,
 )
@@ -112,9 +116,8 @@ def _default_client(config: DiscoveryConfigSpec, node_id: str) -> DiscoveryClien
 class DiscoveryServiceController(Controller):
     """Keeps this node published on the discovery service and the others in ``cluster-raw``.
 
-    :attr:`left` is set once the service confirmed the deletion of this node's affiliate, which
-    happens once a ``MachineResetSignal`` exists: a resetting node waits for it (with
-    a timeout) before wiping STATE, so the other nodes drop it at once instead of after the TTL.
+    ``DiscoveryStatus.left`` is set once the service confirmed the deletion of this node's
+    affiliate, which it asks for once a ``MachineResetSignal`` exists.
     """
 
     name = "cluster.DiscoveryServiceController"
@@ -126,9 +129,8 @@ class DiscoveryServiceController(Controller):
             Input(AFFILIATES),
             Input(MACHINE_RESET_SIGNALS, id=MACHINE_RESET_SIGNAL_ID),
         )
-        self.outputs = (Output(AFFILIATES, OutputKind.SHARED, RAW_NAMESPACE),)
+        self.outputs = (Output(AFFILIATES, OutputKind.SHARED, RAW_NAMESPACE), Output(DISCOVERY_STATUSES))
         self._client_factory = client_factory or _default_client
-        self.left = asyncio.Event()
 
     async def run(self, ctx: ControllerContext) -> None:
         news = asyncio.Event()
@@ -168,6 +170,7 @@ class DiscoveryServiceController(Controller):
                 if config is None or identity is None or not config.spec.registry_service_enabled:
                     await stop_client()
                     ctx.clean_up_outputs(AFFILIATES, set(), namespace=RAW_NAMESPACE)
+                    ctx.clean_up_outputs(DISCOVERY_STATUSES, set())
                     continue
                 wanted = (config.spec, identity.spec.node_id)
                 if wanted != current:
@@ -178,12 +181,13 @@ class DiscoveryServiceController(Controller):
                 assert client is not None
                 if ctx.get_or_none(MACHINE_RESET_SIGNALS, MACHINE_RESET_SIGNAL_ID) is not None:
                     client.delete_local()
-                    if client.deleted.is_set():
-                        self.left.set()
+                    status = DiscoveryStatusSpec(published=False, left=client.deleted.is_set())
                 else:
                     local = ctx.get_or_none(AFFILIATES, identity.spec.node_id)
                     if local is not None:
                         client.set_local(affiliate_to_pb(local.spec))
+                    status = DiscoveryStatusSpec(published=local is not None)
+                ctx.modify(DISCOVERY_STATUSES, DISCOVERY_STATUS_ID, status)
                 touched: set[str] = set()
                 for remote in client.affiliates.values():
                     spec = affiliate_from_pb(remote)
