@@ -55,7 +55,8 @@ async def _latency(client_factory, calls: int) -> tuple[float, float]:  # type: 
 
 def main() -> None:
     from ichor.client import Client
-    from ichor.provision._cluster import ClusterRecord, _Opts
+    from ichor.machinery.clientconfig import GlobalOptions
+    from ichor.provision._cluster import ClusterRecord
 
     pyc = os.environ.get("PYTHONDONTWRITEBYTECODE") != "1"
     print(
@@ -110,13 +111,23 @@ def main() -> None:
             def direct() -> Client:
                 from ichor.client import Client as C
 
-                return C.from_options(_Opts(tc, "bench", [cp.address], []))
+                return C.from_options(
+                    GlobalOptions(talosconfig=str(tc), context="bench", endpoints=[cp.address], nodes=[])
+                )
 
             def via_apid() -> Client:
-                return Client.from_options(_Opts(tc, "bench", [cp.address], [cp.address]))
+                return Client.from_options(
+                    GlobalOptions(
+                        talosconfig=str(tc), context="bench", endpoints=[cp.address], nodes=[cp.address]
+                    )
+                )
 
             def hop() -> Client:
-                return Client.from_options(_Opts(tc, "bench", [cp.address], [worker.address]))
+                return Client.from_options(
+                    GlobalOptions(
+                        talosconfig=str(tc), context="bench", endpoints=[cp.address], nodes=[worker.address]
+                    )
+                )
 
             for label, factory in (("apid -> machined (no nodes metadata)", direct),
                                    ("apid -> machined (nodes=cp)", via_apid),
@@ -132,7 +143,12 @@ def main() -> None:
             nodes = [n.address for n in record.nodes]
             tc = str(home / ".talos/config")
             p50, p99 = asyncio.run(
-                _latency(lambda: Client.from_options(_Opts(tc, "fan", [nodes[0]], nodes)), 200)
+                _latency(
+                    lambda: Client.from_options(
+                        GlobalOptions(talosconfig=str(tc), context="fan", endpoints=[nodes[0]], nodes=nodes)
+                    ),
+                    200,
+                )
             )
             print(f"Version fan-out to 5 nodes through one control plane: p50 {p50:.2f} ms, p99 {p99:.2f} ms")
         finally:

@@ -347,6 +347,34 @@ def test_wrong_ca_is_unknown_authority_with_the_mixed_talosconfig_hint(tmp_path:
     _run(scenario)
 
 
+def test_a_node_in_maintenance_mode_is_named_as_such_not_as_another_cluster(tmp_path: Path) -> None:
+    from ichor.client import MaintenanceModeError
+    from ichor.client.health import plain_reason
+    from ichor.machined._certs import maintenance_certificate
+
+    cluster = SecretsBundle.generate()
+    tls = _server_tls(
+        tmp_path, maintenance_certificate(address="127.0.0.1", hostname="talos-127-0-0-1"), None
+    )
+
+    async def scenario() -> None:
+        async with _serving([_Machine()], tls) as port:
+            path = _talosconfig(tmp_path, cluster, endpoints=[f"127.0.0.1:{port}"])
+            async with Client.from_options(GlobalOptions(talosconfig=str(path), nodes=["n1"])) as c:
+                with pytest.raises(MaintenanceModeError) as err:
+                    async with asyncio.timeout(TIMEOUT):
+                        await c.machine.Version(empty_pb2.Empty())
+        assert "the node is in maintenance mode" in str(err.value)
+        assert "another cluster" not in str(err.value) and "unknown authority" not in str(err.value)
+        assert (
+            err.value.hint is not None
+            and "talosctl apply-config --insecure --nodes 127.0.0.1" in err.value.hint
+        )
+        assert plain_reason(err.value) == "still in maintenance mode"
+
+    _run(scenario)
+
+
 def test_server_certificate_without_the_endpoint_ip_is_a_clear_error(tmp_path: Path) -> None:
     bundle = SecretsBundle.generate()
     tls = _server_tls(tmp_path, _apid_cert(bundle, ips=["10.9.9.9"], dns=["node.example"]), bundle.os)

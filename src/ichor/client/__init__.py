@@ -30,6 +30,7 @@ Exception tree (all carry ``hint``; the CLI edge prints ``error:``/``hint:``)::
         │   ├── EndpointUnreachableError  refused / timed out / did not resolve, on every endpoint
         │   └── TLSError                  the TLS handshake failed
         │       ├── UnknownAuthorityError     server cert not from the context's CA (other cluster?)
+        │       │   └── MaintenanceModeError  the node is in maintenance mode (no config yet)
         │       ├── CertificateNameError      server cert has no SAN for the endpoint as typed
         │       └── FingerprintMismatchError  --cert-fingerprint does not match (maintenance mode)
         ├── RPCError                      the server returned a gRPC error (.code, .code_name, .rpc_message)
@@ -63,6 +64,7 @@ __all__ = [
     "EndpointUnreachableError",
     "FingerprintMismatchError",
     "GlobalOptions",
+    "MaintenanceModeError",
     "NoEndpointsError",
     "NoNodesError",
     "NodeError",
@@ -102,6 +104,7 @@ from ichor.client._errors import (
     EndpointFailure,
     EndpointUnreachableError,
     FingerprintMismatchError,
+    MaintenanceModeError,
     NoEndpointsError,
     NoNodesError,
     PermissionDeniedError,

@@ -36,6 +36,7 @@ from ichor.client._errors import (
     EndpointFailure,
     EndpointUnreachableError,
     FingerprintMismatchError,
+    MaintenanceModeError,
     PermissionDeniedError,
     RPCError,
     TLSError,
@@ -43,6 +44,7 @@ from ichor.client._errors import (
     roles_for,
 )
 from ichor.client._tls import GRPC_MAX_MESSAGE_SIZE, spki_fingerprint
+from ichor.machinery.constants import MAINTENANCE_CN
 
 # OpenSSL X509_V_ERR_* codes (ssl.SSLCertVerificationError.verify_code).
 _UNKNOWN_AUTHORITY_CODES = {2, 7, 18, 19, 20, 21}
@@ -318,6 +320,15 @@ class FailoverChannel(Channel):
         )
         detail = ""
         cert = await self._probe(ep)
+        if cert is not None and _common_name(cert) == MAINTENANCE_CN:
+            return EndpointFailure(
+                ep.address,
+                "the node is in maintenance mode: it has no machine config yet and serves only the "
+                "insecure maintenance API",
+                "maintenance",
+                hint=f"apply a machine config with `talosctl apply-config --insecure --nodes {ep.host} --file "
+                "<config.yaml>` (a node that was just given one is rebooting into it: try again in a moment)",
+            )
         if cert is not None:
             detail = f" (issued by {cert.issuer.rfc4514_string() or 'an empty subject'}"
             with contextlib.suppress(x509.ExtensionNotFound):
@@ -346,6 +357,7 @@ class FailoverChannel(Channel):
             cls: type[ConnectionFailedError] = {
                 "unreachable": EndpointUnreachableError,
                 "unknown-authority": UnknownAuthorityError,
+                "maintenance": MaintenanceModeError,
                 "name": CertificateNameError,
                 "fingerprint": FingerprintMismatchError,
                 "tls": TLSError,
@@ -365,6 +377,11 @@ class FailoverChannel(Channel):
             "machines a command acts on; check the endpoints are up, or set others with "
             "`talosctl config endpoint <IP>` or -e/--endpoints"
         )
+
+
+def _common_name(cert: x509.Certificate) -> str:
+    names = cert.subject.get_attributes_for_oid(x509.NameOID.COMMON_NAME)
+    return str(names[0].value) if names else ""
 
 
 def _key_id(ca_pem: bytes) -> str:

@@ -89,6 +89,10 @@ class UnknownAuthorityError(TLSError):
     """The endpoint's certificate is not signed by the talosconfig context's CA."""
 
 
+class MaintenanceModeError(UnknownAuthorityError):
+    """The endpoint is a node in maintenance mode: it serves only the insecure maintenance API."""
+
+
 class CertificateNameError(TLSError):
     """The endpoint's certificate has no SAN for the endpoint as typed."""
 

@@ -37,7 +37,13 @@ from datetime import timedelta
 from typing import Any
 from urllib.parse import urlsplit
 
-from ichor.client._errors import ClientError, ConnectionLostError, EndpointUnreachableError, RPCError
+from ichor.client._errors import (
+    ClientError,
+    ConnectionLostError,
+    EndpointUnreachableError,
+    MaintenanceModeError,
+    RPCError,
+)
 
 __all__ = [
     "CHECK_NAMES",
@@ -187,6 +193,8 @@ def plain_reason(exc: ClientError) -> str:
     the error itself, without its gRPC code."""
     if isinstance(exc, EndpointUnreachableError | ConnectionLostError):
         return _NOT_ANSWERING
+    if isinstance(exc, MaintenanceModeError):
+        return "still in maintenance mode"
     if isinstance(exc, RPCError):
         return _NOT_ANSWERING if exc.code == _UNAVAILABLE else exc.rpc_message
     return str(exc)

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from ichor.machinery import pki
+from ichor.machinery.constants import MAINTENANCE_CN
 
 API_CERT_TTL = timedelta(hours=24)
-MAINTENANCE_CN = "maintenance-service.talos.dev"
 
 
 @dataclass(frozen=True)

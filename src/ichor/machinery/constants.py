@@ -121,3 +121,7 @@ class Images:
             self.installer,
             self.pause,
         ]
+
+
+MAINTENANCE_CN = "maintenance-service.talos.dev"
+"""The subject of the self-signed certificate a node serves in maintenance mode (Talos's)."""

@@ -54,7 +54,7 @@ __all__ = [
 RequestCertificate = Callable[..., Awaitable[tuple[pki.CertKey, bytes]]]
 """``trustd.request_server_certificate`` or a test double."""
 
-TRUSTD_RETRY = 3.0
+TRUSTD_RETRY = 1.0
 
 
 def _pem(b64: str | None) -> bytes:
