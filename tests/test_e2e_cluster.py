@@ -176,6 +176,17 @@ def test_cluster_create_1_plus_1_and_talk_to_both_nodes(tmp_path: Path) -> None:
                 break
         assert again.stdout.count("booting as worker") >= 2
 
+        # A graceful reset of the only voting etcd member is refused over the API, before anything
+        # happens: the node keeps its etcd data and its config, and says what to do instead.
+        refused = _talosctl(tmp_path, "-n", cp, "reset", "--reboot", "--system-labels-to-wipe=EPHEMERAL")
+        assert refused.exit_code != 0, refused.stdout + refused.stderr
+        assert "only voting etcd member" in refused.stderr, refused.stderr
+        assert "talosctl etcd snapshot" in refused.stderr and "--graceful=false" in refused.stderr
+        data = _talosctl(tmp_path, "-n", cp, "ls", "/var/lib/etcd")
+        assert data.exit_code == 0 and "member" in data.stdout, data.stdout + data.stderr
+        still = _talosctl(tmp_path, "-n", cp, "service", "etcd")
+        assert "STATE    Running" in still.stdout, still.stdout
+
         # A second create with the same name is refused and changes nothing.
         twice = _talosctl(tmp_path, "cluster", "create", "--name", "e2e", "--cidr", cidr)
         assert twice.exit_code != 0 and "already exists" in twice.stderr

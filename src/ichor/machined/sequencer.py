@@ -8,8 +8,9 @@ into ``MachineStatus``. Every sequence start is a ``SequenceEvent`` (``talosctl 
   there is none -> save and activate it -> load and start the services -> running;
 * **reboot** / **shutdown**: stop every service, then :meth:`Sequencer.run` returns the launcher's
   exit code (:data:`~ichor.machined.platform.EXIT_REBOOT` / ``EXIT_POWEROFF``);
-* **reset**: write ``MachineResetSignal`` (the discovery controller deletes this node's affiliate),
-  leave etcd when graceful, stop etcd, wipe the chosen system partitions, then reboot or power off.
+* **reset**: leave etcd when graceful (a failure stops the reset: nothing is wiped), write
+  ``MachineResetSignal`` (the discovery controller deletes this node's affiliate), stop etcd, wipe the
+  chosen system partitions, then reboot or power off.
 
 The sequencer writes only ``MachineResetSignal``; everything else it changes goes through the
 config store (the machine config) and the supervisor (services).
@@ -175,27 +176,28 @@ class Sequencer:
         ]
         self._resetting = True
         self._stage(MachineStage.RESETTING)
-        try:
-            await self._leave(graceful=request.graceful)
-        except Exception as err:  # a reset asked for is carried out even if leaving went wrong
-            parts.say(f"resetting: leaving the cluster failed ({err!r}); wiping anyway")
-        self._wipe(labels)
-        self.finish(EXIT_REBOOT if request.reboot else EXIT_POWEROFF)
-
-    async def _leave(self, *, graceful: bool) -> None:
-        parts = self.parts
         runs_etcd = any(info.id == "etcd" for info in parts.supervisor.list())
-        # The discovery controller deletes this node's affiliate on the signal, meanwhile etcd is left.
-        if not parts.state.list(MACHINE_RESET_SIGNALS.default_namespace, MACHINE_RESET_SIGNALS):
-            parts.state.create(MACHINE_RESET_SIGNALS.new(MACHINE_RESET_SIGNAL_ID, EmptySpec()))
-        if graceful and runs_etcd:
+        # A graceful reset leaves etcd first; when that fails the reset stops there, nothing is wiped
+        # (the API refused the cases it could foresee before replying).
+        if request.graceful and runs_etcd:
             parts.say("resetting: leaving etcd (graceful)")
             problem = await parts.leave_etcd()
             if problem:
-                parts.say(f"resetting: could not leave etcd gracefully: {problem}")
+                parts.say(
+                    f"reset aborted: could not leave etcd: {problem}; nothing was wiped (to reset without "
+                    "leaving etcd: `talosctl reset --graceful=false`)"
+                )
+                self._resetting = False
+                self._stage(MachineStage.RUNNING)
+                return
+        # The discovery controller deletes this node's affiliate on the signal.
+        if not parts.state.list(MACHINE_RESET_SIGNALS.default_namespace, MACHINE_RESET_SIGNALS):
+            parts.state.create(MACHINE_RESET_SIGNALS.new(MACHINE_RESET_SIGNAL_ID, EmptySpec()))
         await self._left_discovery()
         if runs_etcd:
             await parts.supervisor.stop("etcd")
+        self._wipe(labels)
+        self.finish(EXIT_REBOOT if request.reboot else EXIT_POWEROFF)
 
     async def _left_discovery(self) -> None:
         """Wait (bounded) until the discovery service confirmed this node's affiliate is gone."""

@@ -162,6 +162,11 @@ class MachineContext:
     def request_shutdown(self, actor_id: str, force: bool = False) -> None:
         self._lifecycle.request_shutdown(actor_id, force)
 
+    async def check_reset(self, request: machine_pb2.ResetRequest) -> None:
+        """Refuse a reset that could not be carried out as asked, before it starts."""
+        if request.graceful:
+            await self.etcd.check_graceful_reset()
+
     def request_reset(self, actor_id: str, request: machine_pb2.ResetRequest) -> None:
         self._lifecycle.request_reset(actor_id, request)
 

@@ -248,6 +248,38 @@ class EtcdOperations:
         except etcdlib.EtcdError as err:
             raise GRPCError(Status.FAILED_PRECONDITION, str(err)) from None
 
+    async def check_graceful_reset(self) -> None:
+        """Refuse, before anything happens, a graceful reset that could not leave etcd: the only voting
+        member cannot leave without losing the cluster, and a membership nobody can read cannot be
+        left either. Nothing to check on a node that runs no etcd (workers, control planes not
+        bootstrapped yet)."""
+        service = self.service
+        if not service.is_control_plane() or service.data_empty():
+            return
+        instead = (
+            "take a snapshot first with `talosctl etcd snapshot <file>`, then reset without leaving etcd: "
+            "`talosctl reset --graceful=false`"
+        )
+        try:
+            name = service.spec().name
+            members = await self._call(
+                service.control_plane_endpoints(include_self=True), lambda c: c.member_list()
+            )
+        except (GRPCError, etcdlib.EtcdError) as err:
+            reason = err.message if isinstance(err, GRPCError) else str(err)
+            raise GRPCError(
+                Status.FAILED_PRECONDITION,
+                f"graceful reset refused: cannot read the etcd membership to leave it ({reason}); nothing was "
+                f"changed; {instead}",
+            ) from None
+        voting = [m for m in members if not m.is_learner]
+        if len(voting) <= 1 and any(m.name == name for m in voting):
+            raise GRPCError(
+                Status.FAILED_PRECONDITION,
+                "graceful reset refused: this node is the only voting etcd member, leaving would lose the "
+                f"cluster's data; nothing was changed; {instead}",
+            )
+
     async def leave_before_reset(self) -> str | None:
         """Graceful reset of a control plane: leave etcd first; returns why it could not, if so."""
         if not self.service.is_control_plane() or self.service.data_empty():

@@ -66,6 +66,8 @@ class NodeContext(Protocol):
 
     def request_shutdown(self, actor_id: str, force: bool) -> None: ...
 
+    async def check_reset(self, request: machine_pb2.ResetRequest) -> None: ...
+
     def request_reset(self, actor_id: str, request: machine_pb2.ResetRequest) -> None: ...
 
 
@@ -300,6 +302,7 @@ class MachineService(EtcdMethods, UnimplementedMachineService):  # type: ignore[
             raise GRPCError(
                 Status.INVALID_ARGUMENT, "system partitions to wipe can't be specified in user disks mode"
             )
+        await self._node.check_reset(request)
         actor = _new_actor()
         self._node.request_reset(actor, request)
         await stream.send_message(machine_pb2.ResetResponse(messages=[machine_pb2.Reset(actor_id=actor)]))

@@ -1,0 +1,88 @@
+"""The reset sequence: a step that fails stops what follows it (nothing wiped), a graceful=false
+reset skips leaving etcd, and every reset tells discovery first."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ichor.api.gen.machine import machine_pb2
+from ichor.machined.cosi import Source, State
+from ichor.machined.events import EventBus
+from ichor.machined.platform import EXIT_REBOOT, Layout
+from ichor.machined.resources import MACHINE_RESET_SIGNALS, MachineStage
+from ichor.machined.sequencer import NodeParts, Sequencer
+
+
+class _Supervisor:
+    def __init__(self) -> None:
+        self.stopped: list[str] = []
+
+    def list(self) -> list[Any]:
+        return [type("Info", (), {"id": "etcd"})()]
+
+    async def stop(self, *ids: str) -> None:
+        self.stopped.extend(ids)
+
+
+def _sequencer(tmp_path: Path, leave_problem: str | None) -> tuple[Sequencer, NodeParts, list[str]]:
+    layout = Layout(tmp_path / "root", "127.0.0.1")
+    layout.ensure()
+    layout.config_file.write_text("config")
+    (layout.etcd_data_dir / "member").mkdir(parents=True)
+    said: list[str] = []
+    left: list[str] = []
+
+    async def leave() -> str | None:
+        left.append("etcd")
+        return leave_problem
+
+    parts = NodeParts(
+        layout=layout, state=State(), events=EventBus(), store=type("Store", (), {})(),  # type: ignore[arg-type]
+        supervisor=_Supervisor(), stage=Source("stage", MachineStage.RUNNING), say=said.append,  # type: ignore[arg-type]
+        clock=lambda: datetime.now(UTC), services=lambda loaded: [], maintenance=None,  # type: ignore[arg-type]
+        leave_etcd=leave,
+    )  # fmt: skip
+    return Sequencer(parts), parts, left
+
+
+def _reset(graceful: bool) -> machine_pb2.ResetRequest:
+    return machine_pb2.ResetRequest(graceful=graceful, reboot=True)
+
+
+def test_a_graceful_reset_that_cannot_leave_etcd_wipes_nothing(tmp_path: Path) -> None:
+    sequencer, parts, left = _sequencer(tmp_path, leave_problem="this is the only voting etcd member")
+
+    async def main() -> None:
+        sequencer._stop = asyncio.get_running_loop().create_future()
+        await sequencer._reset(_reset(graceful=True))
+        assert not sequencer._stop.done(), "the node was stopped although the reset was aborted"
+
+    asyncio.run(main())
+    assert left == ["etcd"]
+    assert parts.layout.config_file.read_text() == "config"
+    assert (parts.layout.etcd_data_dir / "member").is_dir()
+    assert parts.stage.value is MachineStage.RUNNING
+    assert not parts.state.list(MACHINE_RESET_SIGNALS.default_namespace, MACHINE_RESET_SIGNALS)
+    assert parts.supervisor.stopped == []  # type: ignore[attr-defined]
+    said: list[str] = parts.say.__self__  # type: ignore[attr-defined]
+    assert any("reset aborted" in line and "--graceful=false" in line for line in said)
+
+
+def test_a_forced_reset_skips_etcd_tells_discovery_and_wipes(tmp_path: Path) -> None:
+    sequencer, parts, left = _sequencer(tmp_path, leave_problem="never asked")
+
+    async def main() -> int:
+        sequencer._stop = asyncio.get_running_loop().create_future()
+        await sequencer._reset(_reset(graceful=False))
+        return await sequencer._stop
+
+    assert asyncio.run(main()) == EXIT_REBOOT
+    assert left == []
+    assert not parts.layout.config_file.exists()
+    assert not (parts.layout.etcd_data_dir / "member").exists()
+    assert parts.state.list(MACHINE_RESET_SIGNALS.default_namespace, MACHINE_RESET_SIGNALS)
+    assert parts.supervisor.stopped == ["etcd"]  # type: ignore[attr-defined]
+    assert parts.stage.value is MachineStage.RESETTING
