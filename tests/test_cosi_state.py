@@ -80,6 +80,12 @@ def test_get_missing_is_not_found_with_cosi_message(state: State) -> None:
     assert str(err.value) == "resource Things.test.ichor.dev(test/nope@undefined) doesn't exist"
 
 
+def test_spec_of_is_the_spec_or_none(state: State) -> None:
+    assert state.spec_of(THINGS, "one") is None
+    state.create(THINGS.new("one", ThingSpec("x")))
+    assert state.spec_of(THINGS, "one") == ThingSpec("x")
+
+
 def test_create_twice_is_already_exists(state: State) -> None:
     state.create(THINGS.new("a", ThingSpec("x")))
     with pytest.raises(

@@ -249,6 +249,14 @@ class State:
         """The resource; :class:`NotFoundError` if it does not exist."""
         return self._current(namespace, type, id)[1]
 
+    def spec_of(self, type: ResourceType[S], id: str) -> S | None:
+        """The spec of ``type``/``id`` in the type's default namespace, None if there is none
+        (for readers outside controllers: services, the API, the sequencer)."""
+        try:
+            return self.get(type.default_namespace, type, id).spec
+        except NotFoundError:
+            return None
+
     @overload
     def list(
         self, namespace: str, type: ResourceType[S], *, labels: Sequence[LabelTerm] = ()

@@ -20,7 +20,7 @@ from grpclib.exceptions import GRPCError
 
 from ichor.api.gen.machine import machine_pb2
 from ichor.machined.configstore import ConfigStore
-from ichor.machined.cosi import NotFoundError, State
+from ichor.machined.cosi import State
 from ichor.machined.events import EventBus
 from ichor.machined.platform import Layout
 from ichor.machined.resources import (
@@ -74,18 +74,12 @@ class MachineContext:
 
     # --- identity --------------------------------------------------------------------------------
 
-    def _get(self, rtype: Any, rid: str) -> Any:
-        try:
-            return self.state.get(rtype.default_namespace, rtype, rid).spec
-        except NotFoundError:
-            return None
-
     def hostname(self) -> str:
-        status = self._get(HOSTNAME_STATUSES, HOSTNAME_STATUS_ID)
+        status = self.state.spec_of(HOSTNAME_STATUSES, HOSTNAME_STATUS_ID)
         return str(status.fqdn) if status is not None else ""
 
     def is_control_plane(self) -> bool:
-        return str(self._get(MACHINE_TYPES, MACHINE_TYPE_ID)) == "controlplane"
+        return str(self.state.spec_of(MACHINE_TYPES, MACHINE_TYPE_ID)) == "controlplane"
 
     def process_root(self) -> int:
         return os.getpid()
@@ -115,7 +109,7 @@ class MachineContext:
         return await self._store.apply(request)
 
     def _os_ca(self) -> pki.CertKey:
-        root = self._get(OS_ROOT_SECRETS, OS_ROOT_ID)
+        root = self.state.spec_of(OS_ROOT_SECRETS, OS_ROOT_ID)
         if root is None or root.issuing_ca is None:
             raise GRPCError(Status.FAILED_PRECONDITION, "the node has no OS CA yet (no machine config)")
         return pki.CertKey(root.issuing_ca.crt, root.issuing_ca.key)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ichor.machined.cosi import NotFoundError, ResourceType, State
+from ichor.machined.cosi import ResourceType, State
 from ichor.machined.resources import TIME_STATUS_ID, TIME_STATUSES
 from ichor.machined.services._conditions import TIME_SYNC, Condition
 
@@ -17,10 +17,8 @@ __all__ = ["resource_exists", "time_sync", "time_synced"]
 
 def time_synced(state: State) -> bool:
     """``TimeStatuses/node`` says the clock is in sync (process nodes: the host's clock is)."""
-    try:
-        return bool(state.get(TIME_STATUSES.default_namespace, TIME_STATUSES, TIME_STATUS_ID).spec.synced)
-    except NotFoundError:
-        return False
+    status = state.spec_of(TIME_STATUSES, TIME_STATUS_ID)
+    return status is not None and status.synced
 
 
 def time_sync(state: State) -> Condition:
@@ -39,10 +37,7 @@ def resource_exists(state: State, rtype: ResourceType[Any], id: str, description
 
     async def wait() -> None:
         async for _ in state.watch(rtype.default_namespace, rtype, id):
-            try:
-                state.get(rtype.default_namespace, rtype, id)
-            except NotFoundError:
-                continue
-            return
+            if state.spec_of(rtype, id) is not None:
+                return
 
     return Condition(description, wait)

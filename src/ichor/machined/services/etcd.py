@@ -33,7 +33,7 @@ from typing import Any
 
 from ichor import etcd as etcdlib
 from ichor.machined.controllers.config import control_plane_host
-from ichor.machined.cosi import NotFoundError, Phase, State, clear_wait, publish_wait
+from ichor.machined.cosi import Phase, State, clear_wait, publish_wait
 from ichor.machined.platform import Layout
 from ichor.machined.resources import (
     ACTIVE_CONFIG_ID,
@@ -121,28 +121,21 @@ class EtcdService:
     # --- what the resources say -------------------------------------------------------------------
 
     def spec(self) -> EtcdSpecSpec:
-        try:
-            return self.state.get(ETCD_SPECS.default_namespace, ETCD_SPECS, ETCD_ID).spec
-        except NotFoundError:
+        spec = self.state.spec_of(ETCD_SPECS, ETCD_ID)
+        if spec is None:
             raise etcdlib.EtcdConfigError(
                 "no etcd spec: this node is not a configured control plane",
                 hint="see `talosctl get etcdspecs` and `talosctl get waits`",
-            ) from None
+            )
+        return spec
 
     def is_control_plane(self) -> bool:
-        try:
-            return (
-                str(self.state.get(MACHINE_TYPES.default_namespace, MACHINE_TYPES, MACHINE_TYPE_ID).spec)
-                == "controlplane"
-            )
-        except NotFoundError:
-            return False
+        return str(self.state.spec_of(MACHINE_TYPES, MACHINE_TYPE_ID)) == "controlplane"
 
     def is_init(self) -> bool:
         """``machine.type: init``: the node bootstraps etcd by itself."""
-        try:
-            config = self.state.get(MACHINE_CONFIGS.default_namespace, MACHINE_CONFIGS, ACTIVE_CONFIG_ID).spec
-        except NotFoundError:
+        config = self.state.spec_of(MACHINE_CONFIGS, ACTIVE_CONFIG_ID)
+        if config is None:
             return False
         v1alpha1 = config.v1alpha1
         return v1alpha1 is not None and v1alpha1.machine is not None and v1alpha1.machine.type == "init"
@@ -157,10 +150,7 @@ class EtcdService:
         return etcdlib.etcd_url(self.layout.address, etcdlib.CLIENT_PORT)
 
     def _ensure_certs(self) -> etcdlib.EtcdCerts:
-        try:
-            root = self.state.get(ETCD_ROOT_SECRETS.default_namespace, ETCD_ROOT_SECRETS, ETCD_ROOT_ID).spec
-        except NotFoundError:
-            root = None
+        root = self.state.spec_of(ETCD_ROOT_SECRETS, ETCD_ROOT_ID)
         ca_pair = root.etcd_ca if root is not None else None
         if ca_pair is None or not ca_pair.key:
             raise etcdlib.EtcdConfigError(
@@ -189,14 +179,17 @@ class EtcdService:
     def control_plane_endpoints(self, *, include_self: bool = False) -> list[str]:
         """etcd client URLs of the other control planes: discovered, else the configured endpoint."""
         hosts: list[str] = []
-        with contextlib.suppress(NotFoundError):
-            found = self.state.get(ENDPOINTS.default_namespace, ENDPOINTS, DISCOVERED_ENDPOINTS_ID)
-            hosts.extend(str(a) for a in found.spec.addresses)
-        with contextlib.suppress(NotFoundError):
-            config = self.state.get(MACHINE_CONFIGS.default_namespace, MACHINE_CONFIGS, ACTIVE_CONFIG_ID).spec
-            host = control_plane_host(config.v1alpha1) if config.v1alpha1 is not None else None
-            if host:
-                hosts.append(host)
+        found = self.state.spec_of(ENDPOINTS, DISCOVERED_ENDPOINTS_ID)
+        if found is not None:
+            hosts.extend(str(a) for a in found.addresses)
+        config = self.state.spec_of(MACHINE_CONFIGS, ACTIVE_CONFIG_ID)
+        host = (
+            control_plane_host(config.v1alpha1)
+            if config is not None and config.v1alpha1 is not None
+            else None
+        )
+        if host:
+            hosts.append(host)
         urls = [etcdlib.etcd_url(h, etcdlib.CLIENT_PORT) for h in dict.fromkeys(hosts)]
         if include_self:
             return list(dict.fromkeys([self.local_endpoint(), *urls]))
