@@ -25,6 +25,12 @@ def parse_duration(text: str, *, flag: str) -> timedelta:
         ) from None
 
 
+def _empty() -> Any:
+    from google.protobuf import empty_pb2
+
+    return empty_pb2.Empty()
+
+
 def global_options() -> Any:
     return click.get_current_context().find_root().obj
 

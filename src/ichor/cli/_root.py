@@ -85,6 +85,7 @@ cli.add_lazy("image", f"{_CLI}._image:image", "Manage CRI container images", ("i
 cli.add_lazy("cluster", f"{_CLI}._cluster:cluster", "A collection of commands for managing local clusters")
 cli.add_lazy("get", f"{_CLI}._get:get", "Get a specific resource or list of resources", ("g",))
 _NODE = f"{_CLI}._node_basic"
+_NODE_INFO = f"{_CLI}._node_info"
 cli.add_lazy("apply-config", f"{_NODE}:apply_config", "Apply a new configuration to a node", ("apply",))
 cli.add_lazy(
     "service",
@@ -92,13 +93,13 @@ cli.add_lazy(
     "Retrieve the state of a service (or all services), control service state",
     ("services",),
 )
-cli.add_lazy("logs", f"{_NODE}:logs", "Retrieve logs for a service")
-cli.add_lazy("dmesg", f"{_NODE}:dmesg", "Retrieve kernel logs")
-cli.add_lazy("list", f"{_NODE}:list_", "Retrieve a directory listing", ("ls",))
-cli.add_lazy("read", f"{_NODE}:read", "Read a file on the machine", ("cat",))
-cli.add_lazy("mounts", f"{_NODE}:mounts", "List mounts")
-cli.add_lazy("memory", f"{_NODE}:memory", "Show memory usage", ("free",))
-cli.add_lazy("processes", f"{_NODE}:processes", "List running processes", ("ps",))
+cli.add_lazy("logs", f"{_NODE_INFO}:logs", "Retrieve logs for a service")
+cli.add_lazy("dmesg", f"{_NODE_INFO}:dmesg", "Retrieve kernel logs")
+cli.add_lazy("list", f"{_NODE_INFO}:list_", "Retrieve a directory listing", ("ls",))
+cli.add_lazy("read", f"{_NODE_INFO}:read", "Read a file on the machine", ("cat",))
+cli.add_lazy("mounts", f"{_NODE_INFO}:mounts", "List mounts")
+cli.add_lazy("memory", f"{_NODE_INFO}:memory", "Show memory usage", ("free",))
+cli.add_lazy("processes", f"{_NODE_INFO}:processes", "List running processes", ("ps",))
 cli.add_lazy("reboot", f"{_NODE}:reboot", "Reboot a node")
 cli.add_lazy("shutdown", f"{_NODE}:shutdown", "Shutdown a node")
 cli.add_lazy("reset", f"{_NODE}:reset", "Reset a node")

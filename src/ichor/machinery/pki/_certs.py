@@ -1,69 +1,16 @@
-"""Keys, CAs and certificates shaped exactly like the ones Talos makes.
-
-Talos (through ``siderolabs/crypto``) has fixed habits that other tools depend on, and files written
-here must be interchangeable with Talos's:
-
-* PEM types: ECDSA keys are SEC1 ``EC PRIVATE KEY``, RSA keys PKCS#1 ``RSA PRIVATE KEY``, Ed25519
-  keys PKCS#8 DER under the non-standard label ``ED25519 PRIVATE KEY``. Reading also accepts
-  generic PKCS#8 ``PRIVATE KEY`` (kubeadm and OpenSSL write it).
-* A CA carries KeyUsage ``DigitalSignature|CertSign`` (critical), ExtKeyUsage
-  ``ServerAuth, ClientAuth``, BasicConstraints ``CA:TRUE`` without path length (critical), and a
-  SubjectKeyIdentifier = SHA-1 of the public key; its subject holds only Organization.
-* A leaf carries KeyUsage ``DigitalSignature`` (critical), the ExtKeyUsages asked for, no
-  BasicConstraints, and an AuthorityKeyIdentifier pointing at the CA.
-* Serial numbers are random below 2**128; times are whole seconds.
-
-This module turns bytes into keys and certificates and back. It knows nothing of secrets bundles,
-talosconfig files or YAML, and never touches the filesystem. Every malformed input raises
-:class:`~ichor.machinery.errors.PKIError`.
+"""CAs and leaf certificates with Talos's extensions, serials and times: :class:`CertKey` (a PEM
+certificate with its key), self-signed CAs, issuing leaves from a public key or CSR, and CSRs.
 """
 
 from __future__ import annotations
 
-__all__ = [
-    "PEM_CERTIFICATE",
-    "PEM_CERTIFICATE_REQUEST",
-    "PEM_EC_PRIVATE_KEY",
-    "PEM_ED25519_PRIVATE_KEY",
-    "PEM_PRIVATE_KEY",
-    "PEM_RSA_PRIVATE_KEY",
-    "CertKey",
-    "PrivateKey",
-    "encode_private_key",
-    "issue_certificate",
-    "key_algorithm",
-    "load_certificate",
-    "load_csr",
-    "load_into_ssl_context",
-    "load_private_key",
-    "new_csr",
-    "new_ecdsa_ca",
-    "new_ecdsa_key",
-    "new_ed25519_ca",
-    "new_ed25519_key",
-    "new_key_like",
-    "new_keypair",
-    "new_rsa_ca",
-    "new_rsa_key",
-    "new_self_signed_ca",
-    "spki_fingerprint",
-    "spki_sha256",
-    "utc_now",
-]
-
 import base64
 import binascii
-import hashlib
 import ipaddress
-import os
-import re
 import secrets as _random
-import ssl
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
@@ -73,19 +20,21 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ichor.machinery.errors import PKIError
 
-PEM_CERTIFICATE = "CERTIFICATE"
-PEM_CERTIFICATE_REQUEST = "CERTIFICATE REQUEST"
-PEM_RSA_PRIVATE_KEY = "RSA PRIVATE KEY"
-PEM_EC_PRIVATE_KEY = "EC PRIVATE KEY"
-PEM_ED25519_PRIVATE_KEY = "ED25519 PRIVATE KEY"
-PEM_PRIVATE_KEY = "PRIVATE KEY"
-
-PrivateKey = rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey
-PublicKey = rsa.RSAPublicKey | ec.EllipticCurvePublicKey | ed25519.Ed25519PublicKey
-
-_SignHash = hashes.SHA256 | hashes.SHA512
-
-_PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z0-9 ]+)-----\r?\n(.*?)-----END \1-----", re.DOTALL)
+from ._keys import (
+    PrivateKey,
+    PublicKey,
+    _generate_like,
+    _public_key,
+    _same_public_key,
+    _SignHash,
+    _signing_hash,
+    encode_private_key,
+    load_private_key,
+    new_ecdsa_key,
+    new_ed25519_key,
+    new_rsa_key,
+)
+from ._pem import PEM_CERTIFICATE_REQUEST, _pem_block, load_certificate, load_csr
 
 
 def utc_now(now: datetime | None = None) -> datetime:
@@ -96,178 +45,9 @@ def utc_now(now: datetime | None = None) -> datetime:
     return moment.astimezone(UTC).replace(microsecond=0)
 
 
-# --- PEM blocks -------------------------------------------------------------------------------
-
-
-def _pem_block(data: bytes, what: str) -> tuple[str, bytes]:
-    """The type and DER body of the first PEM block in ``data``."""
-    match = _PEM_BLOCK.search(data)
-    if match is None:
-        raise PKIError(f"{what}: not PEM data (no -----BEGIN ...----- block found)")
-    kind = match.group(1).decode("ascii")
-    body = b"".join(line.strip() for line in match.group(2).splitlines() if b":" not in line)
-    try:
-        der = base64.b64decode(body, validate=True)
-    except (binascii.Error, ValueError):
-        raise PKIError(f"{what}: the {kind} PEM block is not valid base64") from None
-    return kind, der
-
-
-def _pem(kind: str, der: bytes) -> bytes:
-    body = base64.b64encode(der)
-    lines = [body[i : i + 64] for i in range(0, len(body), 64)]
-    return (
-        b"-----BEGIN "
-        + kind.encode()
-        + b"-----\n"
-        + b"\n".join(lines)
-        + b"\n-----END "
-        + kind.encode()
-        + b"-----\n"
-    )
-
-
-# --- keys -------------------------------------------------------------------------------------
-
-
-def encode_private_key(key: PrivateKey) -> bytes:
-    """PEM-encode ``key`` the way Talos does (see the module docstring)."""
-    if isinstance(key, ed25519.Ed25519PrivateKey):
-        der = key.private_bytes(
-            serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-        return _pem(PEM_ED25519_PRIVATE_KEY, der)
-    if isinstance(key, ec.EllipticCurvePrivateKey):
-        der = key.private_bytes(
-            serialization.Encoding.DER,
-            serialization.PrivateFormat.TraditionalOpenSSL,
-            serialization.NoEncryption(),
-        )
-        return _pem(PEM_EC_PRIVATE_KEY, der)
-    if isinstance(key, rsa.RSAPrivateKey):
-        der = key.private_bytes(
-            serialization.Encoding.DER,
-            serialization.PrivateFormat.TraditionalOpenSSL,
-            serialization.NoEncryption(),
-        )
-        return _pem(PEM_RSA_PRIVATE_KEY, der)
-    raise PKIError(f"unsupported private key type {type(key).__name__}")
-
-
-def load_private_key(data: bytes, *, what: str = "private key") -> PrivateKey:
-    """Parse a PEM private key in any of the forms Talos reads; ``what`` names it in errors."""
-    kind, der = _pem_block(data, what)
-    try:
-        if kind == PEM_EC_PRIVATE_KEY:
-            key = serialization.load_der_private_key(der, password=None)
-            if not isinstance(key, ec.EllipticCurvePrivateKey):
-                raise ValueError("not an EC key")
-        elif kind == PEM_RSA_PRIVATE_KEY:
-            key = serialization.load_der_private_key(der, password=None)
-            if not isinstance(key, rsa.RSAPrivateKey):
-                raise ValueError("not an RSA key")
-        elif kind == PEM_ED25519_PRIVATE_KEY:
-            key = serialization.load_der_private_key(der, password=None)
-            if not isinstance(key, ed25519.Ed25519PrivateKey):
-                raise ValueError("not an Ed25519 key")
-        elif kind == PEM_PRIVATE_KEY:
-            key = serialization.load_der_private_key(der, password=None)
-        else:
-            raise PKIError(
-                f"{what}: unsupported key type {kind!r}",
-                hint="expected a PEM block of type RSA PRIVATE KEY, EC PRIVATE KEY, ED25519 PRIVATE KEY "
-                "or PRIVATE KEY",
-            )
-    except (ValueError, TypeError, UnsupportedAlgorithm) as exc:
-        raise PKIError(f"{what}: cannot parse the {kind} PEM block: {exc}") from None
-    if not isinstance(key, rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey):
-        raise PKIError(f"{what}: unsupported key algorithm {type(key).__name__}")
-    return key
-
-
-def key_algorithm(key: PrivateKey | PublicKey) -> str:
-    """A short human name: ``Ed25519``, ``ECDSA P-256``, ``RSA 4096``."""
-    if isinstance(key, ed25519.Ed25519PrivateKey | ed25519.Ed25519PublicKey):
-        return "Ed25519"
-    if isinstance(key, ec.EllipticCurvePrivateKey | ec.EllipticCurvePublicKey):
-        return f"ECDSA {key.curve.name}"
-    return f"RSA {key.key_size}"
-
-
-def new_ed25519_key() -> bytes:
-    """A fresh Ed25519 private key as Talos PEM (``ED25519 PRIVATE KEY``)."""
-    return encode_private_key(ed25519.Ed25519PrivateKey.generate())
-
-
-def new_ecdsa_key() -> bytes:
-    """A fresh ECDSA P-256 private key as Talos PEM (``EC PRIVATE KEY``)."""
-    return encode_private_key(ec.generate_private_key(ec.SECP256R1()))
-
-
-def new_rsa_key(bits: int = 4096) -> bytes:
-    """A fresh RSA private key as Talos PEM (``RSA PRIVATE KEY``)."""
-    return encode_private_key(rsa.generate_private_key(public_exponent=65537, key_size=bits))
-
-
-def _generate_like(public: PublicKey) -> PrivateKey:
-    if isinstance(public, ed25519.Ed25519PublicKey):
-        return ed25519.Ed25519PrivateKey.generate()
-    if isinstance(public, ec.EllipticCurvePublicKey):
-        # Talos issues P-256 leaves whatever the curve of an ECDSA CA.
-        return ec.generate_private_key(ec.SECP256R1())
-    return rsa.generate_private_key(public_exponent=65537, key_size=4096)
-
-
 def new_key_like(ca: CertKey) -> bytes:
     """A fresh key of the family Talos picks for leaves of ``ca`` (Ed25519, P-256 or RSA 4096)."""
     return encode_private_key(_generate_like(_public_key(ca.certificate())))
-
-
-def _public_key(cert: x509.Certificate | x509.CertificateSigningRequest) -> PublicKey:
-    public = cert.public_key()
-    if not isinstance(public, rsa.RSAPublicKey | ec.EllipticCurvePublicKey | ed25519.Ed25519PublicKey):
-        raise PKIError(f"unsupported public key algorithm {type(public).__name__}")
-    return public
-
-
-def _same_public_key(a: PublicKey, b: PublicKey) -> bool:
-    fmt = serialization.PublicFormat.SubjectPublicKeyInfo
-    return a.public_bytes(serialization.Encoding.DER, fmt) == b.public_bytes(serialization.Encoding.DER, fmt)
-
-
-# --- certificates -----------------------------------------------------------------------------
-
-
-def load_certificate(data: bytes, *, what: str = "certificate") -> x509.Certificate:
-    """Parse the first PEM ``CERTIFICATE`` block of ``data``."""
-    kind, der = _pem_block(data, what)
-    if kind != PEM_CERTIFICATE:
-        raise PKIError(f"{what}: expected a CERTIFICATE PEM block, found {kind!r}")
-    try:
-        return x509.load_der_x509_certificate(der)
-    except ValueError as exc:
-        raise PKIError(f"{what}: cannot parse the certificate: {exc}") from None
-
-
-def load_csr(data: bytes, *, what: str = "certificate request") -> x509.CertificateSigningRequest:
-    """Parse a PEM ``CERTIFICATE REQUEST``."""
-    kind, der = _pem_block(data, what)
-    if kind != PEM_CERTIFICATE_REQUEST:
-        raise PKIError(f"{what}: expected a CERTIFICATE REQUEST PEM block, found {kind!r}")
-    try:
-        return x509.load_der_x509_csr(der)
-    except ValueError as exc:
-        raise PKIError(f"{what}: cannot parse the certificate request: {exc}") from None
-
-
-def spki_sha256(cert_pem: bytes) -> str:
-    """``sha256:<hex>`` of the certificate's SubjectPublicKeyInfo (what ``gen ca`` writes to .sha256)."""
-    spki = (
-        load_certificate(cert_pem)
-        .public_key()
-        .public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
-    )
-    return "sha256:" + hashlib.sha256(spki).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -324,12 +104,6 @@ def _b64decode(text: str, what: str) -> bytes:
 def _serial() -> int:
     # x509 requires a positive serial; Talos draws from [0, 2**128).
     return _random.randbelow((1 << 128) - 1) + 1
-
-
-def _signing_hash(key: PrivateKey) -> _SignHash | None:
-    if isinstance(key, ed25519.Ed25519PrivateKey):
-        return None
-    return hashes.SHA256()
 
 
 def _name(organizations: Iterable[str] = (), common_name: str | None = None) -> x509.Name:
@@ -601,46 +375,3 @@ def new_csr(
     except (ValueError, InvalidSignature) as exc:
         raise PKIError(f"error generating CSR: {exc}") from None
     return csr.public_bytes(serialization.Encoding.PEM)
-
-
-def load_into_ssl_context(ctx: ssl.SSLContext, crt_pem: bytes, key_pem: bytes) -> None:
-    """Give a stdlib ``ssl`` context a certificate and key in any PEM form Talos writes.
-
-    OpenSSL cannot read Talos's ``ED25519 PRIVATE KEY`` label, so the key is re-encoded as PKCS#8.
-    ``ssl`` only loads key pairs from files: an anonymous in-memory file keeps the key off the disk
-    (a private temporary directory where memfd does not exist).
-    """
-    pkcs8 = load_private_key(key_pem).private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    blob = crt_pem.rstrip(b"\n") + b"\n" + pkcs8
-    memfd = getattr(os, "memfd_create", None)
-    if memfd is not None:
-        fd = memfd("ichor-key-pair", os.MFD_CLOEXEC)
-        try:
-            os.write(fd, blob)
-            ctx.load_cert_chain(f"/proc/self/fd/{fd}")
-        finally:
-            os.close(fd)
-        return
-    with tempfile.TemporaryDirectory(prefix="ichor-tls-") as tmp:  # pragma: no cover - non-Linux
-        path = Path(tmp) / "pair.pem"
-        path.touch(mode=0o600)
-        path.write_bytes(blob)
-        ctx.load_cert_chain(path)
-
-
-def spki_fingerprint(cert: bytes) -> str:
-    """Base64 SHA-256 of a certificate's SubjectPublicKeyInfo (``talosctl --cert-fingerprint``).
-
-    ``cert`` is PEM or DER.
-    """
-    parsed = (
-        x509.load_pem_x509_certificate(cert)
-        if cert.lstrip().startswith(b"-----")
-        else x509.load_der_x509_certificate(cert)
-    )
-    spki = parsed.public_key().public_bytes(
-        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-    )
-    return base64.b64encode(hashlib.sha256(spki).digest()).decode("ascii")
