@@ -258,6 +258,30 @@ def test_health_check_transitions_and_up(layout: Layout) -> None:
     run(main())
 
 
+def test_health_is_probed_at_the_startup_period_until_the_first_pass(layout: Layout) -> None:
+    results = iter([False, False, True, True, False])
+    delays: list[float] = []
+
+    async def probe() -> None:
+        if not next(results, True):
+            raise RuntimeError("not yet")
+
+    async def sleep(seconds: float) -> None:
+        delays.append(seconds)
+        await asyncio.sleep(0)
+
+    async def main() -> None:
+        async with Supervisor(layout, sleep=sleep) as sup:
+            check = HealthCheck(probe, initial_delay=1.0, period=5.0, startup_period=0.5)
+            sup.load(Service("etcd", goroutine(forever), health_check=check))
+            sup.start("etcd")
+            await until(lambda: len(delays) >= 6)
+
+    run(main())
+    # initial delay, two failing checks at the startup period, then the period: also after a failure.
+    assert delays[:6] == [1.0, 0.5, 0.5, 5.0, 5.0, 5.0]
+
+
 def test_health_check_timeout_reads_like_go(layout: Layout) -> None:
     async def hang() -> None:
         await asyncio.Event().wait()

@@ -54,6 +54,9 @@ class HealthCheck:
     initial_delay: float = 0.5
     period: float = 1.0
     timeout: float = 5.0
+    startup_period: float | None = None
+    """Until the first check passes, probe this often instead (a service that has just come up is
+    reported healthy within about this long, not a whole ``period`` later)."""
 
 
 @dataclass(frozen=True)

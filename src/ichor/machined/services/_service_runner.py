@@ -237,6 +237,7 @@ class _ServiceRunner:
         check = self.service.health_check
         assert check is not None
         await self.owner.sleep(check.initial_delay)
+        passed = False
         while True:
             try:
                 async with asyncio.timeout(check.timeout):
@@ -247,7 +248,11 @@ class _ServiceRunner:
                 self.update_health(False, str(err) or type(err).__name__)
             else:
                 self.update_health(True, "")
-            await self.owner.sleep(check.period)
+                passed = True
+            starting = not passed and check.startup_period is not None
+            await self.owner.sleep(
+                check.startup_period if starting and check.startup_period else check.period
+            )
 
     async def _restart_loop(self, runner: Runner) -> None:
         service = self.service
