@@ -282,6 +282,31 @@ def test_health_is_probed_at_the_startup_period_until_the_first_pass(layout: Lay
     assert delays[:6] == [1.0, 0.5, 0.5, 5.0, 5.0, 5.0]
 
 
+def test_a_stop_with_a_reason_during_pre_finishes_the_service_with_that_reason(layout: Layout) -> None:
+    in_pre = asyncio.Event()
+
+    async def pre() -> None:
+        in_pre.set()
+        await asyncio.Event().wait()  # joining etcd, until bootstrap stops it
+
+    async def main() -> tuple[Any, Any]:
+        async with Supervisor(layout) as sup:
+            sup.load(
+                Service("etcd", goroutine(forever), pre=pre), Service("other", goroutine(forever), pre=pre)
+            )
+            sup.start("etcd", "other")
+            await asyncio.wait_for(in_pre.wait(), 5)
+            await until(lambda: sup.info("other").state is ServiceState.PREPARING)
+            await sup.stop("etcd", reason="Bootstrap requested")
+            await sup.stop("other")
+            return sup.info("etcd"), sup.info("other")
+
+    etcd, other = run(main())
+    assert etcd.state is ServiceState.FINISHED and etcd.events[-1].message == "Bootstrap requested"
+    assert other.state is ServiceState.FAILED
+    assert other.events[-1].message == "Failed to run pre stage: context canceled"
+
+
 def test_health_check_timeout_reads_like_go(layout: Layout) -> None:
     async def hang() -> None:
         await asyncio.Event().wait()

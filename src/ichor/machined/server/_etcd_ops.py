@@ -91,7 +91,7 @@ class EtcdOperations:
             )
         service.request_bootstrap(recover=recover, skip_hash_check=skip_hash_check)
         service.say("bootstrap request received")
-        await self.supervisor.stop("etcd")
+        await self.supervisor.stop("etcd", reason="Bootstrap requested")
         self.supervisor.start("etcd")
 
     async def _running_elsewhere(self) -> list[str]:

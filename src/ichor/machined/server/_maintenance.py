@@ -64,7 +64,10 @@ async def serve_until_configured(
     say: Callable[[str], None],
     clock: Callable[[], datetime],
 ) -> LoadedConfig:
-    """Serve the maintenance API until a valid config arrives; returns it."""
+    """Serve the maintenance API until a valid config arrives; returns it.
+
+    The console says how to apply one as Talos's does, less Talos's interactive installer line:
+    Ichor has no installer, and a hint must work as printed."""
     applied = store.await_maintenance_config()
     cert = await asyncio.to_thread(_certs.maintenance_certificate, address=layout.address, hostname=hostname)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -86,8 +89,6 @@ async def serve_until_configured(
         f"server certificate issued, fingerprint: {fingerprint}\n"
         "upload configuration using talosctl:\n"
         f"\t{apply} --file <config.yaml>\n"
-        "or apply configuration using talosctl interactive installer:\n"
-        f"\t{apply} --mode=interactive\n"
         "optionally with node fingerprint check:\n"
         f"\t{apply} --cert-fingerprint '{fingerprint}' --file <config.yaml>"
     )

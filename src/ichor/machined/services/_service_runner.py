@@ -52,6 +52,10 @@ class _Failed(Exception):
     """Ends a service run as Failed with this (lower-case, Talos-wrapped) message."""
 
 
+class _Stopped(Exception):
+    """Ends a service run that a stop with a reason interrupted before it ran: Finished, with the reason."""
+
+
 def _capitalize(message: str) -> str:
     return message[:1].upper() + message[1:]
 
@@ -69,6 +73,9 @@ class _ServiceRunner:
         self.waiting_since: datetime | None = None
         self.task: asyncio.Task[None] | None = None
         self.stop_event = asyncio.Event()
+        self.stop_reason: str | None = None
+        """Why the current stop was asked for; a stop with a reason before the service ran is a
+        finish (Talos's ``[Finished]: Bootstrap requested``), not a failure."""
         self.runner: Runner | None = None
 
     @property
@@ -137,6 +144,9 @@ class _ServiceRunner:
     async def lifecycle(self) -> None:
         try:
             await self._lifecycle()
+        except _Stopped:
+            assert self.stop_reason is not None
+            self.record(ServiceState.FINISHED, self.stop_reason)
         except _Failed as failure:
             self.record(ServiceState.FAILED, _capitalize(str(failure)))
         except Exception as err:  # a bug in a runner or a pre function must not take machined down
@@ -159,7 +169,7 @@ class _ServiceRunner:
             except Exception as err:
                 raise _Failed(f"failed to run pre stage: {err}") from err
             if stopped:
-                raise _Failed("failed to run pre stage: context canceled")
+                raise self._stopped("failed to run pre stage: context canceled")
 
         self.record(ServiceState.PREPARING, "Creating service runner")
         context = RunContext(
@@ -181,6 +191,9 @@ class _ServiceRunner:
         except RunnerError as err:
             raise _Failed(f"failed running service: error running service: {err}") from err
         self.record(ServiceState.FINISHED, "Service finished successfully")
+
+    def _stopped(self, failure: str) -> Exception:
+        return _Stopped() if self.stop_reason is not None else _Failed(failure)
 
     async def _wait_for(self, conditions: list[Condition]) -> None:
         pending: dict[asyncio.Future[Any], Condition] = {
@@ -204,7 +217,7 @@ class _ServiceRunner:
                     {*pending, stopper, changed}, return_when=asyncio.FIRST_COMPLETED
                 )
                 if stopper in done:
-                    raise _Failed("condition failed: context canceled")
+                    raise self._stopped("condition failed: context canceled")
                 for future in done & pending.keys():
                     del pending[future]
                     err = future.exception()

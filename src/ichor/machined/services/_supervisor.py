@@ -215,18 +215,24 @@ class Supervisor:
             if runner.running:
                 continue
             runner.stop_event = asyncio.Event()
+            runner.stop_reason = None
             runner.record(ServiceState.STARTING, "Starting service")
             runner.task = self._group.create_task(runner.lifecycle(), name=f"service {runner.service.id}")
 
     def start_all(self) -> None:
         self.start(*sorted(self._services))
 
-    async def stop(self, *service_ids: str) -> None:
-        """Stop services and wait until each has reached a terminal state (and its processes are gone)."""
+    async def stop(self, *service_ids: str, reason: str | None = None) -> None:
+        """Stop services and wait until each has reached a terminal state (and its processes are gone).
+
+        With a ``reason``, a service stopped before it ran (waiting, or in its pre stage) is Finished
+        with that reason rather than Failed with "context canceled".
+        """
         runners = [self._get(i) for i in service_ids]
         tasks = []
         for runner in runners:
             if runner.task is not None and not runner.task.done():
+                runner.stop_reason = reason
                 runner.stop_event.set()
                 tasks.append(runner.task)
         if tasks:
