@@ -366,14 +366,18 @@ class EtcdService:
 
 
 class _EtcdRunner:
-    """The etcd process, plus (while a learner) the promotion task and the PID file."""
+    """The etcd process, plus (while a learner) the promotion task and the PID file.
+
+    Talos runs etcd as a container and says so in its events (``Started task etcd (PID n) for
+    container etcd``, ``Containerd(etcd)``); Ichor's events read the same instead of carrying etcd's
+    whole command line."""
 
     def __init__(self, owner: EtcdService, process: ProcessRunner) -> None:
         self.owner = owner
         self.process = process
 
     def __str__(self) -> str:
-        return str(self.process)
+        return "Containerd(etcd)"
 
     @property
     def pids(self) -> list[int]:
@@ -385,6 +389,7 @@ class _EtcdRunner:
             if state is ServiceState.RUNNING and child is not None:
                 self.owner.pid_file.parent.mkdir(parents=True, exist_ok=True)
                 write_atomic(self.owner.pid_file, f"{child.pid}\n", mode=0o600)
+                message = f"Started task etcd (PID {child.pid}) for container etcd"
             record(state, message)
 
         # A learner's promotion retries until etcd has caught up, so it may start with the process.
