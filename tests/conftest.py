@@ -14,6 +14,13 @@ from ichor.cli._root import _invoke
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = REPO / "src" / "ichor" / "machinery" / "schema" / "talos-1.7-config.schema.json"
 
+LOOPBACK_DISCOVERY = (
+    '[{"op": "add", "path": "/cluster/discovery/registries/service/endpoint", '
+    '"value": "http://127.0.0.1:9/"}]'
+)
+"""A ``--config-patch`` for configs of test nodes: a node never looks up the public discovery service
+(this machine addresses nothing but loopback); port 9 (discard) answers nothing."""
+
 
 @dataclass
 class CLIResult:

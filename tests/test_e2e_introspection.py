@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from cluster_helpers import talosctl_in
+from conftest import LOOPBACK_DISCOVERY
 from test_e2e_node import NodeProcess
 
 from ichor.machinery import proc
@@ -41,7 +42,9 @@ class Node:
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
     home = tmp_path_factory.mktemp("introspection")
     address = f"127.{random.randint(100, 199)}.{random.randint(0, 255)}.{random.randint(2, 250)}"
-    generated = talosctl_in(home, "gen", "config", "inspect", f"https://{address}:6443")
+    generated = talosctl_in(
+        home, "gen", "config", "inspect", f"https://{address}:6443", "--config-patch", LOOPBACK_DISCOVERY
+    )
     assert generated.exit_code == 0, generated.stderr
     process = NodeProcess(home / "node", address)
     state = process.root / "system/state"

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from conftest import LOOPBACK_DISCOVERY
 
 from ichor.machined.platform import EXIT_POWEROFF, EXIT_REBOOT
 from ichor.machinery import proc
@@ -109,7 +110,18 @@ def test_getting_started_flow_on_a_node_process(node: NodeProcess, talosctl, tmp
     assert "machine-config" in waits.stdout and "apply-config --insecure" in waits.stdout
 
     # Maintenance mode: reader only, admin RPCs refused, a wrong fingerprint refused.
-    assert talosctl("gen", "config", "e2e", f"https://{node.address}:6443", cwd=tmp_path).exit_code == 0
+    assert (
+        talosctl(
+            "gen",
+            "config",
+            "e2e",
+            f"https://{node.address}:6443",
+            "--config-patch",
+            LOOPBACK_DISCOVERY,
+            cwd=tmp_path,
+        ).exit_code
+        == 0
+    )
     tc = str(tmp_path / "talosconfig")
     wrong = talosctl("apply-config", "--insecure", "-n", node.address, "-f", "controlplane.yaml",
                      "--cert-fingerprint", "A" * 43 + "=", cwd=tmp_path)  # fmt: skip
@@ -216,7 +228,18 @@ def test_getting_started_flow_on_a_node_process(node: NodeProcess, talosctl, tmp
 def test_a_config_truncated_mid_write_never_leaves_the_node_unbootable(tmp_path: Path, talosctl) -> None:
     # A crash halfway through writing STATE's config.yaml (simulated by truncating a real one):
     # the node reports it on its console and boots into maintenance mode, ready to be configured.
-    assert talosctl("gen", "config", "trunc", "https://127.0.0.1:6443", cwd=tmp_path).exit_code == 0
+    assert (
+        talosctl(
+            "gen",
+            "config",
+            "trunc",
+            "https://127.0.0.1:6443",
+            "--config-patch",
+            LOOPBACK_DISCOVERY,
+            cwd=tmp_path,
+        ).exit_code
+        == 0
+    )
     full = (tmp_path / "controlplane.yaml").read_text()
     address = f"127.{random.randint(100, 199)}.{random.randint(0, 255)}.{random.randint(2, 250)}"
     node = NodeProcess(tmp_path / "node", address)

@@ -15,8 +15,8 @@ from ichor.machined.resources import (
     MACHINE_CONFIGS,
 )
 from ichor.machined.services import API_CERTIFICATES as API_CERTIFICATES_CONDITION
-from ichor.machined.services import RestartPolicy, Service, goroutine
-from ichor.machined.services.conditions import resource_exists
+from ichor.machined.services import HealthCheck, RestartPolicy, Service, goroutine
+from ichor.machined.services.conditions import listening, resource_exists
 from ichor.machinery import pki
 
 __all__ = ["apid_service"]
@@ -47,4 +47,5 @@ def apid_service(layout: Layout, state: State) -> Service:
         "apid", goroutine(run), description="Talos API proxy", depends_on=("machined",),
         restart=RestartPolicy.FOREVER,
         conditions=(resource_exists(state, API_CERTIFICATES, API_CERTIFICATES_ID, API_CERTIFICATES_CONDITION),),
+        health_check=HealthCheck(listening(layout.address, 50000), startup_period=0.2),
     )  # fmt: skip

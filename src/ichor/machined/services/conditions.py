@@ -1,4 +1,5 @@
-"""Service conditions read from resources: Talos's ``time sync``, ``etcd spec``, ``api certificates``.
+"""Service conditions read from resources (Talos's ``time sync``, ``etcd spec``, ``api certificates``)
+and the simple health probes of the system services.
 
 A condition is met when a resource says so; the waiting service shows Talos's words for it
 (``Waiting for time sync``). Built on the state's watch, so nothing polls.
@@ -6,13 +7,16 @@ A condition is met when a resource says so; the waiting service shows Talos's wo
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from ichor.machined.cosi import ResourceType, State
 from ichor.machined.resources import TIME_STATUS_ID, TIME_STATUSES
 from ichor.machined.services._conditions import TIME_SYNC, Condition
 
-__all__ = ["resource_exists", "time_sync", "time_synced"]
+__all__ = ["listening", "resource_exists", "time_sync", "time_synced"]
 
 
 def time_synced(state: State) -> bool:
@@ -41,3 +45,15 @@ def resource_exists(state: State, rtype: ResourceType[Any], id: str, description
                 return
 
     return Condition(description, wait)
+
+
+def listening(address: str, port: int) -> Callable[[], Awaitable[None]]:
+    """A health probe: something accepts TCP connections on ``address:port`` (apid, trustd)."""
+
+    async def check() -> None:
+        _, writer = await asyncio.open_connection(address, port)
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+
+    return check

@@ -9,8 +9,9 @@ from ichor.machined.cosi import State
 from ichor.machined.platform import Layout
 from ichor.machined.resources import API_CERTIFICATES, API_CERTIFICATES_ID, OS_ROOT_ID, OS_ROOT_SECRETS
 from ichor.machined.services import API_CERTIFICATES as API_CERTIFICATES_CONDITION
-from ichor.machined.services import RestartPolicy, Service, goroutine
-from ichor.machined.services.conditions import resource_exists, time_sync
+from ichor.machined.services import HealthCheck, RestartPolicy, Service, goroutine
+from ichor.machined.services.conditions import listening, resource_exists, time_sync
+from ichor.machined.trustd import TRUSTD_PORT
 from ichor.machinery import pki
 
 __all__ = ["trustd_service"]
@@ -35,4 +36,5 @@ def trustd_service(layout: Layout, state: State) -> Service:
         "trustd", goroutine(run), description="Trust daemon", restart=RestartPolicy.FOREVER,
         conditions=(time_sync(state),
                     resource_exists(state, API_CERTIFICATES, API_CERTIFICATES_ID, API_CERTIFICATES_CONDITION)),
+        health_check=HealthCheck(listening(layout.address, TRUSTD_PORT), startup_period=0.2),
     )  # fmt: skip
