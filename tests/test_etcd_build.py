@@ -3,6 +3,7 @@
 The stand-in answers ``go env``, ``go get`` and ``go build`` the way the real one does for these
 commands (a build writes an executable that prints a version), so the build's steps, its progress,
 its version check and its failure messages are tested without a network or minutes of compiling.
+The real build is exercised by ``bash run.sh`` setup and checked by the last test here.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ichor.etcd import EtcdBuildError, build_etcd, built_bin_dir, etcd_version, verify_build
+from ichor.etcd import EtcdBuildError, build_etcd, built_bin_dir, etcd_version, find_binaries, verify_build
 from ichor.etcd.build import main
 
 _FAKE_GO = r"""#!/bin/sh
@@ -83,6 +84,7 @@ def test_build_installs_verified_binaries_and_a_warm_run_does_nothing(tmp_path: 
     assert build_etcd(go=str(fake_go), report=said.append) == bin_dir
     assert _calls(tmp_path) == calls
     assert said == [f"etcd v3.5.13 is already built in {bin_dir}"]
+    assert find_binaries(wheel_dir=tmp_path / "no-wheel").etcd == bin_dir / "etcd"
 
 
 def test_version_check_rejects_a_wrong_binary(
@@ -133,3 +135,14 @@ def test_command_fails_loudly_without_go(
     err = capsys.readouterr().err
     assert "build-etcd: error: cannot build etcd v3.5.13: the Go toolchain (`go`) is not on PATH" in err
     assert "build-etcd: hint: install Go" in err
+
+
+def test_the_built_etcd_is_the_version_talos_runs() -> None:
+    """After ``bash run.sh`` setup (with Go and the module proxy) the nodes run etcd 3.5.13."""
+    bin_dir = built_bin_dir()
+    if not (bin_dir / "etcd").exists():
+        pytest.skip(f"etcd v3.5.13 is not built in {bin_dir} (no Go or no module proxy at setup)")
+    verify_build(bin_dir)
+    found = find_binaries(env={"XDG_CACHE_HOME": str(bin_dir.parents[3])})
+    assert found.etcd == bin_dir / "etcd" and found.warning is None
+    assert etcd_version(found.etcd) == (3, 5, 13)
