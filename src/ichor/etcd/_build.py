@@ -165,7 +165,7 @@ class _Build:
             tail = self._tail(start_offset)
             if _NETWORK_FAILURE.search(tail):
                 hint = (
-                    f"the Go module proxy ({self.proxy}) or the checksum database did not answer; "
+                    f"the Go module proxy (GOPROXY={self.proxy}) or the checksum database did not answer; "
                     f"allow access to it or set GOPROXY to a reachable mirror; {_FALLBACK}"
                 )
             else:
@@ -262,13 +262,17 @@ def build_etcd(
             f"building etcd, etcdctl and etcdutl {version} from the Go modules with {build.go_version} "
             f"(first run only; a few minutes on 2 cores) into {bin_dir}"
         )
-        for tool in _TOOLS:
-            tool_started = time.monotonic()
-            report(f"  {tool.name} ({tool.module}@{version}) ...")
-            build.build_tool(tool, staging)
-            size = (staging / tool.name).stat().st_size
-            report(f"  {tool.name}: {size / 1e6:.1f} MB in {_elapsed(time.monotonic() - tool_started)}")
-        verify_build(staging, version)
+        try:
+            for tool in _TOOLS:
+                tool_started = time.monotonic()
+                report(f"  {tool.name} ({tool.module}@{version}) ...")
+                build.build_tool(tool, staging)
+                size = (staging / tool.name).stat().st_size
+                report(f"  {tool.name}: {size / 1e6:.1f} MB in {_elapsed(time.monotonic() - tool_started)}")
+            verify_build(staging, version)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
         old = root / "bin.old"
         shutil.rmtree(old, ignore_errors=True)
         if bin_dir.exists():
