@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +14,9 @@ from ichor.cli._root import _invoke
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = REPO / "src" / "ichor" / "machinery" / "schema" / "talos-1.7-config.schema.json"
+# Read before any test moves HOME: the etcd that `python -m ichor.etcd.build` built lives in the real
+# user's cache, and tests (and the nodes they start) must run that etcd, not fall back to the wheel's.
+_USER_CACHE = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
 
 LOOPBACK_DISCOVERY = (
     '[{"op": "add", "path": "/cluster/discovery/registries/service/endpoint", '
@@ -35,6 +39,7 @@ def _isolated_home(
 ) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("home")
     monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CACHE_HOME", _USER_CACHE)
     monkeypatch.delenv("TALOSCONFIG", raising=False)
     yield home
 

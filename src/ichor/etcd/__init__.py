@@ -2,6 +2,8 @@
 talk to it over mutual TLS, and save/restore snapshots - all the Talos way.
 
 * :func:`find_binaries`, :func:`etcd_version` - the etcd/etcdctl/etcdutl binaries.
+* :func:`build_etcd`, :func:`built_bin_dir` - build Talos's etcd version from its Go modules
+  (``python -m ichor.etcd.build``).
 * :func:`issue_certs`, :func:`write_pki`, :class:`PKIPaths` - server/peer/admin certificates from
   ``cluster.etcd.ca`` under ``/system/secrets/etcd`` with Talos's names, subjects and SANs.
 * :func:`select_addresses`, :func:`build_args`, :func:`build_env` - etcd's flags from the node's
@@ -30,9 +32,11 @@ from ichor.etcd._args import (
     select_addresses,
 )
 from ichor.etcd._binaries import BIN_DIR_ENV, EtcdBinaries, etcd_version, find_binaries
+from ichor.etcd._build import build_etcd, built_bin_dir, verify_build
 from ichor.etcd._client import EtcdClient, parse_endpoint
 from ichor.etcd._errors import (
     EtcdBinaryNotFoundError,
+    EtcdBuildError,
     EtcdConfigError,
     EtcdError,
     EtcdLearnerNotReadyError,
@@ -63,6 +67,7 @@ __all__ = [
     "EtcdAddresses",
     "EtcdBinaries",
     "EtcdBinaryNotFoundError",
+    "EtcdBuildError",
     "EtcdCerts",
     "EtcdClient",
     "EtcdConfigError",
@@ -84,6 +89,8 @@ __all__ = [
     "Status",
     "build_args",
     "build_env",
+    "build_etcd",
+    "built_bin_dir",
     "etcd_url",
     "etcd_version",
     "filter_addresses",
@@ -95,6 +102,7 @@ __all__ = [
     "save_snapshot",
     "select_addresses",
     "snapshot_info",
+    "verify_build",
     "verify_snapshot",
     "write_pki",
 ]

@@ -5,6 +5,7 @@
     MachineryError (ichor.machinery.errors)
     └── EtcdError                       anything about running or talking to etcd; carries ``hint``
         ├── EtcdBinaryNotFoundError     no etcd/etcdutl binary found
+        │   └── EtcdBuildError          etcd could not be built from its Go modules (no Go, no proxy, ...)
         ├── EtcdConfigError             arguments that cannot be built (extraArgs, subnets, addresses)
         ├── EtcdUnavailableError        no endpoint answered, no leader, request timed out
         │   └── EtcdTLSError            the TLS handshake failed or our certificate was refused
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 __all__ = [
     "EtcdBinaryNotFoundError",
+    "EtcdBuildError",
     "EtcdConfigError",
     "EtcdError",
     "EtcdLearnerNotReadyError",
@@ -47,6 +49,10 @@ class EtcdError(MachineryError):
 
 class EtcdBinaryNotFoundError(EtcdError):
     """No usable etcd, etcdctl or etcdutl binary."""
+
+
+class EtcdBuildError(EtcdBinaryNotFoundError):
+    """etcd could not be built from its official Go modules, or the build is not the version asked for."""
 
 
 class EtcdConfigError(EtcdError):

@@ -252,6 +252,7 @@ class EtcdService:
                 initial_state = "existing"
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         binaries = find_binaries()
+        binaries.warn(self.say)
         if self._version is None:
             self._version = await asyncio.to_thread(etcdlib.etcd_version, binaries.etcd)
         args = build_args(
