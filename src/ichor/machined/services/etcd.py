@@ -207,7 +207,7 @@ class EtcdService:
         return Service(
             "etcd", self._runner, description="etcd", pre=self._pre, restart=RestartPolicy.FOREVER,
             conditions=(time_sync(self.state), resource_exists(self.state, ETCD_SPECS, ETCD_ID, ETCD_SPEC)),
-            health_check=HealthCheck(self._health, initial_delay=1.0, period=5.0, timeout=5.0, startup_period=0.5), stop_timeout=10.0,
+            health_check=HealthCheck(self._health, initial_delay=0.5, period=5.0, timeout=5.0, startup_period=0.5), stop_timeout=10.0,
         )  # fmt: skip
 
     def request_bootstrap(self, *, recover: bool, skip_hash_check: bool) -> None:
