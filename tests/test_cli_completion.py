@@ -47,6 +47,7 @@ def test_bash_sources_the_script_and_registers_talosctl(on_path: dict[str, str])
         # a command name, past the global flags talosctl accepts anywhere
         ("talosctl -n 10.5.0.2 --talosconfig=tc et", {"etcd"}),
         ("talosctl etcd m", {"members"}),
+        ("talosctl edit --mo", {"--mode"}),
         ("talosctl completion ", {"bash", "fish", "zsh"}),
     ],
 )
