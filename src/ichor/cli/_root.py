@@ -112,6 +112,9 @@ cli.add_lazy("kubeconfig", f"{_CLI}._kubeconfig:kubeconfig", "Download the admin
 cli.add_lazy("health", f"{_CLI}._health:health", "Check cluster health")
 cli.add_lazy("inspect", f"{_CLI}._inspect:inspect", "Inspect internals of Talos")
 cli.add_lazy("edit", f"{_CLI}._edit:edit", "Edit a resource from the default editor.")
+cli.add_lazy("netstat", f"{_CLI}._netstat:netstat", "Show network connections and sockets", ("ss",))
+cli.add_lazy("stats", f"{_CLI}._netstat:stats", "Get container stats")
+cli.add_lazy("cgroups", f"{_CLI}._netstat:cgroups", "Retrieve cgroups usage information", ("cg",))
 cli.add_lazy("support", f"{_CLI}._support:support", "Dump debug information about the cluster")
 cli.add_lazy(
     "completion", f"{_CLI}._completion:completion", "Output shell completion code for the specified shell"
