@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from test_e2e_introspection import Node, node  # noqa: F401  (the booted node fixture)
 
-from ichor.cli._edit import editor_command, strip_editing_comment
+from ichor.cli._edit import editable, editor_command, strip_editing_comment
 from ichor.machinery import proc
 
 pytestmark = pytest.mark.e2e
@@ -155,9 +155,10 @@ def test_wrong_input_is_refused_before_the_editor_opens(node: Node, tmp_path: Pa
     unknown = _edit(node, editor, "nonsense")
     assert unknown.exit_code == 1 and 'resource type "nonsense" is not registered' in unknown.stderr
     missing = _edit(node, editor, "mc", "nope")
+    assert missing.exit_code == 1
     assert (
-        missing.exit_code == 1
-        and "MachineConfigs.config.talos.dev(config/nope) doesn't exist" in missing.stderr
+        "only the machine config MachineConfigs.config.talos.dev(config/v1alpha1) can be edited"
+        in missing.stderr
     )
     both = _edit(node, editor, "mc", "--immediate", "--mode", "staged")
     assert both.exit_code == 2 and "--immediate is the old spelling of --mode" in both.stderr
@@ -179,6 +180,23 @@ def test_an_editor_that_fails_applies_nothing(node: Node, tmp_path: Path) -> Non
     absent = _edit(node, absent_editor, "mc")
     assert absent.exit_code == 1
     assert "cannot start" in absent.stderr and "TALOS_EDITOR or EDITOR" in absent.stderr
+
+
+def test_only_the_active_config_is_offered() -> None:
+    from types import SimpleNamespace
+
+    import click
+
+    def resource(rid: str) -> SimpleNamespace:
+        return SimpleNamespace(metadata=SimpleNamespace(id=rid))
+
+    both = [resource("maintenance"), resource("v1alpha1")]
+    assert [r.metadata.id for r in editable(both, None, "n", "config")] == ["v1alpha1"]
+    assert [r.metadata.id for r in editable(both, "v1alpha1", "n", "config")] == ["v1alpha1"]
+    with pytest.raises(click.ClickException, match="not 'maintenance'"):
+        editable(both, "maintenance", "n", "config")
+    with pytest.raises(click.ClickException, match="has no machine config yet"):
+        editable([resource("maintenance")], None, "n", "config")
 
 
 def test_editor_variable_rules() -> None:

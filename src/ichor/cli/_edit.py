@@ -31,6 +31,7 @@ from ichor.cli._lazy import CobraCommand
 from ichor.cli._nodecmd import parse_duration, run
 
 EDITABLE_TYPE = "MachineConfigs.config.talos.dev"
+ACTIVE_CONFIG_ID = "v1alpha1"
 EDITOR_VARIABLES = ("TALOS_EDITOR", "EDITOR")
 DEFAULT_EDITOR = "vi"
 MODES = {"auto": 1, "no-reboot": 2, "reboot": 0, "staged": 3, "try": 4}
@@ -70,6 +71,28 @@ def header(resource_type: str, resource_id: str, node: str, error: str | None) -
     if error:
         out += "# \n" + "".join(f"# {line}\n" for line in error.splitlines())
     return out
+
+
+def editable(resources: list[Any], resource_id: str | None, node: str, namespace: str) -> list[Any]:
+    """The config documents to edit: the node's active config (``v1alpha1``).
+
+    A node that went through maintenance mode also keeps the partial config it got there
+    (``MachineConfigs/maintenance``); applying that as the node's config would replace the real one,
+    so it is never offered, with or without an id.
+    """
+    wanted = resource_id or ACTIVE_CONFIG_ID
+    if wanted != ACTIVE_CONFIG_ID:
+        raise click.ClickException(
+            f"{node}: only the machine config {EDITABLE_TYPE}({namespace}/{ACTIVE_CONFIG_ID}) can be edited, "
+            f"not {wanted!r}; run `talosctl edit mc`"
+        )
+    found = [r for r in resources if r.metadata.id == ACTIVE_CONFIG_ID]
+    if not found:
+        raise click.ClickException(
+            f"{node}: resource {EDITABLE_TYPE}({namespace}/{ACTIVE_CONFIG_ID}) doesn't exist: the node has no "
+            "machine config yet; give it one with `talosctl apply-config --insecure`"
+        )
+    return found
 
 
 class EditSession:
@@ -206,15 +229,9 @@ def edit(resource_type: str, resource_id: str | None, namespace: str, mode: str,
                     "run `talosctl edit mc`"
                 )
             ns = namespace or spec.default_namespace
-            resources = await bound.list_resources(ns, spec.resource_type)
-            if resource_id is not None:
-                resources = [r for r in resources if r.metadata.id == resource_id]
-                if not resources:
-                    raise click.ClickException(
-                        f"{node}: resource {spec.resource_type}({ns}/{resource_id}) doesn't exist; "
-                        "the node's machine config is `talosctl edit mc v1alpha1`"
-                    )
-            for resource in resources:
+            for resource in editable(
+                await bound.list_resources(ns, spec.resource_type), resource_id, node, ns
+            ):
                 failed += not await _edit_one(client, node, resource, flags)
         return failed
 
