@@ -67,6 +67,26 @@ step "talosctl etcd members / get members"
 "$TALOSCTL" -n 127.5.0.2 etcd members
 "$TALOSCTL" -n 127.5.0.2 get members
 
+step "talosctl edit mc --immediate (EDITOR is a script: sed sets debug: true; applied without a reboot)"
+cat > edit-debug.sh <<'SH'
+#!/bin/sh
+sed -i 's/^debug: false/debug: true/' "$1"
+SH
+chmod +x edit-debug.sh
+EDITOR="$PWD/edit-debug.sh" "$TALOSCTL" -n 127.5.0.5 edit mc --immediate
+"$TALOSCTL" -n 127.5.0.5 read /system/state/config.yaml | grep -n '^debug:'
+
+step "talosctl support (a bundle of a control plane and the worker; secrets redacted)"
+"$TALOSCTL" -n 127.5.0.2,127.5.0.5 support -O support.zip
+../.venv/bin/python -m zipfile -l support.zip | grep -v '/resources/' | awk '{print $1}'
+echo "... and $(../.venv/bin/python -m zipfile -l support.zip | grep -c '/resources/') resource files"
+../.venv/bin/python - <<'PY'
+import zipfile
+with zipfile.ZipFile("support.zip") as bundle:
+    config = bundle.read("127.5.0.2/machineconfig-redacted.yaml").decode()
+print("redacted fields in 127.5.0.2's config:", config.count("'******'"))
+PY
+
 step "talosctl health (nodes from discovery; etcd stages pass; Kubernetes stages say there is none yet)"
 health_status=0
 health_out=$("$TALOSCTL" health --wait-timeout 60s 2>&1) || health_status=$?

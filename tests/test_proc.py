@@ -205,3 +205,14 @@ def test_stop_of_a_cooperative_child_uses_sigterm(reaper: list[int]) -> None:
         return code
 
     assert asyncio.run(main()) == -signal.SIGTERM
+
+
+def test_run_in_terminal_shares_the_callers_stdio_and_returns_the_exit_code(tmp_path: Path) -> None:
+    out = tmp_path / "pgid"
+    code = proc.run_in_terminal(["sh", "-c", f"ps -o pgid= -p $$ > {out}; exit 3"])
+    assert code == 3
+    # Same process group as the caller: a terminal editor stays the foreground job.
+    assert int(out.read_text()) == os.getpgid(0)
+    with pytest.raises(ProcessError, match="cannot start") as caught:
+        proc.run_in_terminal(["/nonexistent/editor", "f"], hint="set EDITOR")
+    assert caught.value.hint == "set EDITOR"

@@ -373,3 +373,11 @@ def snapshot(path: str) -> None:
     click.echo(f"etcd snapshot saved to {quote(path)} ({size} bytes)")
     click.echo(f"snapshot info: {snapshot_info_line(snapshot_status(db_path))}")
     sys.stdout.flush()
+
+
+@etcd.group("member", hidden=True, help="Older spelling of the etcd member commands (`etcd member list`)")
+def member() -> None:
+    pass
+
+
+member.add_command(members, "list")

@@ -111,6 +111,14 @@ cli.add_lazy("bootstrap", f"{_CLI}._bootstrap:bootstrap", "Bootstrap the etcd cl
 cli.add_lazy("kubeconfig", f"{_CLI}._kubeconfig:kubeconfig", "Download the admin kubeconfig from the node")
 cli.add_lazy("health", f"{_CLI}._health:health", "Check cluster health")
 cli.add_lazy("inspect", f"{_CLI}._inspect:inspect", "Inspect internals of Talos")
+cli.add_lazy("edit", f"{_CLI}._edit:edit", "Edit a resource from the default editor.")
+cli.add_lazy("netstat", f"{_CLI}._netstat:netstat", "Show network connections and sockets", ("ss",))
+cli.add_lazy("stats", f"{_CLI}._netstat:stats", "Get container stats")
+cli.add_lazy("cgroups", f"{_CLI}._netstat:cgroups", "Retrieve cgroups usage information", ("cg",))
+cli.add_lazy("support", f"{_CLI}._support:support", "Dump debug information about the cluster")
+cli.add_lazy(
+    "completion", f"{_CLI}._completion:completion", "Output shell completion code for the specified shell"
+)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -118,6 +126,8 @@ def main(argv: list[str] | None = None) -> None:
     from ichor.cli._errors import run_with_error_edge
 
     args = list(sys.argv[1:] if argv is None else argv)
+    if "_TALOSCTL_COMPLETE" in os.environ:  # a TAB from `talosctl completion`'s script
+        import ichor.cli._completion  # noqa: F401
     sys.exit(run_with_error_edge(lambda: _invoke(args), debug=bool(os.environ.get("ICHOR_DEBUG"))))
 
 

@@ -37,6 +37,7 @@ __all__ = [
     "group_pids",
     "pid_alive",
     "run",
+    "run_in_terminal",
     "spawn",
     "start",
 ]
@@ -394,3 +395,20 @@ def start(
         except OSError as err:
             raise _start_error(argv, err, hint) from None
     return Background(argv, popen)
+
+
+def run_in_terminal(
+    args: Sequence[str], *, env: Mapping[str, str] | None = None, hint: str | None = None
+) -> int:
+    """Run an interactive program (an editor) on the caller's terminal and wait for it; its exit code.
+
+    Unlike :func:`run` the child shares the caller's stdin/stdout/stderr and stays in the caller's
+    session and process group, so it owns the terminal as a foreground job would (a child in a new
+    session could not read the keyboard). Ctrl-C reaches both, as in a shell.
+    """
+    argv = [str(a) for a in args]
+    log.info("running in the terminal: %s", shlex.join(argv))
+    try:
+        return subprocess.call(argv, env=_environment(env))
+    except OSError as err:
+        raise _start_error(argv, err, hint) from None

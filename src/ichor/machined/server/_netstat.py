@@ -1,0 +1,177 @@
+"""``Netstat`` and ``Stats`` of ``machine.MachineService`` for a process node, as a mixin.
+
+A process node shares the host's network namespace, so the kernel's socket tables
+(``/proc/net/tcp`` ...) list every socket of the host, other nodes' included. What is the node's is
+what its own processes hold: Netstat answers with the sockets whose inode is an open file of a
+process in the node's process tree (machined and the services it started, etcd included), in
+Talos's ``ConnectRecord`` form. Pod network namespaces (``netns``, ``allnetns``) add nothing: a
+process node has no pods.
+
+``Stats`` is container stats from containerd in Talos. A process node runs no containerd or CRI:
+its services are plain processes (``talosctl processes`` shows them), so Stats answers
+FAILED_PRECONDITION saying exactly that, rather than an empty table that looks like "no load".
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError
+from grpclib.server import Stream
+
+from ichor.api.gen.machine import machine_pb2
+from ichor.machined.server import _files
+
+PROTOCOLS = ("tcp", "tcp6", "udp", "udp6", "udplite", "udplite6", "raw", "raw6")
+
+NO_CONTAINERS = (
+    "the node runs no containerd or CRI yet: its services are processes, not containers "
+    "(see `talosctl processes` and `talosctl services`)"
+)
+
+
+@dataclass(frozen=True)
+class Socket:
+    """One line of ``/proc/net/<proto>``."""
+
+    proto: str
+    local: tuple[str, int]
+    remote: tuple[str, int]
+    state: int
+    tx_queue: int
+    rx_queue: int
+    timer: int
+    timer_when: int
+    retransmits: int
+    uid: int
+    timeout: int
+    inode: int
+    ref: int
+    pointer: int
+
+
+def _address(text: str) -> tuple[str, int]:
+    """``0100007F:1F90`` (little-endian 32-bit words, then the port in hex) as ``("127.0.0.1", 8080)``."""
+    host, port = text.split(":")
+    raw = bytes.fromhex(host)
+    packed = b"".join(raw[i : i + 4][::-1] for i in range(0, len(raw), 4))
+    return str(ipaddress.ip_address(packed)), int(port, 16)
+
+
+def parse_socket_table(proto: str, text: str) -> list[Socket]:
+    """The sockets of one ``/proc/net/<proto>`` file (the header line skipped, odd lines ignored)."""
+    sockets = []
+    for line in text.splitlines()[1:]:
+        f = line.split()
+        try:
+            tx, rx = f[4].split(":")
+            timer, when = f[5].split(":")
+            sockets.append(
+                Socket(
+                    proto,
+                    _address(f[1]),
+                    _address(f[2]),
+                    int(f[3], 16),
+                    int(tx, 16),
+                    int(rx, 16),
+                    int(timer, 16),
+                    int(when, 16),
+                    int(f[6], 16),
+                    int(f[7]),
+                    int(f[8]),
+                    int(f[9]),
+                    int(f[10]),
+                    int(f[11], 16),
+                )
+            )
+        except (IndexError, ValueError):
+            continue
+    return sockets
+
+
+def socket_owners(pids: Iterable[int], proc: Path = Path("/proc")) -> dict[int, tuple[int, str]]:
+    """Socket inode -> (pid, command) for the open files of ``pids``."""
+    owners: dict[int, tuple[int, str]] = {}
+    for pid in pids:
+        fd_dir = proc / str(pid) / "fd"
+        try:
+            command = (proc / str(pid) / "comm").read_text().strip()
+            fds = os.listdir(fd_dir)
+        except OSError:
+            continue  # exited, or not ours to look at
+        for fd in fds:
+            try:
+                target = os.readlink(fd_dir / fd)
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                owners.setdefault(int(target[8:-1]), (pid, command))
+    return owners
+
+
+def _wanted(request: Any) -> list[str]:
+    chosen = [p for p in PROTOCOLS if getattr(request.l4proto, p)]
+    return chosen or ["tcp", "tcp6", "udp", "udp6"]
+
+
+def _matches(socket: Socket, filter_: int) -> bool:
+    listening = ipaddress.ip_address(socket.remote[0]).is_unspecified and socket.remote[1] == 0
+    if filter_ == machine_pb2.NetstatRequest.LISTENING:
+        return listening
+    if filter_ == machine_pb2.NetstatRequest.CONNECTED:
+        return not listening
+    return True
+
+
+def netstat(request: Any, pids: list[int], proc: Path = Path("/proc")) -> list[machine_pb2.ConnectRecord]:
+    """The node's sockets as Talos's records, filtered as the request asks."""
+    if request.HasField("netns") and not request.netns.hostnetwork and not request.netns.allnetns:
+        return []  # only pod network namespaces asked for, and a process node has none
+    owners = socket_owners(pids, proc)
+    records = []
+    for proto in _wanted(request):
+        try:
+            text = (proc / str(pids[0]) / "net" / proto).read_text()
+        except OSError:
+            continue  # the kernel has no such table (no udplite, no IPv6)
+        for s in parse_socket_table(proto, text):
+            if s.inode not in owners or not _matches(s, request.filter):
+                continue
+            record = machine_pb2.ConnectRecord(
+                l4proto=proto, localip=s.local[0], localport=s.local[1], remoteip=s.remote[0],
+                remoteport=s.remote[1], state=cast(Any, s.state), txqueue=s.tx_queue, rxqueue=s.rx_queue,
+                tr=cast(Any, s.timer), timerwhen=s.timer_when, retrnsmt=s.retransmits, uid=s.uid, timeout=s.timeout, inode=s.inode,
+                ref=s.ref, pointer=s.pointer,
+            )  # fmt: skip
+            if request.feature.pid:
+                pid, command = owners[s.inode]
+                record.process.pid, record.process.name = pid, command
+            records.append(record)
+    return records
+
+
+class NetstatMethods:
+    """Mixed into MachineService: ``self._node.process_root()`` is the PID the node's processes descend from."""
+
+    _node: Any
+
+    async def _request(self, stream: Stream[Any, Any], name: str) -> Any:  # provided by MachineService
+        raise NotImplementedError
+
+    async def Netstat(self, stream: Stream[Any, Any]) -> None:
+        request = await self._request(stream, "Netstat")
+        pids = _files.process_tree(self._node.process_root())
+        records = netstat(request, pids)
+        await stream.send_message(
+            machine_pb2.NetstatResponse(messages=[machine_pb2.Netstat(connectrecord=records)])
+        )
+
+    async def Stats(self, stream: Stream[Any, Any]) -> None:
+        await self._request(stream, "Stats")
+        raise GRPCError(Status.FAILED_PRECONDITION, NO_CONTAINERS)
