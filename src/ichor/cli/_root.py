@@ -111,6 +111,7 @@ cli.add_lazy("bootstrap", f"{_CLI}._bootstrap:bootstrap", "Bootstrap the etcd cl
 cli.add_lazy("kubeconfig", f"{_CLI}._kubeconfig:kubeconfig", "Download the admin kubeconfig from the node")
 cli.add_lazy("health", f"{_CLI}._health:health", "Check cluster health")
 cli.add_lazy("inspect", f"{_CLI}._inspect:inspect", "Inspect internals of Talos")
+cli.add_lazy("dashboard", f"{_CLI}._dashboard:dashboard", "Cluster dashboard with real-time metrics")
 
 
 def main(argv: list[str] | None = None) -> None:
