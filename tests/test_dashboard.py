@@ -199,3 +199,11 @@ def test_maintenance_node_config_screen_says_how_to_give_it_a_config() -> None:
     text = _text(_render.config(snap, "10.5.0.2"))
     assert "none: the node is in maintenance mode" in text
     assert "talosctl apply-config --insecure -n 10.5.0.2 --file <controlplane.yaml>" in text
+
+
+def test_graphs_have_a_fixed_scale_so_small_changes_look_small() -> None:
+    assert _render.graph([0.0, 50.0, 100.0], 5, height=1).split("\n") == ["   ▄█"]
+    tall = _render.graph([5.0, 6.0], 4, height=3).split("\n")
+    assert tall == ["    ", "    ", "  ▂▂"]  # 5% and 6% are both low bars, not empty and full
+    assert _render.graph([200.0, 100.0], 2, height=1) == "█▄"  # above 100% the scale grows
+    assert _render.graph([1.0] * 10, 3, height=1) == "▁▁▁"  # only the newest that fit

@@ -18,7 +18,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.css.query import NoMatches
-from textual.widgets import ContentSwitcher, DataTable, Log, Sparkline, Static
+from textual.widgets import ContentSwitcher, DataTable, Log, Static
 
 from ichor.cli.dashboard import _render
 from ichor.cli.dashboard._data import NodeSnapshot, NodeSource
@@ -42,7 +42,7 @@ class DashboardApp(App[None]):
     #logs { height: 1fr; border: round $primary; }
     #monitor-facts { height: auto; }
     .graph-label { height: 1; }
-    Sparkline { height: 3; margin-bottom: 1; }
+    .graph { height: 3; margin-bottom: 1; }
     #processes { height: 1fr; }
     """
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -95,9 +95,9 @@ class DashboardApp(App[None]):
             with Vertical(id="monitor"):
                 yield Static(id="monitor-facts")
                 yield Static("CPU, node processes (% of one core)", classes="graph-label")
-                yield Sparkline([], id="cpu-graph")
+                yield Static(id="cpu-graph", classes="graph")
                 yield Static("RAM (% of host memory)", classes="graph-label")
-                yield Sparkline([], id="mem-graph")
+                yield Static(id="mem-graph", classes="graph")
                 yield DataTable(id="processes", cursor_type="row", zebra_stripes=True)
             yield VerticalScroll(Static(id="network-body"), id="network")
             yield VerticalScroll(Static(id="config-body"), id="config")
@@ -186,8 +186,9 @@ class DashboardApp(App[None]):
         self.query_one("#config-body", Static).update(_render.config(snap, self.node))
         self.query_one("#monitor-facts", Static).update(_render.monitor_facts(snap))
         source = self.sources[self.selected]
-        self.query_one("#cpu-graph", Sparkline).data = list(source.cpu_history)
-        self.query_one("#mem-graph", Sparkline).data = list(source.memory_history)
+        for graph_id, history in (("#cpu-graph", source.cpu_history), ("#mem-graph", source.memory_history)):
+            widget = self.query_one(graph_id, Static)
+            widget.update(_render.graph(list(history), widget.size.width or self.size.width))
         table = self.query_one("#processes", DataTable)
         row = table.cursor_row
         table.clear()

@@ -5,6 +5,7 @@ Kept apart from the widgets so a screen's content can be checked without a termi
 
 from __future__ import annotations
 
+import math
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -142,6 +143,22 @@ def monitor_facts(snap: NodeSnapshot) -> Table:
     table.add_row("NET / DISK I/O", str(NO_SYSTEM_STAT))
     _error_rows(table, snap, "processes", "memory")
     return table
+
+
+_BLOCKS = " ▁▂▃▄▅▆▇█"
+
+
+def graph(values: list[float], width: int, height: int = 3) -> str:
+    """A bar graph of percentages on a fixed 0-100 scale (higher when a value is above 100), newest
+    on the right, one column per sample, ``height`` rows of eight steps each."""
+    shown = values[-width:] if width > 0 else []
+    top = max([100.0, *shown])
+    steps = [math.ceil(max(v, 0.0) / top * height * 8) for v in shown]  # any load shows
+    rows = []
+    for row in range(height - 1, -1, -1):  # top row first
+        cells = (_BLOCKS[min(max(step - row * 8, 0), 8)] for step in steps)
+        rows.append("".join(cells).rjust(width))
+    return "\n".join(rows)
 
 
 PROCESS_COLUMNS = ("PID", "STATE", "THREADS", "CPU%", "CPU-TIME", "VIRT", "RES", "COMMAND")
