@@ -52,7 +52,9 @@ printf '\nOffline flow complete: files are in %s\n' "$PWD"
 # into maintenance mode and configured over the insecure API, as Getting Started does by hand; the
 # cluster's own discovery service; etcd bootstrapped on the first control plane, the others join.
 STATE="$PWD/clusters"
-cleanup() { "$TALOSCTL" cluster destroy --name ichor-demo --state "$STATE" >/dev/null 2>&1 || true; }
+cleanup() {
+  tmux -S "$PWD/tmux-dashboard.sock" kill-server >/dev/null 2>&1 || true
+  "$TALOSCTL" cluster destroy --name ichor-demo --state "$STATE" >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
 step "talosctl cluster create (process provisioner, bootstraps etcd)"
@@ -99,6 +101,44 @@ elif grep -q "etcd members to be control plane nodes: OK" <<<"$health_out" \
 else
   echo "health: a stage before Kubernetes failed (see above)" >&2
   exit 1
+fi
+
+step "talosctl -n <cp>,<worker> dashboard (run in a detached tmux terminal; its screens captured)"
+dashboard_screens() {
+  local sock="$PWD/tmux-dashboard.sock" screen="" i
+  tmux -S "$sock" new-session -d -s dashboard -x 132 -y 36 \
+      "env -u COLUMNS -u LINES TALOSCONFIG=$(printf %q "$TALOSCONFIG") $(printf %q "$TALOSCTL") -n $1 dashboard -d 1s || sleep 30"   # a failure stays on screen
+  for i in $(seq 60); do   # up to 30 s for the first poll to reach the screen
+    screen=$(tmux -S "$sock" capture-pane -p -t dashboard 2>/dev/null || true)
+    grep -q "STAGE" <<<"$screen" && break
+    sleep 0.5
+  done
+  if ! grep -q "STAGE" <<<"$screen"; then
+    printf '%s\n' "$screen"
+    tmux -S "$sock" kill-server 2>/dev/null || true
+    echo "dashboard: the summary screen did not show within 30 s (the terminal is above)" >&2
+    return 1
+  fi
+  sleep 2   # a second poll: the CPU share needs two
+  printf -- '--- F1: Summary (node %s) ---\n' "${1%%,*}"
+  tmux -S "$sock" capture-pane -p -t dashboard
+  tmux -S "$sock" send-keys -t dashboard F2
+  sleep 2
+  printf -- '--- F2: Monitor ---\n'
+  tmux -S "$sock" capture-pane -p -t dashboard
+  tmux -S "$sock" send-keys -t dashboard Right F3
+  sleep 2
+  printf -- '--- F3: Network, next node (<Right>) ---\n'
+  tmux -S "$sock" capture-pane -p -t dashboard
+  tmux -S "$sock" send-keys -t dashboard q
+  sleep 1
+  tmux -S "$sock" kill-server 2>/dev/null || true
+}
+if command -v tmux >/dev/null; then
+  dashboard_screens 127.5.0.2,127.5.0.5
+else
+  echo "dashboard: skipped, tmux is not installed (apt-get install tmux); run it yourself:"
+  echo "  talosctl -n 127.5.0.2,127.5.0.5 dashboard"
 fi
 
 step "talosctl cluster destroy"

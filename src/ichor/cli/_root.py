@@ -119,6 +119,7 @@ cli.add_lazy("support", f"{_CLI}._support:support", "Dump debug information abou
 cli.add_lazy(
     "completion", f"{_CLI}._completion:completion", "Output shell completion code for the specified shell"
 )
+cli.add_lazy("dashboard", f"{_CLI}._dashboard:dashboard", "Cluster dashboard with real-time metrics")
 
 
 def main(argv: list[str] | None = None) -> None:
