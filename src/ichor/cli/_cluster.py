@@ -89,7 +89,7 @@ def create(name: str, state: str, provisioner: str, controlplanes: int, workers:
 @_PROVISIONER
 def show(name: str, state: str, provisioner: str) -> None:
     from ichor.client import render_table
-    from ichor.provision._cluster import show as show_cluster
+    from ichor.provision._teardown import show as show_cluster
 
     click.echo(render_table(show_cluster(Path(state), name)), nl=False)
 
@@ -100,6 +100,6 @@ def show(name: str, state: str, provisioner: str) -> None:
 @_PROVISIONER
 @click.option("-f", "--force", is_flag=True, help="force deletion of cluster directory if there were errors")
 def destroy(name: str, state: str, provisioner: str, force: bool) -> None:
-    from ichor.provision._cluster import destroy as destroy_cluster
+    from ichor.provision._teardown import destroy as destroy_cluster
 
     destroy_cluster(Path(state), name, progress=lambda line: click.echo(line, err=True))

@@ -10,69 +10,27 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-import os
-import shutil
-import signal
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ichor.machinery import proc
 from ichor.machinery.clientconfig import GlobalOptions
 from ichor.machinery.errors import MachineryError
 from ichor.machinery.files import write_atomic
-from ichor.machinery.yamlio import dump_document, from_plain, load_documents, to_plain
+from ichor.provision._processes import ProcessId, tags
+from ichor.provision._record import ClusterRecord, NodeRecord
 
 if TYPE_CHECKING:
     from ichor.client.health import ClusterInfo
 
-DEFAULT_STATE = Path("~/.talos/clusters")
 DEFAULT_CIDR = "127.5.0.0/24"
 DISCOVERY_PORT = 3000
 MAINTENANCE_TIMEOUT = timedelta(seconds=60)
 """How long a new node process may take to answer on its maintenance API."""
-
-
-@dataclass
-class NodeRecord:
-    name: str
-    type: str
-    address: str
-    root: str
-    launcher_pid: int = 0
-
-
-@dataclass
-class ClusterRecord:
-    name: str
-    cidr: str
-    state_dir: str
-    nodes: list[NodeRecord] = field(default_factory=list)
-    discovery_pid: int = 0
-    discovery_endpoint: str = ""
-
-    @property
-    def file(self) -> Path:
-        return Path(self.state_dir) / "cluster.yaml"
-
-    def save(self) -> None:
-        write_atomic(self.file, dump_document(from_plain(asdict(self))), mode=0o600)
-
-    @classmethod
-    def load(cls, state: Path, name: str) -> ClusterRecord:
-        path = state.expanduser() / name / "cluster.yaml"
-        if not path.exists():
-            raise MachineryError(
-                f"cluster {name!r} not found (no {path})",
-                hint="list clusters with `ls ~/.talos/clusters`, or pass --name/--state as used at create",
-            )
-        raw: dict[str, Any] = to_plain(load_documents(path.read_text(), source=str(path))[0])
-        nodes = [NodeRecord(**n) for n in raw.pop("nodes", [])]
-        return cls(**raw, nodes=nodes)
 
 
 def allocate_addresses(cidr: str, count: int) -> list[str]:
@@ -94,18 +52,16 @@ def allocate_addresses(cidr: str, count: int) -> list[str]:
     return [str(h) for h in hosts]
 
 
-def _pid_alive(pid: int) -> bool:
-    return pid > 0 and proc.pid_alive(pid)
-
-
-def start_launcher(node: NodeRecord, state_dir: Path) -> int:
+def start_launcher(node: NodeRecord, state_dir: Path) -> None:
+    """Start the node's launcher, marked as the node's (:func:`._processes.tags`), and record it."""
     log = state_dir / f"{node.name}.log"
     background = proc.start(
         [sys.executable, "-m", "ichor.provision.launcher", "--root", node.root, "--address", node.address,
          "--log", str(log)],
-        output=state_dir / f"{node.name}.launcher.log",
+        output=state_dir / f"{node.name}.launcher.log", env=tags(state_dir, node.name),
     )  # fmt: skip
-    return background.pid
+    identity = ProcessId.of(background.pid)
+    node.launcher_pid, node.launcher_start = background.pid, identity.start if identity else 0
 
 
 def _wait(what: str, check: Callable[[], bool], timeout: float, progress: Callable[[str], None]) -> None:
@@ -148,7 +104,7 @@ def create(
         raise MachineryError(
             "a cluster needs at least one control plane", hint="pass --controlplanes 1 or more"
         )
-    state_dir = state.expanduser() / name
+    state_dir = (state.expanduser() / name).resolve()
     if (state_dir / "cluster.yaml").exists():
         raise MachineryError(
             f"cluster {name!r} already exists in {state_dir}",
@@ -194,7 +150,7 @@ def create(
 
     progress(f"creating {controlplanes} control plane and {workers} worker node processes in {state_dir}")
     for node in record.nodes:
-        node.launcher_pid = start_launcher(node, state_dir)
+        start_launcher(node, state_dir)
         record.save()
     asyncio.run(_wait_maintenance(record, progress))
 
@@ -250,6 +206,7 @@ def start_discovery(cidr: str, state_dir: Path, progress: Callable[[str], None])
     background = proc.start(
         [sys.executable, "-m", "ichor.discovery", "serve", "--listen", f"{address}:{DISCOVERY_PORT}"],
         output=log,
+        env=tags(state_dir),
     )
     _wait(f"discovery service on {address}:{DISCOVERY_PORT}",
           lambda: (log.exists() and "listening on" in log.read_text()) or background.poll() is not None, 30, progress)  # fmt: skip
@@ -350,49 +307,3 @@ def _cluster_info(record: ClusterRecord) -> ClusterInfo:
         [n.address for n in record.nodes if n.type == "controlplane"],
         [n.address for n in record.nodes if n.type == "worker"],
     )
-
-
-def destroy(state: Path, name: str, progress: Callable[[str], None] = print) -> None:
-    """Stop every process of the cluster (by recorded PID) and remove its state."""
-    from ichor.machined.platform import Layout
-    from ichor.machined.services.etcd import kill_leftover_etcd
-
-    record = ClusterRecord.load(state, name)
-    _stop_processes(
-        {n.launcher_pid: f"{n.name} (launcher PID {n.launcher_pid})" for n in record.nodes}, 40, progress
-    )
-    for node in record.nodes:
-        # A node killed with SIGKILL leaves its etcd (its own process group) running.
-        leftover = kill_leftover_etcd(Layout(root=Path(node.root), address=node.address))
-        if leftover:
-            progress(f"stopping etcd left behind by {node.name} (PID {leftover})")
-    _stop_processes(
-        {record.discovery_pid: f"the discovery service (PID {record.discovery_pid})"}, 10, progress
-    )
-    shutil.rmtree(record.state_dir, ignore_errors=True)
-    progress(f"destroyed cluster {name!r}")
-
-
-def _stop_processes(processes: dict[int, str], timeout: float, progress: Callable[[str], None]) -> None:
-    """SIGTERM each live PID, wait up to ``timeout`` seconds for all, then kill the process group of
-    any that remain."""
-    alive = {pid: label for pid, label in processes.items() if _pid_alive(pid)}
-    for pid, label in alive.items():
-        progress(f"stopping {label}")
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    for pid, label in alive.items():
-        while _pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if _pid_alive(pid):
-            progress(f"{label} did not stop in time: killing its process group")
-            os.killpg(pid, signal.SIGKILL)
-
-
-def show(state: Path, name: str) -> list[list[str]]:
-    record = ClusterRecord.load(state, name)
-    rows = [["NAME", "TYPE", "IP", "PID", "STATE"]]
-    for node in record.nodes:
-        alive = "running" if _pid_alive(node.launcher_pid) else "stopped"
-        rows.append([node.name, node.type, node.address, str(node.launcher_pid), alive])
-    return rows

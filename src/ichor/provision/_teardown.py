@@ -1,0 +1,152 @@
+"""``cluster show`` and ``cluster destroy``: a cluster's processes as they are, and ending them all.
+
+Processes are found by the marks every process of the cluster carries (:mod:`._processes`), not
+only by the PIDs ``cluster.yaml`` recorded, so a machined whose launcher died, or an etcd whose
+machined died, is shown and stopped too. Destroy deletes the state directory only once every one
+of them has gone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import signal
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ichor.machinery.errors import MachineryError
+from ichor.provision._processes import ClusterProcess, ProcessId, find, signal_and_wait
+from ichor.provision._record import ClusterRecord, NodeRecord, cluster_flags
+
+STOP_SIGNALS: tuple[tuple[int, float], ...] = ((signal.SIGTERM, 40.0), (signal.SIGKILL, 5.0))
+"""Destroy's escalation: each signal, and how long to wait after it for every process to end."""
+
+
+def show(state: Path, name: str) -> list[list[str]]:
+    record = ClusterRecord.load(state, name)
+    processes = _processes(record, Path(record.state_dir))
+    rows = [["NAME", "TYPE", "IP", "PID", "STATE"]]
+    for node in record.nodes:
+        mine = [p for p in processes if p.node == node.name]
+        rows.append([node.name, node.type, node.address, str(node.launcher_pid), _node_state(mine)])
+    return rows
+
+
+def _node_state(processes: list[ClusterProcess]) -> str:
+    if any(p.role == "launcher" for p in processes):
+        return "running"
+    if not processes:
+        return "stopped"
+    return "launcher gone, " + ", ".join(f"{p.role} running (PID {p.id.pid})" for p in processes)
+
+
+def _recorded_launcher(node: NodeRecord) -> ClusterProcess | None:
+    """The launcher cluster.yaml names, if that very process still runs."""
+    identity = ProcessId(node.launcher_pid, node.launcher_start)
+    if node.launcher_start and identity.alive():
+        return ClusterProcess(identity, node.name, ("ichor.provision.launcher",))
+    return None
+
+
+def _processes(record: ClusterRecord | None, state_dir: Path) -> list[ClusterProcess]:
+    found = {p.id: p for p in find(state_dir)}
+    for node in record.nodes if record else ():
+        launcher = _recorded_launcher(node)
+        if launcher is not None:
+            found.setdefault(launcher.id, launcher)
+    return sorted(found.values(), key=lambda p: p.id.pid)
+
+
+def stop_all(
+    record: ClusterRecord | None,
+    state_dir: Path,
+    progress: Callable[[str], None],
+    signals: Sequence[tuple[int, float]] = STOP_SIGNALS,
+) -> list[ClusterProcess]:
+    """End every process of the cluster; returns those still running after the last signal.
+
+    Launchers go first: a launcher stops its node as a power-off, and machined stops its etcd.
+    Then whatever remains (a node whose launcher died, the discovery service) gets each signal in
+    turn.
+    """
+    launchers = [p for p in _processes(record, state_dir) if p.role == "launcher"]
+    if launchers and signals:
+        sig, timeout = signals[0]
+        for p in launchers:
+            progress(f"stopping {p.describe()}")
+        signal_and_wait([p.id for p in launchers], sig, timeout)
+    left: list[ClusterProcess] = []
+    for sig, timeout in signals:
+        left = _processes(record, state_dir)
+        if not left:
+            return []
+        for p in left:
+            verb = "stopping" if sig == signal.SIGTERM else f"sending {signal.Signals(sig).name} to"
+            progress(f"{verb} {p.describe()}")
+        signal_and_wait([p.id for p in left], sig, timeout)
+    return _processes(record, state_dir)
+
+
+def destroy(
+    state: Path,
+    name: str,
+    progress: Callable[[str], None] = print,
+    signals: Sequence[tuple[int, float]] = STOP_SIGNALS,
+) -> None:
+    """Stop every process of the cluster and remove its state (and the context create merged)."""
+    state_dir = state.expanduser() / name
+    record: ClusterRecord | None = None
+    if state_dir.is_dir() and not (state_dir / "cluster.yaml").exists():
+        # A create that stopped before it wrote cluster.yaml: its processes carry the same marks.
+        progress(f"{state_dir} has no cluster.yaml (a create that did not finish): removing what is there")
+    else:
+        record = ClusterRecord.load(state, name)
+    tagged_dir = Path(record.state_dir) if record else state_dir.resolve()
+    survivors = stop_all(record, tagged_dir, progress, signals)
+    if survivors:
+        sent = ", ".join(signal.Signals(sig).name for sig, _ in signals)
+        raise MachineryError(
+            f"{', '.join(p.describe() for p in survivors)} of cluster {name!r} still running after "
+            f"{sent}; kept the state directory {state_dir}",
+            hint="a process that outlives SIGKILL is stuck in the kernel (state D in "
+            f"`ps -o pid,stat,cmd -p {survivors[0].id.pid}`); once it has gone, run "
+            f"`talosctl cluster destroy {cluster_flags(state, name)}` again",
+        )
+    if record is not None:
+        forget_context(record, progress)
+    shutil.rmtree(state_dir, ignore_errors=True)
+    progress(f"destroyed cluster {name!r}")
+
+
+def context_digest(ca: str) -> str:
+    return hashlib.sha256(ca.encode()).hexdigest()
+
+
+def forget_context(record: ClusterRecord, progress: Callable[[str], None]) -> None:
+    """Remove the context create merged into the talosconfig, while it still holds this cluster's
+    CA (its credentials are worth nothing once the cluster is gone), so the next create of the same
+    name is not renamed ``<name>-1``; a current context that pointed at it is unset."""
+    from ichor.machinery.clientconfig import TalosConfig
+    from ichor.machinery.errors import ClientConfigError
+
+    if not record.talosconfig or not record.context:
+        return
+    path = Path(record.talosconfig)
+    try:
+        config = TalosConfig.load(path)
+    except ClientConfigError as exc:
+        progress(f"left the talosconfig alone: {exc}")
+        return
+    context = config.contexts.get(record.context)
+    if context is None:
+        return
+    if context_digest(context.ca) != record.context_ca:
+        progress(f"kept context {record.context!r} in {path}: it no longer holds this cluster's CA")
+        return
+    del config.contexts[record.context]
+    was_current = config.context == record.context
+    if was_current:
+        config.context = None
+    config.save(path)
+    note = " (it was the current context: choose another with `talosctl config context <name>`)"
+    progress(f"removed context {record.context!r} from {path}" + (note if was_current else ""))
