@@ -271,6 +271,15 @@ def test_destroy_ends_a_node_whose_launcher_was_killed(tmp_path: Path) -> None:
         )
         assert [p for p in seen if p.alive()] == [] and find(state_dir) == []
         assert not state_dir.exists()
+        assert "removed context 'orphan' from" in destroyed.stderr
+
+        # The context went with the cluster: the same name is created again as itself, not orphan-1.
+        again = _talosctl(tmp_path, "cluster", "create", "--name", "orphan", "--cidr", cidr, "--workers", "0",
+                          "--no-wait", timeout=120)  # fmt: skip
+        assert again.exit_code == 0, again.stderr
+        assert "renamed" not in again.stderr and "(context 'orphan'," in again.stderr, again.stderr
+        seen.extend(p.id for p in find(state_dir))
+        assert _talosctl(tmp_path, "cluster", "destroy", "--name", "orphan", timeout=120).exit_code == 0
     finally:
         for p in [*seen, *(p.id for p in find(state_dir))]:
             if p.alive():

@@ -10,7 +10,10 @@ from ichor.cli._lazy import CobraCommand, LazyGroup
 
 
 @click.group(
-    cls=LazyGroup, help="A collection of commands for managing local docker-based or QEMU-based clusters"
+    cls=LazyGroup,
+    help="A collection of commands for managing local clusters whose nodes are processes on this machine "
+    "(provisioner 'process': a machined per node, each on its own loopback address; containers are not "
+    "supported yet)",
 )
 def cluster() -> None:
     pass

@@ -47,7 +47,9 @@ class ClusterRecord:
     context: str = ""
     """That context's name there (``<name>-1`` when ``<name>`` was taken)."""
     context_ca: str = ""
-    """Its ``ca``: destroy removes the context only while it still is the one create merged."""
+    """Its ``ca``'s digest: destroy removes the context only while it still is the one create merged."""
+    previous_context: str = ""
+    """The talosconfig's current context before create made the cluster's current."""
 
     @property
     def file(self) -> Path:

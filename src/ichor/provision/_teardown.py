@@ -125,7 +125,8 @@ def context_digest(ca: str) -> str:
 def forget_context(record: ClusterRecord, progress: Callable[[str], None]) -> None:
     """Remove the context create merged into the talosconfig, while it still holds this cluster's
     CA (its credentials are worth nothing once the cluster is gone), so the next create of the same
-    name is not renamed ``<name>-1``; a current context that pointed at it is unset."""
+    name is not renamed ``<name>-1``. If it was current, the context that was current before create
+    is current again (or none is)."""
     from ichor.machinery.clientconfig import TalosConfig
     from ichor.machinery.errors import ClientConfigError
 
@@ -144,9 +145,13 @@ def forget_context(record: ClusterRecord, progress: Callable[[str], None]) -> No
         progress(f"kept context {record.context!r} in {path}: it no longer holds this cluster's CA")
         return
     del config.contexts[record.context]
-    was_current = config.context == record.context
-    if was_current:
-        config.context = None
+    note = ""
+    if config.context == record.context:
+        if record.previous_context in config.contexts:
+            config.context = record.previous_context
+            note = f"; the current context is {record.previous_context!r} again"
+        else:
+            config.context = None
+            note = " (it was the current context: choose another with `talosctl config context <name>`)"
     config.save(path)
-    note = " (it was the current context: choose another with `talosctl config context <name>`)"
-    progress(f"removed context {record.context!r} from {path}" + (note if was_current else ""))
+    progress(f"removed context {record.context!r} from {path}{note}")
