@@ -26,7 +26,7 @@ from ichor.machinery.errors import MachineryError
 from ichor.machinery.files import write_atomic
 from ichor.provision._addresses import DISCOVERY_PORT, allocate_addresses, check_free, discovery_address
 from ichor.provision._processes import ProcessId, tags
-from ichor.provision._record import ClusterRecord, NodeRecord, cluster_flags
+from ichor.provision._record import ClusterRecord, NodeRecord, cluster_flags, launcher_state_file
 from ichor.provision._teardown import context_digest, forget_context, stop_all
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ def start_launcher(node: NodeRecord, state_dir: Path) -> None:
     log = state_dir / f"{node.name}.log"
     background = proc.start(
         [sys.executable, "-m", "ichor.provision.launcher", "--root", node.root, "--address", node.address,
-         "--log", str(log)],
+         "--log", str(log), "--state-file", str(launcher_state_file(state_dir, node.name))],
         output=state_dir / f"{node.name}.launcher.log", env=tags(state_dir, node.name),
     )  # fmt: skip
     identity = ProcessId.of(background.pid)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -76,3 +77,36 @@ class ClusterRecord:
                 hint="restore it, or remove it: `talosctl cluster destroy` then ends whatever processes "
                 "still carry the cluster's marks and removes the directory",
             ) from None
+
+
+RUNNING = "running"
+WAITING = "waiting"
+"""Crashed; restarts at :attr:`LauncherState.restart_at`."""
+POWERED_OFF = "powered off"
+
+
+def launcher_state_file(state_dir: Path, node: str) -> Path:
+    return state_dir / f"{node}.launcher.json"
+
+
+@dataclass
+class LauncherState:
+    """What a node's launcher writes (:mod:`ichor.provision.launcher`): itself, its node, and why
+    the node is not running."""
+
+    launcher_pid: int
+    state: str
+    node_pid: int = 0
+    crashes: int = 0
+    """Crashes in a row."""
+    last_exit: int | None = None
+    restart_at: float = 0.0
+    """Wall-clock time (``time.time()``) of the restart while ``state`` is ``waiting``."""
+
+    @classmethod
+    def read(cls, path: Path) -> LauncherState | None:
+        """The state as last written; None when absent or unreadable (a launcher still starting)."""
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None

@@ -11,29 +11,49 @@ from __future__ import annotations
 import hashlib
 import shutil
 import signal
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ichor.machinery.errors import MachineryError
 from ichor.provision._processes import ClusterProcess, ProcessId, find, signal_and_wait
-from ichor.provision._record import ClusterRecord, NodeRecord, cluster_flags
+from ichor.provision._record import (
+    WAITING,
+    ClusterRecord,
+    LauncherState,
+    NodeRecord,
+    cluster_flags,
+    launcher_state_file,
+)
 
 STOP_SIGNALS: tuple[tuple[int, float], ...] = ((signal.SIGTERM, 40.0), (signal.SIGKILL, 5.0))
 """Destroy's escalation: each signal, and how long to wait after it for every process to end."""
 
 
-def show(state: Path, name: str) -> list[list[str]]:
+def show(state: Path, name: str, now: Callable[[], float] = time.time) -> list[list[str]]:
     record = ClusterRecord.load(state, name)
-    processes = _processes(record, Path(record.state_dir))
+    state_dir = Path(record.state_dir)
+    processes = _processes(record, state_dir)
     rows = [["NAME", "TYPE", "IP", "PID", "STATE"]]
     for node in record.nodes:
         mine = [p for p in processes if p.node == node.name]
-        rows.append([node.name, node.type, node.address, str(node.launcher_pid), _node_state(mine)])
+        launcher = LauncherState.read(launcher_state_file(state_dir, node.name))
+        rows.append(
+            [node.name, node.type, node.address, str(node.launcher_pid), _node_state(mine, launcher, now())]
+        )
     return rows
 
 
-def _node_state(processes: list[ClusterProcess]) -> str:
-    if any(p.role == "launcher" for p in processes):
+def _node_state(processes: list[ClusterProcess], launcher: LauncherState | None, now: float) -> str:
+    launchers = [p.id.pid for p in processes if p.role == "launcher"]
+    if launchers:
+        # The state file counts only while the launcher that wrote it runs.
+        if launcher is not None and launcher.launcher_pid in launchers and launcher.state == WAITING:
+            left = max(0.0, launcher.restart_at - now)
+            return (
+                f"crashed (exit code {launcher.last_exit}), restarting in {left:.0f}s "
+                f"(crash {launcher.crashes} in a row)"
+            )
         return "running"
     if not processes:
         return "stopped"
