@@ -57,6 +57,12 @@ def _cluster_record(tmp_path: Path, launcher: ProcessId | None = None) -> Cluste
     return record
 
 
+def _ignores_sigterm(started: list[proc.Background], tmp_path: Path, record: ClusterRecord) -> ProcessId:
+    """A process of the cluster's first node that only SIGKILL ends."""
+    return _stand_in(started, tmp_path / "stubborn.log", tags(Path(record.state_dir), record.nodes[0].name),
+                     setup="signal.signal(signal.SIGTERM, signal.SIG_IGN)")  # fmt: skip
+
+
 def _dead_process(started: list[proc.Background], tmp_path: Path) -> ProcessId:
     identity = _stand_in(started, tmp_path / "dead.log")
     started[-1].stop(timeout=1)
@@ -97,12 +103,7 @@ def test_destroy_fails_loudly_and_keeps_the_state_when_a_process_survives(
     tmp_path: Path, started: list[proc.Background]
 ) -> None:
     record = _cluster_record(tmp_path)
-    stubborn = _stand_in(
-        started,
-        tmp_path / "stubborn.log",
-        tags(Path(record.state_dir), "c-controlplane-1"),
-        setup="signal.signal(signal.SIGTERM, signal.SIG_IGN)",
-    )
+    stubborn = _ignores_sigterm(started, tmp_path, record)
     with pytest.raises(MachineryError) as failed:
         _teardown.destroy(
             tmp_path / "clusters", "c", progress=lambda _: None, signals=((signal.SIGTERM, 0.5),)
@@ -162,3 +163,16 @@ def test_not_found_names_the_state_directory_used(tmp_path: Path) -> None:
         _teardown.show(tmp_path / "elsewhere", "nope")
     assert "cluster 'nope' not found" in str(failed.value)
     assert f"ls {tmp_path / 'elsewhere'}" in (failed.value.hint or "")
+
+
+def test_destroy_force_removes_the_state_even_when_a_process_survives(
+    tmp_path: Path, started: list[proc.Background]
+) -> None:
+    record = _cluster_record(tmp_path)
+    stubborn = _ignores_sigterm(started, tmp_path, record)
+    with pytest.raises(MachineryError) as failed:
+        _teardown.destroy(tmp_path / "clusters", "c", progress=lambda _: None, signals=((signal.SIGTERM, 0.5),),
+                          force=True)  # fmt: skip
+    assert f"PID {stubborn.pid}" in str(failed.value) and "removed the state directory" in str(failed.value)
+    assert f"kill -9 {stubborn.pid}" in (failed.value.hint or "")
+    assert stubborn.alive() and not Path(record.state_dir).exists()

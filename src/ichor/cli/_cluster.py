@@ -101,8 +101,13 @@ def show(name: str, state: str, provisioner: str) -> None:
 @_NAME
 @_STATE
 @_PROVISIONER
-@click.option("-f", "--force", is_flag=True, help="force deletion of cluster directory if there were errors")
+@click.option(
+    "-f",
+    "--force",
+    is_flag=True,
+    help="force deletion of cluster directory if there were errors (a process that survived is still reported)",
+)
 def destroy(name: str, state: str, provisioner: str, force: bool) -> None:
     from ichor.provision._teardown import destroy as destroy_cluster
 
-    destroy_cluster(Path(state), name, progress=lambda line: click.echo(line, err=True))
+    destroy_cluster(Path(state), name, progress=lambda line: click.echo(line, err=True), force=force)

@@ -112,8 +112,11 @@ def destroy(
     name: str,
     progress: Callable[[str], None] = print,
     signals: Sequence[tuple[int, float]] = STOP_SIGNALS,
+    *,
+    force: bool = False,
 ) -> None:
-    """Stop every process of the cluster and remove its state (and the context create merged)."""
+    """Stop every process of the cluster and remove its state (and the context create merged);
+    with ``force`` the state goes even when a process survives (still an error)."""
     state_dir = state.expanduser() / name
     record: ClusterRecord | None = None
     if state_dir.is_dir() and not (state_dir / "cluster.yaml").exists():
@@ -123,18 +126,26 @@ def destroy(
         record = ClusterRecord.load(state, name)
     tagged_dir = Path(record.state_dir) if record else state_dir.resolve()
     survivors = stop_all(record, tagged_dir, progress, signals)
-    if survivors:
+    if survivors and not force:
         sent = ", ".join(signal.Signals(sig).name for sig, _ in signals)
         raise MachineryError(
             f"{', '.join(p.describe() for p in survivors)} of cluster {name!r} still running after "
             f"{sent}; kept the state directory {state_dir}",
             hint="a process that outlives SIGKILL is stuck in the kernel (state D in "
             f"`ps -o pid,stat,cmd -p {survivors[0].id.pid}`); once it has gone, run "
-            f"`talosctl cluster destroy {cluster_flags(state, name)}` again",
+            f"`talosctl cluster destroy {cluster_flags(state, name)}` again (--force removes the "
+            "state directory anyway)",
         )
     if record is not None:
         forget_context(record, progress)
     shutil.rmtree(state_dir, ignore_errors=True)
+    if survivors:
+        pids = " ".join(str(p.id.pid) for p in survivors)
+        raise MachineryError(
+            f"{', '.join(p.describe() for p in survivors)} of cluster {name!r} still running; removed "
+            f"the state directory {state_dir} anyway (--force)",
+            hint=f"end them yourself once they can be ended: `kill -9 {pids}`",
+        )
     progress(f"destroyed cluster {name!r}")
 
 
