@@ -246,6 +246,7 @@ def test_destroy_ends_a_node_whose_launcher_was_killed(tmp_path: Path) -> None:
         created = _talosctl(tmp_path, "cluster", "create", "--name", "orphan", "--cidr", cidr, "--workers", "0",
                             "--no-wait", timeout=120)  # fmt: skip
         assert created.exit_code == 0, created.stderr
+        assert "cluster 'orphan' started: 1 node configured in" in created.stderr
         assert "not waiting for it to be healthy (--no-wait)" in created.stderr
         for _ in range(60):
             if "STATE    Running" in _talosctl(tmp_path, "-n", cp, "service", "etcd", timeout=20).stdout:

@@ -198,15 +198,13 @@ def _bring_up(
             progress(f"bootstrapping etcd on {cp_address}")
             asyncio.run(_bootstrap(options, cp_address, wait_timeout, progress))
         progress(
-            f"cluster {name!r} started: {len(record.nodes)} nodes configured in {time.monotonic() - started:.1f}s; "
+            f"cluster {name!r} started: {_nodes(record)} configured in {time.monotonic() - started:.1f}s; "
             "not waiting for it to be healthy (--no-wait): check it with `talosctl health`"
         )
         return
 
     asyncio.run(_wait_api(record, options, wait_timeout, progress))
-    progress(
-        f"cluster {name!r} is up: {len(record.nodes)} nodes configured in {time.monotonic() - started:.1f}s"
-    )
+    progress(f"cluster {name!r} is up: {_nodes(record)} configured in {time.monotonic() - started:.1f}s")
     if bootstrap:
         progress(f"bootstrapping etcd on {cp_address}")
         etcd_started = time.monotonic()
@@ -217,6 +215,10 @@ def _bring_up(
             f"etcd is healthy on {len(controlplanes)} control plane(s) after {now - etcd_started:.1f}s "
             f"({now - started:.1f}s since create started)"
         )
+
+
+def _nodes(record: ClusterRecord) -> str:
+    return f"{len(record.nodes)} node" + ("" if len(record.nodes) == 1 else "s")
 
 
 def _undo(record: ClusterRecord, state: Path, progress: Callable[[str], None], *, keep_logs: bool) -> None:
