@@ -56,7 +56,7 @@ async def _latency(client_factory, calls: int) -> tuple[float, float]:  # type: 
 def main() -> None:
     from ichor.client import Client
     from ichor.machinery.clientconfig import GlobalOptions
-    from ichor.provision._cluster import ClusterRecord
+    from ichor.provision._record import ClusterRecord
 
     pyc = os.environ.get("PYTHONDONTWRITEBYTECODE") != "1"
     print(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import random
+import signal
 import sys
 import time
 from pathlib import Path
@@ -11,6 +13,7 @@ import pytest
 from cluster_helpers import talosctl_in as _talosctl
 
 from ichor.machinery import proc
+from ichor.provision._processes import ProcessId, find
 
 pytestmark = pytest.mark.e2e
 
@@ -231,3 +234,54 @@ def test_cluster_create_refuses_bad_input_and_starts_nothing(
     result = _talosctl(tmp_path, "cluster", "create", "--name", "bad", *args)
     assert result.exit_code != 0 and message in result.stderr
     assert not (tmp_path / ".talos/clusters/bad/cluster.yaml").exists()
+
+
+def test_destroy_ends_a_node_whose_launcher_was_killed(tmp_path: Path) -> None:
+    """kill -9 of a launcher leaves its machined (and etcd) serving: show says so, destroy ends them."""
+    cidr = f"127.{random.randint(200, 250)}.{random.randint(0, 255)}.0/24"
+    cp = cidr.rsplit(".", 1)[0] + ".2"
+    state_dir = tmp_path / ".talos/clusters/orphan"
+    seen: list[ProcessId] = []
+    try:
+        created = _talosctl(tmp_path, "cluster", "create", "--name", "orphan", "--cidr", cidr, "--workers", "0",
+                            "--no-wait", timeout=120)  # fmt: skip
+        assert created.exit_code == 0, created.stderr
+        assert "cluster 'orphan' started: 1 node configured in" in created.stderr
+        assert "not waiting for it to be healthy (--no-wait)" in created.stderr
+        for _ in range(60):
+            if "STATE    Running" in _talosctl(tmp_path, "-n", cp, "service", "etcd", timeout=20).stdout:
+                break
+            time.sleep(0.5)
+        processes = {p.role: p for p in find(state_dir)}
+        seen.extend(p.id for p in processes.values())
+        assert {"launcher", "machined", "etcd", "discovery service"} <= set(processes), processes
+        os.kill(processes["launcher"].id.pid, signal.SIGKILL)
+        while processes["launcher"].id.alive():
+            time.sleep(0.05)
+
+        shown = _talosctl(tmp_path, "cluster", "show", "--name", "orphan")
+        row = shown.stdout.splitlines()[1]
+        assert f"launcher gone, machined running (PID {processes['machined'].id.pid})" in row, shown.stdout
+        assert "stopped" not in row
+        assert _talosctl(tmp_path, "-n", cp, "version", timeout=20).exit_code == 0  # still serving
+
+        destroyed = _talosctl(tmp_path, "cluster", "destroy", "--name", "orphan", timeout=120)
+        assert destroyed.exit_code == 0, destroyed.stderr
+        assert f"stopping machined of orphan-controlplane-1 (PID {processes['machined'].id.pid})" in (
+            destroyed.stderr
+        )
+        assert [p for p in seen if p.alive()] == [] and find(state_dir) == []
+        assert not state_dir.exists()
+        assert "removed context 'orphan' from" in destroyed.stderr
+
+        # The context went with the cluster: the same name is created again as itself, not orphan-1.
+        again = _talosctl(tmp_path, "cluster", "create", "--name", "orphan", "--cidr", cidr, "--workers", "0",
+                          "--no-wait", timeout=120)  # fmt: skip
+        assert again.exit_code == 0, again.stderr
+        assert "renamed" not in again.stderr and "(context 'orphan'," in again.stderr, again.stderr
+        seen.extend(p.id for p in find(state_dir))
+        assert _talosctl(tmp_path, "cluster", "destroy", "--name", "orphan", timeout=120).exit_code == 0
+    finally:
+        for p in [*seen, *(p.id for p in find(state_dir))]:
+            if p.alive():
+                os.kill(p.pid, signal.SIGKILL)

@@ -84,7 +84,7 @@ def _kill_node(record: ClusterRecord, index: int) -> None:
 
 def _restart_node(record: ClusterRecord, index: int) -> None:
     node = record.nodes[index]
-    node.launcher_pid = start_launcher(node, Path(record.state_dir))
+    start_launcher(node, Path(record.state_dir))
     record.save()
 
 

@@ -10,7 +10,10 @@ from ichor.cli._lazy import CobraCommand, LazyGroup
 
 
 @click.group(
-    cls=LazyGroup, help="A collection of commands for managing local docker-based or QEMU-based clusters"
+    cls=LazyGroup,
+    help="A collection of commands for managing local clusters whose nodes are processes on this machine "
+    "(provisioner 'process': a machined per node, each on its own loopback address; containers are not "
+    "supported yet)",
 )
 def cluster() -> None:
     pass
@@ -89,7 +92,7 @@ def create(name: str, state: str, provisioner: str, controlplanes: int, workers:
 @_PROVISIONER
 def show(name: str, state: str, provisioner: str) -> None:
     from ichor.client import render_table
-    from ichor.provision._cluster import show as show_cluster
+    from ichor.provision._teardown import show as show_cluster
 
     click.echo(render_table(show_cluster(Path(state), name)), nl=False)
 
@@ -98,8 +101,13 @@ def show(name: str, state: str, provisioner: str) -> None:
 @_NAME
 @_STATE
 @_PROVISIONER
-@click.option("-f", "--force", is_flag=True, help="force deletion of cluster directory if there were errors")
+@click.option(
+    "-f",
+    "--force",
+    is_flag=True,
+    help="force deletion of cluster directory if there were errors (a process that survived is still reported)",
+)
 def destroy(name: str, state: str, provisioner: str, force: bool) -> None:
-    from ichor.provision._cluster import destroy as destroy_cluster
+    from ichor.provision._teardown import destroy as destroy_cluster
 
-    destroy_cluster(Path(state), name, progress=lambda line: click.echo(line, err=True))
+    destroy_cluster(Path(state), name, progress=lambda line: click.echo(line, err=True), force=force)

@@ -1,4 +1,4 @@
-"""Cluster create, show and destroy for process nodes.
+"""``cluster create`` for process nodes (show and destroy are :mod:`._teardown`'s).
 
 create knows a node's state only through its API, as a user would: a node is in maintenance mode
 when its maintenance API answers with the maintenance stage, and the cluster is up and etcd healthy
@@ -9,115 +9,46 @@ under a node's root for that.
 from __future__ import annotations
 
 import asyncio
-import ipaddress
-import os
+import contextlib
 import shutil
 import signal
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ichor.machinery import proc
 from ichor.machinery.clientconfig import GlobalOptions
 from ichor.machinery.errors import MachineryError
 from ichor.machinery.files import write_atomic
-from ichor.machinery.yamlio import dump_document, from_plain, load_documents, to_plain
+from ichor.provision._addresses import DISCOVERY_PORT, allocate_addresses, check_free, discovery_address
+from ichor.provision._processes import ProcessId, tags
+from ichor.provision._record import ClusterRecord, NodeRecord, cluster_flags, launcher_state_file
+from ichor.provision._teardown import context_digest, forget_context, stop_all
 
 if TYPE_CHECKING:
     from ichor.client.health import ClusterInfo
+    from ichor.machinery.patch import Patch
 
-DEFAULT_STATE = Path("~/.talos/clusters")
 DEFAULT_CIDR = "127.5.0.0/24"
-DISCOVERY_PORT = 3000
+DISCOVERY_TIMEOUT = 30.0
 MAINTENANCE_TIMEOUT = timedelta(seconds=60)
 """How long a new node process may take to answer on its maintenance API."""
 
 
-@dataclass
-class NodeRecord:
-    name: str
-    type: str
-    address: str
-    root: str
-    launcher_pid: int = 0
-
-
-@dataclass
-class ClusterRecord:
-    name: str
-    cidr: str
-    state_dir: str
-    nodes: list[NodeRecord] = field(default_factory=list)
-    discovery_pid: int = 0
-    discovery_endpoint: str = ""
-
-    @property
-    def file(self) -> Path:
-        return Path(self.state_dir) / "cluster.yaml"
-
-    def save(self) -> None:
-        write_atomic(self.file, dump_document(from_plain(asdict(self))), mode=0o600)
-
-    @classmethod
-    def load(cls, state: Path, name: str) -> ClusterRecord:
-        path = state.expanduser() / name / "cluster.yaml"
-        if not path.exists():
-            raise MachineryError(
-                f"cluster {name!r} not found (no {path})",
-                hint="list clusters with `ls ~/.talos/clusters`, or pass --name/--state as used at create",
-            )
-        raw: dict[str, Any] = to_plain(load_documents(path.read_text(), source=str(path))[0])
-        nodes = [NodeRecord(**n) for n in raw.pop("nodes", [])]
-        return cls(**raw, nodes=nodes)
-
-
-def allocate_addresses(cidr: str, count: int) -> list[str]:
-    """Node addresses from the CIDR: .2 onwards (as Talos leaves .1 to the gateway)."""
-    try:
-        network = ipaddress.ip_network(cidr, strict=False)
-    except ValueError:
-        raise MachineryError(f"invalid CIDR {cidr!r}", hint="pass --cidr like 127.5.0.0/24") from None
-    if not network.is_loopback:
-        raise MachineryError(
-            f"--cidr {cidr} is not a loopback range",
-            hint="process nodes each own a loopback address: use a 127.0.0.0/8 range such as 127.5.0.0/24",
-        )
-    hosts = list(network.hosts())[1 : count + 1]
-    if len(hosts) < count:
-        raise MachineryError(
-            f"--cidr {cidr} has room for {len(hosts)} nodes, {count} asked", hint="use a larger CIDR"
-        )
-    return [str(h) for h in hosts]
-
-
-def _pid_alive(pid: int) -> bool:
-    return pid > 0 and proc.pid_alive(pid)
-
-
-def start_launcher(node: NodeRecord, state_dir: Path) -> int:
+def start_launcher(node: NodeRecord, state_dir: Path) -> None:
+    """Start the node's launcher, marked as the node's (:func:`._processes.tags`), and record it."""
     log = state_dir / f"{node.name}.log"
     background = proc.start(
         [sys.executable, "-m", "ichor.provision.launcher", "--root", node.root, "--address", node.address,
-         "--log", str(log)],
-        output=state_dir / f"{node.name}.launcher.log",
+         "--log", str(log), "--state-file", str(launcher_state_file(state_dir, node.name))],
+        output=state_dir / f"{node.name}.launcher.log", env=tags(state_dir, node.name),
     )  # fmt: skip
-    return background.pid
-
-
-def _wait(what: str, check: Callable[[], bool], timeout: float, progress: Callable[[str], None]) -> None:
-    deadline = time.monotonic() + timeout
-    while not check():
-        if time.monotonic() > deadline:
-            raise MachineryError(
-                f"timed out after {timeout:.0f}s waiting for {what}",
-                hint="see the node logs in the cluster state directory",
-            )
-        time.sleep(0.2)
-    progress(f"{what}: done")
+    identity = ProcessId.of(background.pid)
+    node.launcher_pid, node.launcher_start = background.pid, identity.start if identity else 0
 
 
 def create(
@@ -138,24 +69,33 @@ def create(
 ) -> ClusterRecord:
     """Create a cluster of process nodes, as a user would: boot, apply configs, merge talosconfig,
     bootstrap; then (``wait``) wait until every node's API answers and etcd is healthy on every
-    control plane (:mod:`ichor.client.health`'s etcd stages, as ``talosctl health`` runs them)."""
-    from ichor.machinery.clientconfig import TalosConfig
-    from ichor.machinery.generate import GenOptions, OutputType, generate
+    control plane (:mod:`ichor.client.health`'s etcd stages, as ``talosctl health`` runs them).
+
+    Everything a user can get wrong (counts, CIDR, patches, an address in use) is refused before
+    anything starts. A create that fails later stops every process it started and takes its context
+    out of the talosconfig again, keeping the state directory (the logs) for ``cluster destroy``;
+    one interrupted (Ctrl-C) removes that too.
+    """
     from ichor.machinery.patch import load_patches
-    from ichor.machinery.secrets import SecretsBundle
 
     if controlplanes < 1:
         raise MachineryError(
             "a cluster needs at least one control plane", hint="pass --controlplanes 1 or more"
         )
-    state_dir = state.expanduser() / name
+    state_dir = (state.expanduser() / name).resolve()
     if (state_dir / "cluster.yaml").exists():
         raise MachineryError(
             f"cluster {name!r} already exists in {state_dir}",
-            hint="destroy it first: talosctl cluster destroy --name " + name,
+            hint=f"destroy it first: talosctl cluster destroy {cluster_flags(state, name)}",
         )
     addresses = allocate_addresses(cidr, controlplanes + workers)
-    started = time.monotonic()
+    patches = Patches(
+        common=load_patches(list(config_patches), flag="--config-patch"),
+        controlplane=load_patches(list(cp_patches), flag="--config-patch-control-plane"),
+        worker=load_patches(list(worker_patches), flag="--config-patch-worker"),
+    )
+    check_free(cidr, addresses[:controlplanes], addresses[controlplanes:], state)
+
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     record = ClusterRecord(name=name, cidr=cidr, state_dir=str(state_dir))
     for i in range(controlplanes + workers):
@@ -163,9 +103,46 @@ def create(
         index = i + 1 if kind == "controlplane" else i - controlplanes + 1
         node_name = f"{name}-{kind}-{index}"
         record.nodes.append(NodeRecord(node_name, kind, addresses[i], str(state_dir / node_name)))
+    record.save()
+    try:
+        _bring_up(record, patches, talosconfig.expanduser(), wait_timeout, bootstrap, wait, progress)
+    except KeyboardInterrupt:
+        progress("interrupted: removing what create started")
+        with _sigint_ignored():
+            _undo(record, state, progress, keep_logs=False)
+        raise
+    except Exception:
+        _undo(record, state, progress, keep_logs=True)
+        raise
+    return record
 
+
+@dataclass(frozen=True)
+class Patches:
+    common: list[Patch]
+    controlplane: list[Patch]
+    worker: list[Patch]
+
+
+def _bring_up(
+    record: ClusterRecord,
+    patches: Patches,
+    talosconfig: Path,
+    wait_timeout: float,
+    bootstrap: bool,
+    wait: bool,
+    progress: Callable[[str], None],
+) -> None:
+    from ichor.machinery.clientconfig import TalosConfig
+    from ichor.machinery.generate import GenOptions, OutputType, generate
+    from ichor.machinery.patch import load_patches
+    from ichor.machinery.secrets import SecretsBundle
+
+    started = time.monotonic()
+    name, state_dir = record.name, Path(record.state_dir)
+    controlplanes = [n for n in record.nodes if n.type == "controlplane"]
     progress("starting the cluster's own discovery service")
-    record.discovery_endpoint, record.discovery_pid = start_discovery(cidr, state_dir, progress)
+    record.discovery_endpoint, record.discovery_pid = start_discovery(record.cidr, state_dir, progress)
     record.save()
     discovery = load_patches([
         "cluster:\n  discovery:\n    enabled: true\n    registries:\n      kubernetes:\n        disabled: true\n"
@@ -175,26 +152,24 @@ def create(
     progress("generating PKI and tokens")
     bundle = SecretsBundle.generate()
     write_atomic(state_dir / "secrets.yaml", bundle.to_yaml(), mode=0o600)
-    cp_address = record.nodes[0].address
+    cp_address = controlplanes[0].address
     opts = GenOptions(cluster_name=name, endpoint=f"https://{cp_address}:6443")
-    common = load_patches(list(config_patches), flag="--config-patch")
-    per_type = {
-        "controlplane": load_patches(list(cp_patches), flag="--config-patch-control-plane"),
-        "worker": load_patches(list(worker_patches), flag="--config-patch-worker"),
-    }
     configs: dict[str, bytes] = {}
     for node in record.nodes:
         hostname = load_patches([f"machine:\n  network:\n    hostname: {node.name}\n"])
         output = OutputType.CONTROLPLANE if node.type == "controlplane" else OutputType.WORKER
-        text = generate(bundle, opts, output_types=[output], patches=[*discovery, *common, *hostname],
-                        controlplane_patches=per_type["controlplane"], worker_patches=per_type["worker"],
+        text = generate(bundle, opts, output_types=[output], patches=[*discovery, *patches.common, *hostname],
+                        controlplane_patches=patches.controlplane, worker_patches=patches.worker,
                         with_docs=False, with_examples=False).outputs[output]  # fmt: skip
         configs[node.name] = text.encode()
         write_atomic(state_dir / f"{node.name}.yaml", text, mode=0o600)
 
-    progress(f"creating {controlplanes} control plane and {workers} worker node processes in {state_dir}")
+    workers = len(record.nodes) - len(controlplanes)
+    progress(
+        f"creating {len(controlplanes)} control plane and {workers} worker node processes in {state_dir}"
+    )
     for node in record.nodes:
-        node.launcher_pid = start_launcher(node, state_dir)
+        start_launcher(node, state_dir)
         record.save()
     asyncio.run(_wait_maintenance(record, progress))
 
@@ -204,31 +179,32 @@ def create(
     generated = generate(bundle, opts, output_types=[OutputType.TALOSCONFIG]).outputs[OutputType.TALOSCONFIG]
     cluster_config = TalosConfig.from_yaml(generated, source="generated talosconfig")
     _, context = cluster_config.get(name)
-    context.endpoints = [n.address for n in record.nodes if n.type == "controlplane"]
+    context.endpoints = [n.address for n in controlplanes]
     context.nodes = [cp_address]
-    target = talosconfig.expanduser()
-    merged = TalosConfig.load(target) if target.exists() else TalosConfig(context=None, contexts={})
+    merged = TalosConfig.load(talosconfig) if talosconfig.exists() else TalosConfig(context=None, contexts={})
+    record.previous_context = merged.context or ""
     for message in merged.merge(cluster_config):
         progress(message)
-    merged.save(target)
+    record.talosconfig, record.context = str(talosconfig), merged.context or name
+    record.context_ca = context_digest(context.ca)
+    record.save()
+    merged.save(talosconfig)
     progress(
-        f"merged the cluster's talosconfig into {target} (context {merged.context!r}, endpoints {', '.join(context.endpoints)})"
+        f"merged the cluster's talosconfig into {talosconfig} (context {merged.context!r}, endpoints {', '.join(context.endpoints)})"
     )
-    options = GlobalOptions(talosconfig=str(target), context=merged.context or name)
+    options = GlobalOptions(talosconfig=str(talosconfig), context=record.context)
     if not wait:
         if bootstrap:
             progress(f"bootstrapping etcd on {cp_address}")
             asyncio.run(_bootstrap(options, cp_address, wait_timeout, progress))
         progress(
-            f"cluster {name!r} started: {len(record.nodes)} nodes configured in {time.monotonic() - started:.1f}s; "
+            f"cluster {name!r} started: {_nodes(record)} configured in {time.monotonic() - started:.1f}s; "
             "not waiting for it to be healthy (--no-wait): check it with `talosctl health`"
         )
-        return record
+        return
 
     asyncio.run(_wait_api(record, options, wait_timeout, progress))
-    progress(
-        f"cluster {name!r} is up: {len(record.nodes)} nodes configured in {time.monotonic() - started:.1f}s"
-    )
+    progress(f"cluster {name!r} is up: {_nodes(record)} configured in {time.monotonic() - started:.1f}s")
     if bootstrap:
         progress(f"bootstrapping etcd on {cp_address}")
         etcd_started = time.monotonic()
@@ -236,28 +212,74 @@ def create(
         asyncio.run(_wait_etcd(record, options, wait_timeout, progress))
         now = time.monotonic()
         progress(
-            f"etcd is healthy on {controlplanes} control plane(s) after {now - etcd_started:.1f}s "
+            f"etcd is healthy on {len(controlplanes)} control plane(s) after {now - etcd_started:.1f}s "
             f"({now - started:.1f}s since create started)"
         )
-    return record
+
+
+def _nodes(record: ClusterRecord) -> str:
+    return f"{len(record.nodes)} node" + ("" if len(record.nodes) == 1 else "s")
+
+
+def _undo(record: ClusterRecord, state: Path, progress: Callable[[str], None], *, keep_logs: bool) -> None:
+    """Stop every process create started and take its context out of the talosconfig; then remove
+    the state directory, or (``keep_logs``) say how to."""
+    state_dir = Path(record.state_dir)
+    flags = cluster_flags(state, record.name)
+    survivors = stop_all(record, state_dir, progress)
+    forget_context(record, progress)
+    if survivors:
+        progress(
+            f"still running: {', '.join(p.describe() for p in survivors)}; once they have gone, remove "
+            f"the cluster with `talosctl cluster destroy {flags}`"
+        )
+    elif keep_logs:
+        progress(
+            f"stopped every process create started; kept its logs in {state_dir}: "
+            f"remove them with `talosctl cluster destroy {flags}`"
+        )
+    else:
+        shutil.rmtree(state_dir, ignore_errors=True)
+        progress(f"stopped every process create started and removed {state_dir}")
+
+
+@contextlib.contextmanager
+def _sigint_ignored() -> Iterator[None]:
+    """A second Ctrl-C must not leave the clean-up half done."""
+    try:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread: nothing to guard
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def start_discovery(cidr: str, state_dir: Path, progress: Callable[[str], None]) -> tuple[str, int]:
     """The cluster's own discovery service on the CIDR's first address (never the public one)."""
-    network = ipaddress.ip_network(cidr, strict=False)
-    address = str(next(network.hosts()))
+    address = discovery_address(cidr)
     log = state_dir / "discovery.log"
     background = proc.start(
         [sys.executable, "-m", "ichor.discovery", "serve", "--listen", f"{address}:{DISCOVERY_PORT}"],
         output=log,
+        env=tags(state_dir),
     )
-    _wait(f"discovery service on {address}:{DISCOVERY_PORT}",
-          lambda: (log.exists() and "listening on" in log.read_text()) or background.poll() is not None, 30, progress)  # fmt: skip
-    if background.poll() is not None:
-        raise MachineryError(
-            f"the discovery service did not start: {log.read_text().strip()[-500:]}",
-            hint=f"is {address}:{DISCOVERY_PORT} in use by another cluster? pick another --cidr",
-        )
+    deadline = time.monotonic() + DISCOVERY_TIMEOUT
+    while not (log.exists() and "listening on" in log.read_text()):
+        if background.poll() is not None:
+            raise MachineryError(
+                f"the discovery service did not start: {log.read_text().strip()[-500:]}",
+                hint=f"is {address}:{DISCOVERY_PORT} in use by another cluster? pick another --cidr",
+            )
+        if time.monotonic() > deadline:
+            raise MachineryError(
+                f"the discovery service did not listen on {address}:{DISCOVERY_PORT} within "
+                f"{DISCOVERY_TIMEOUT:.0f}s", hint=f"see {log}",
+            )  # fmt: skip
+        time.sleep(0.1)
+    progress(f"discovery service listening on {address}:{DISCOVERY_PORT}")
     return f"http://{address}:{DISCOVERY_PORT}/", background.pid
 
 
@@ -350,49 +372,3 @@ def _cluster_info(record: ClusterRecord) -> ClusterInfo:
         [n.address for n in record.nodes if n.type == "controlplane"],
         [n.address for n in record.nodes if n.type == "worker"],
     )
-
-
-def destroy(state: Path, name: str, progress: Callable[[str], None] = print) -> None:
-    """Stop every process of the cluster (by recorded PID) and remove its state."""
-    from ichor.machined.platform import Layout
-    from ichor.machined.services.etcd import kill_leftover_etcd
-
-    record = ClusterRecord.load(state, name)
-    _stop_processes(
-        {n.launcher_pid: f"{n.name} (launcher PID {n.launcher_pid})" for n in record.nodes}, 40, progress
-    )
-    for node in record.nodes:
-        # A node killed with SIGKILL leaves its etcd (its own process group) running.
-        leftover = kill_leftover_etcd(Layout(root=Path(node.root), address=node.address))
-        if leftover:
-            progress(f"stopping etcd left behind by {node.name} (PID {leftover})")
-    _stop_processes(
-        {record.discovery_pid: f"the discovery service (PID {record.discovery_pid})"}, 10, progress
-    )
-    shutil.rmtree(record.state_dir, ignore_errors=True)
-    progress(f"destroyed cluster {name!r}")
-
-
-def _stop_processes(processes: dict[int, str], timeout: float, progress: Callable[[str], None]) -> None:
-    """SIGTERM each live PID, wait up to ``timeout`` seconds for all, then kill the process group of
-    any that remain."""
-    alive = {pid: label for pid, label in processes.items() if _pid_alive(pid)}
-    for pid, label in alive.items():
-        progress(f"stopping {label}")
-        os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    for pid, label in alive.items():
-        while _pid_alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        if _pid_alive(pid):
-            progress(f"{label} did not stop in time: killing its process group")
-            os.killpg(pid, signal.SIGKILL)
-
-
-def show(state: Path, name: str) -> list[list[str]]:
-    record = ClusterRecord.load(state, name)
-    rows = [["NAME", "TYPE", "IP", "PID", "STATE"]]
-    for node in record.nodes:
-        alive = "running" if _pid_alive(node.launcher_pid) else "stopped"
-        rows.append([node.name, node.type, node.address, str(node.launcher_pid), alive])
-    return rows

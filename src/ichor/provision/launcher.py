@@ -2,22 +2,139 @@
 
 The node exits with ``EXIT_REBOOT`` to reboot (started again at once), ``EXIT_POWEROFF`` to power
 off (the launcher exits too); any other exit is a crash, logged and restarted after a pause that
-grows with repeated crashes. SIGTERM to the launcher powers the node off cleanly.
+doubles with each crash in a row (:class:`Backoff`), back to the first pause after a run long
+enough to count as healthy. SIGTERM to the launcher powers the node off cleanly, also during a
+pause.
+
+What the launcher is doing is written (atomically) to ``--state-file`` for ``cluster show``:
+:class:`~ichor.provision._record.LauncherState`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import signal
 import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import FrameType
+from typing import Protocol
 
 from ichor.machined.platform import EXIT_POWEROFF, EXIT_REBOOT
 from ichor.machinery import proc
+from ichor.machinery.files import write_atomic
+from ichor.provision._record import POWERED_OFF, RUNNING, WAITING, LauncherState
+
+
+@dataclass
+class Backoff:
+    """The pause before restarting a crashed node: ``first``, doubled per crash in a row up to
+    ``limit``; a run of ``healthy_run`` seconds or more ends the row."""
+
+    first: float = 1.0
+    limit: float = 30.0
+    healthy_run: float = 60.0
+    crashes: int = 0
+    """Crashes in a row, the last one included."""
+
+    def after_crash(self, ran_for: float) -> float:
+        if ran_for >= self.healthy_run:
+            self.crashes = 0
+        self.crashes += 1
+        return float(min(self.limit, self.first * 2 ** (self.crashes - 1)))
+
+    def reset(self) -> None:
+        self.crashes = 0
+
+
+class Node(Protocol):
+    @property
+    def pid(self) -> int: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+    def signal_group(self, sig: int) -> None: ...
+
+
+class Launcher:
+    """The restart loop, with its clocks and the way it starts a node injectable for tests."""
+
+    def __init__(
+        self,
+        start_node: Callable[[], Node],
+        state_file: Path | None,
+        log: Path,
+        *,
+        backoff: Backoff | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+        pid: int = 0,
+        grace: float = 30.0,
+    ) -> None:
+        self.start_node = start_node
+        self.state_file = state_file
+        self.log = log
+        self.backoff = backoff or Backoff()
+        self.clock, self.wall, self.sleep = clock, wall, sleep
+        self.pid = pid
+        self.grace = grace
+        self.stopping_since: float | None = None
+        self.node: Node | None = None
+
+    def stop(self) -> None:
+        """Power the node off (safe inside a signal handler: it only signals)."""
+        self.stopping_since = self.stopping_since or self.clock()
+        if self.node is not None:
+            self.node.signal_group(signal.SIGTERM)
+
+    def run(self) -> int:
+        last_exit: int | None = None
+        while self.stopping_since is None:
+            started = self.clock()
+            self.node = self.start_node()
+            if self.stopping_since is not None:  # stopped while the node was starting
+                self.node.signal_group(signal.SIGTERM)
+            self._record(RUNNING, last_exit)
+            code = self._wait(self.node)
+            last_exit = code
+            if self.stopping_since is not None or code == EXIT_POWEROFF:
+                break
+            if code == EXIT_REBOOT:
+                self.backoff.reset()
+                continue
+            delay = self.backoff.after_crash(self.clock() - started)
+            with self.log.open("a") as log:
+                log.write(f"launcher: node exited with code {code}; restarting in {delay:.1f}s\n")
+            self._record(WAITING, code, restart_at=self.wall() + delay)
+            # In short steps: a SIGTERM during the pause powers off at once.
+            until = self.clock() + delay
+            while self.stopping_since is None and (left := until - self.clock()) > 0:
+                self.sleep(min(0.2, left))
+        self._record(POWERED_OFF, last_exit)
+        return 0
+
+    def _record(self, state: str, last_exit: int | None, restart_at: float = 0.0) -> None:
+        if self.state_file is None:
+            return
+        node_pid = self.node.pid if self.node is not None and state == RUNNING else 0
+        record = LauncherState(self.pid, state, node_pid, self.backoff.crashes, last_exit, restart_at)
+        write_atomic(self.state_file, json.dumps(asdict(record)), mode=0o600)
+
+    def _wait(self, node: Node) -> int:
+        """The node's exit code; SIGKILL its group if it ignores a stop for ``grace`` seconds."""
+        while True:
+            try:
+                return node.wait(timeout=0.5)
+            except subprocess.TimeoutExpired:
+                since = self.stopping_since
+                if since is not None and self.clock() - since > self.grace:
+                    node.signal_group(signal.SIGKILL)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,49 +142,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", required=True, type=Path)
     parser.add_argument("--address", required=True)
     parser.add_argument("--log", required=True, type=Path, help="where the node's output goes")
+    parser.add_argument("--state-file", type=Path, help="where to write what the launcher is doing")
     args = parser.parse_args(argv)
 
-    stopping_since: float | None = None
-    node: proc.Background | None = None
+    def start_node() -> proc.Background:
+        command = [
+            sys.executable,
+            "-m",
+            "ichor.machined",
+            "--root",
+            str(args.root),
+            "--address",
+            args.address,
+        ]
+        return proc.start(command, output=args.log)
+
+    launcher = Launcher(start_node, args.state_file, args.log, pid=os.getpid())
 
     def on_term(signum: int, frame: FrameType | None) -> None:
-        # Only signal here: waiting inside a handler would deadlock with the main loop's wait.
-        nonlocal stopping_since
-        stopping_since = stopping_since or time.monotonic()
-        if node is not None:
-            node.signal_group(signal.SIGTERM)
+        launcher.stop()
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
-    crashes = 0
-    while stopping_since is None:
-        node = proc.start(
-            [sys.executable, "-m", "ichor.machined", "--root", str(args.root), "--address", args.address],
-            output=args.log,
-        )
-        code = _wait(node, lambda: stopping_since)
-        if stopping_since is not None or code == EXIT_POWEROFF:
-            return 0
-        if code == EXIT_REBOOT:
-            crashes = 0
-            continue
-        crashes += 1
-        delay = min(30.0, 0.5 * 2**crashes)
-        with args.log.open("a") as log:
-            log.write(f"launcher: node exited with code {code}; restarting in {delay:.1f}s\n")
-        time.sleep(delay)
-    return 0
-
-
-def _wait(node: proc.Background, stopping_since: Callable[[], float | None], grace: float = 30.0) -> int:
-    """The node's exit code; SIGKILL its group if it ignores a stop for ``grace`` seconds."""
-    while True:
-        try:
-            return node.wait(timeout=0.5)
-        except subprocess.TimeoutExpired:
-            since = stopping_since()
-            if since is not None and time.monotonic() - since > grace:
-                node.signal_group(signal.SIGKILL)
+    return launcher.run()
 
 
 if __name__ == "__main__":

@@ -1,0 +1,112 @@
+"""``cluster.yaml``: what a cluster's state directory says about the cluster it holds."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ichor.machinery.errors import MachineryError
+from ichor.machinery.files import write_atomic
+from ichor.machinery.yamlio import dump_document, from_plain, load_documents, to_plain
+
+DEFAULT_STATE = Path("~/.talos/clusters")
+
+
+def cluster_flags(state: Path, name: str) -> str:
+    """``--name <name>`` and, when it is not the default, ``--state <dir>``: the flags that name this
+    cluster again in a command a hint suggests."""
+    flags = f"--name {shlex.quote(name)}"
+    if state.expanduser().resolve() != DEFAULT_STATE.expanduser().resolve():
+        flags += f" --state {shlex.quote(str(state))}"
+    return flags
+
+
+@dataclass
+class NodeRecord:
+    name: str
+    type: str
+    address: str
+    root: str
+    launcher_pid: int = 0
+    launcher_start: int = 0
+    """The launcher's start time (``/proc/<pid>/stat``): with the PID, it names the process."""
+
+
+@dataclass
+class ClusterRecord:
+    name: str
+    cidr: str
+    state_dir: str
+    nodes: list[NodeRecord] = field(default_factory=list)
+    discovery_pid: int = 0
+    discovery_endpoint: str = ""
+    talosconfig: str = ""
+    """The talosconfig create merged the cluster's context into ("" until it did)."""
+    context: str = ""
+    """That context's name there (``<name>-1`` when ``<name>`` was taken)."""
+    context_ca: str = ""
+    """Its ``ca``'s digest: destroy removes the context only while it still is the one create merged."""
+    previous_context: str = ""
+    """The talosconfig's current context before create made the cluster's current."""
+
+    @property
+    def file(self) -> Path:
+        return Path(self.state_dir) / "cluster.yaml"
+
+    def save(self) -> None:
+        write_atomic(self.file, dump_document(from_plain(asdict(self))), mode=0o600)
+
+    @classmethod
+    def load(cls, state: Path, name: str) -> ClusterRecord:
+        path = state.expanduser() / name / "cluster.yaml"
+        if not path.exists():
+            raise MachineryError(
+                f"cluster {name!r} not found (no {path})",
+                hint=f"list clusters with `ls {state}`, or pass --name/--state as used at create",
+            )
+        try:
+            raw: dict[str, Any] = to_plain(load_documents(path.read_text(), source=str(path))[0])
+            nodes = [NodeRecord(**n) for n in raw.pop("nodes", [])]
+            return cls(**raw, nodes=nodes)
+        except (TypeError, AttributeError, IndexError) as exc:
+            raise MachineryError(
+                f"{path} is not a cluster record ({exc})",
+                hint="restore it, or remove it: `talosctl cluster destroy` then ends whatever processes "
+                "still carry the cluster's marks and removes the directory",
+            ) from None
+
+
+RUNNING = "running"
+WAITING = "waiting"
+"""Crashed; restarts at :attr:`LauncherState.restart_at`."""
+POWERED_OFF = "powered off"
+
+
+def launcher_state_file(state_dir: Path, node: str) -> Path:
+    return state_dir / f"{node}.launcher.json"
+
+
+@dataclass
+class LauncherState:
+    """What a node's launcher writes (:mod:`ichor.provision.launcher`): itself, its node, and why
+    the node is not running."""
+
+    launcher_pid: int
+    state: str
+    node_pid: int = 0
+    crashes: int = 0
+    """Crashes in a row."""
+    last_exit: int | None = None
+    restart_at: float = 0.0
+    """Wall-clock time (``time.time()``) of the restart while ``state`` is ``waiting``."""
+
+    @classmethod
+    def read(cls, path: Path) -> LauncherState | None:
+        """The state as last written; None when absent or unreadable (a launcher still starting)."""
+        try:
+            return cls(**json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None

@@ -1,0 +1,225 @@
+"""``cluster create``'s refusals and its clean-up, in-process; node processes only where the test
+says so (those are marked e2e and stopped by PID at the end)."""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import os
+import random
+import signal
+import socket
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ichor.machinery import proc
+from ichor.machinery.errors import MachineryError
+from ichor.provision import _cluster, _teardown
+from ichor.provision._processes import find
+from ichor.provision._record import ClusterRecord
+
+
+def _cidr() -> str:
+    return f"127.{random.randint(60, 99)}.{random.randint(0, 255)}.0/24"
+
+
+@pytest.fixture
+def listening() -> Iterator[list[socket.socket]]:
+    """Sockets a test holds open (a port in use), closed afterwards."""
+    held: list[socket.socket] = []
+    yield held
+    for s in held:
+        s.close()
+
+
+def _listen(held: list[socket.socket], address: str, port: int) -> None:
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((address, port))
+    s.listen()
+    held.append(s)
+
+
+def _create(tmp_path: Path, cidr: str, lines: list[str], **kw: object) -> ClusterRecord:
+    args: dict[str, object] = dict(name="c", cidr=cidr, controlplanes=1, workers=1, state=tmp_path / "clusters",
+                                   talosconfig=tmp_path / "talosconfig", progress=lines.append)  # fmt: skip
+    args.update(kw)
+    return _cluster.create(**args)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("host", "port", "what"), [(1, 3000, "discovery service"), (3, 50000, "apid")])
+def test_an_address_in_use_is_refused_before_anything_starts(
+    tmp_path: Path, listening: list[socket.socket], host: int, port: int, what: str
+) -> None:
+    cidr = _cidr()
+    address = cidr.rsplit(".", 1)[0] + f".{host}"
+    _listen(listening, address, port)
+    lines: list[str] = []
+    with pytest.raises(MachineryError) as failed:
+        _create(tmp_path, cidr, lines)
+    assert f"{address}:{port}" in str(failed.value) and what in str(failed.value)
+    assert "--cidr" in (failed.value.hint or "")
+    assert not any("done" in line or "listening" in line for line in lines), lines
+    assert not (tmp_path / "clusters/c").exists()
+    assert find((tmp_path / "clusters/c").resolve()) == []
+
+
+def test_the_address_in_use_names_the_cluster_that_holds_it(
+    tmp_path: Path, listening: list[socket.socket]
+) -> None:
+    cidr = _cidr()
+    _listen(listening, cidr.rsplit(".", 1)[0] + ".1", 3000)
+    other = tmp_path / "clusters/other"
+    other.mkdir(parents=True)
+    ClusterRecord(name="other", cidr=cidr, state_dir=str(other)).save()
+    with pytest.raises(MachineryError) as failed:
+        _create(tmp_path, cidr, [])
+    assert f"cluster 'other' uses --cidr {cidr}" in (failed.value.hint or ""), failed.value.hint
+
+
+def test_already_exists_names_the_state_directory_in_its_hint(tmp_path: Path) -> None:
+    state_dir = tmp_path / "clusters/c"
+    state_dir.mkdir(parents=True)
+    ClusterRecord(name="c", cidr="127.5.0.0/24", state_dir=str(state_dir)).save()
+    with pytest.raises(MachineryError) as failed:
+        _create(tmp_path, _cidr(), [])
+    assert "already exists" in str(failed.value)
+    assert (
+        failed.value.hint
+        == f"destroy it first: talosctl cluster destroy --name c --state {tmp_path / 'clusters'}"
+    )
+
+
+def test_a_bad_patch_is_refused_before_anything_starts(tmp_path: Path) -> None:
+    with pytest.raises(MachineryError):
+        _create(tmp_path, _cidr(), [], config_patches=["[{not yaml"])
+    assert not (tmp_path / "clusters/c").exists()
+
+
+@pytest.fixture
+def leftovers(tmp_path: Path) -> Iterator[None]:
+    """Whatever a test's cluster left running is killed by PID at the end, even when it fails."""
+    yield
+    for state_dir in (tmp_path / "clusters").glob("*"):
+        for p in find(state_dir.resolve()):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p.id.pid, signal.SIGKILL)
+    gc.collect()  # what the test left to the collector is reported while its warning filters apply
+
+
+def _talosconfig_with(path: Path, current: str) -> None:
+    from ichor.machinery.clientconfig import Context, TalosConfig
+
+    TalosConfig(context=current, contexts={current: Context(endpoints=["127.0.0.1"])}).save(path)
+
+
+# In-process, create leaves its launchers running on purpose (their Popen handles warn when
+# collected), and a connection to a node that is still starting may be left to the collector.
+IN_PROCESS = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
+
+
+@pytest.mark.e2e
+@IN_PROCESS
+def test_a_create_that_fails_stops_what_it_started_and_destroy_removes_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, leftovers: None
+) -> None:
+    async def refused(*args: object) -> None:
+        raise MachineryError("node 127.0.0.3 refused the configuration")
+
+    monkeypatch.setattr(_cluster, "_apply_all", refused)
+    lines: list[str] = []
+    with pytest.raises(MachineryError, match="refused the configuration"):
+        _create(tmp_path, _cidr(), lines)
+    state_dir = (tmp_path / "clusters/c").resolve()
+    assert find(state_dir) == []
+    assert any(line.startswith("stopping launcher of c-worker-1 (PID ") for line in lines), lines
+    assert lines[-1] == (
+        f"stopped every process create started; kept its logs in {state_dir}: "
+        f"remove them with `talosctl cluster destroy --name c --state {tmp_path / 'clusters'}`"
+    )
+    assert (state_dir / "c-controlplane-1.log").exists()
+    _teardown.destroy(tmp_path / "clusters", "c", progress=lines.append)
+    assert not state_dir.exists()
+
+
+@pytest.mark.e2e
+@IN_PROCESS
+def test_ctrl_c_during_create_removes_the_nodes_the_context_and_the_state(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, leftovers: None
+) -> None:
+    from ichor.machinery.clientconfig import TalosConfig
+
+    async def interrupted(*args: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_cluster, "_wait_etcd", interrupted)
+    talosconfig = tmp_path / "talosconfig"
+    _talosconfig_with(talosconfig, "mine")
+    lines: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        _create(tmp_path, _cidr(), lines, workers=0)
+    state_dir = (tmp_path / "clusters/c").resolve()
+    assert find(state_dir) == [] and not state_dir.exists()
+    after = TalosConfig.load(talosconfig)
+    assert list(after.contexts) == ["mine"] and after.context == "mine"
+    assert "interrupted: removing what create started" in lines
+    assert f"removed context 'c' from {talosconfig}; the current context is 'mine' again" in lines
+    assert lines[-1] == f"stopped every process create started and removed {state_dir}"
+
+
+@pytest.mark.e2e
+def test_a_real_ctrl_c_during_create_leaves_nothing_running(tmp_path: Path, leftovers: None) -> None:
+    output = tmp_path / "create.log"
+    env = {"HOME": str(tmp_path), "TALOSCONFIG": str(tmp_path / "talosconfig")}
+    create = proc.start([sys.executable, "-m", "ichor", "cluster", "create", "--name", "c", "--cidr", _cidr(),
+                         "--state", str(tmp_path / "clusters"), "--workers", "0"], output=output, env=env)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while "node processes in" not in output.read_text():
+            assert time.monotonic() < deadline and create.poll() is None, output.read_text()
+            time.sleep(0.05)
+        os.kill(create.pid, signal.SIGINT)
+        code = create.wait(timeout=90)
+    finally:
+        create.stop(timeout=5)
+    text = output.read_text()
+    assert code != 0, text
+    assert "interrupted: removing what create started" in text, text
+    assert "stopped every process create started and removed" in text
+    assert find((tmp_path / "clusters/c").resolve()) == [] and not (tmp_path / "clusters/c").exists()
+
+
+@pytest.mark.parametrize(
+    ("ca", "current", "previous", "contexts", "now_current"),
+    [
+        ("CA", "c", "other", ["other"], "other"),  # current: the one current before create is again
+        ("CA", "c", "gone", ["other"], None),  # ... unless it has gone since: none is
+        ("CA", "other", "other", ["other"], "other"),  # not current: the current one stays
+        ("ANOTHER CA", "c", "other", ["c", "other"], "c"),  # replaced since create: not its any more
+    ],
+)
+def test_destroy_takes_out_only_the_context_create_merged(
+    tmp_path: Path, ca: str, current: str, previous: str, contexts: list[str], now_current: str | None
+) -> None:
+    from ichor.machinery.clientconfig import Context, TalosConfig
+    from ichor.provision._teardown import context_digest, forget_context
+
+    path = tmp_path / "talosconfig"
+    defined = {"c": Context(endpoints=["127.0.0.1"], ca=ca), "other": Context(endpoints=["127.0.0.2"])}
+    TalosConfig(context=current, contexts=defined).save(path)
+    record = ClusterRecord(name="c", cidr="127.5.0.0/24", state_dir=str(tmp_path), talosconfig=str(path),
+                           context="c", context_ca=context_digest("CA"), previous_context=previous)  # fmt: skip
+    forget_context(record, lambda _: None)
+    after = TalosConfig.load(path)
+    assert sorted(after.contexts) == contexts and after.context == now_current
+
+
+def test_cluster_help_says_what_the_provisioner_is(talosctl) -> None:  # type: ignore[no-untyped-def]
+    shown = talosctl("cluster", "--help")
+    assert shown.exit_code == 0
+    assert "docker" not in shown.stdout.lower() and "qemu" not in shown.stdout.lower()
+    assert "processes on this machine" in shown.stdout and "'process'" in shown.stdout
