@@ -82,7 +82,8 @@ class Node:
         register_node_types(registry)
         self.runtime = Runtime(self.state, registry=registry)
         self.runtime.register(config_area.machine_type_controller())
-        self.runtime.register(network.hostname_controller(self.layout))
+        for hostname in network.hostname_controllers(self.layout):
+            self.runtime.register(hostname)
         self.controllers = cluster_controllers(self.layout)
         for controller in self.controllers:
             self.runtime.register(controller)

@@ -17,7 +17,7 @@ from ichor.machined.resources import ETCD_CONFIGS, ETCD_SPECS
 def _config_and_network(layout: Layout) -> list[Controller]:
     return [
         config_area.machine_type_controller(),
-        network.hostname_controller(layout),
+        *network.hostname_controllers(layout),
         network.node_address_controller(layout),
     ]
 

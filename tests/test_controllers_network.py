@@ -1,4 +1,4 @@
-"""controllers/network.py: hostname, node addresses and address statuses of a process node."""
+"""controllers/network: hostname, node addresses and address statuses of a process node."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from controller_helpers import ADDRESS, apply, run, running
 
 from ichor.machined.controllers import network
 from ichor.machined.cosi import assert_resource
+from ichor.machined.netlink import ProcessNodeView
 from ichor.machined.platform import Layout
 from ichor.machined.resources import ADDRESS_STATUSES, HOSTNAME_STATUSES, NODE_ADDRESSES
 
@@ -17,7 +18,7 @@ CONFIG = "version: v1alpha1\nmachine:\n  type: worker\n  network: {network}\nclu
 
 def test_hostname_follows_the_config_else_derives_from_the_address(tmp_path: Path) -> None:
     async def main() -> None:
-        async with running(network.hostname_controller(Layout(root=tmp_path, address=ADDRESS))) as state:
+        async with running(*network.hostname_controllers(Layout(root=tmp_path, address=ADDRESS))) as state:
             apply(state, CONFIG.format(network="{}"))
             await assert_resource(
                 state, HOSTNAME_STATUSES, "hostname", lambda r: r.spec.hostname == "talos-127-5-0-9"
@@ -36,7 +37,8 @@ def test_the_node_address_is_its_loopback_address(tmp_path: Path) -> None:
 
     async def main() -> None:
         async with running(
-            network.node_address_controller(layout), network.address_status_controller(layout)
+            network.node_address_controller(layout),
+            network.address_status_controller(ProcessNodeView(ADDRESS)),
         ) as state:
             await assert_resource(
                 state, NODE_ADDRESSES, "current",

@@ -22,7 +22,7 @@ from ichor.machinery import pki
 def _config_and_network(layout: Layout) -> list[Controller]:
     return [
         config_area.machine_type_controller(),
-        network.hostname_controller(layout),
+        *network.hostname_controllers(layout),
         network.node_address_controller(layout),
     ]
 

@@ -152,3 +152,32 @@ def test_a_running_node_holds_no_derived_resource_a_controller_does_not_own(tmp_
                 await run
 
     asyncio.run(main())
+
+
+def _short(rtype: object, namespace: str, id: str | None = None) -> str:
+    name = rtype.type.split(".")[0]  # type: ignore[attr-defined]
+    if namespace != rtype.default_namespace:  # type: ignore[attr-defined]
+        name += f" ({namespace})"
+    return f"{name}/{id}" if id else name
+
+
+def controller_table(tmp_path: Path) -> str:
+    """ARCHITECTURE.md's controller table, from the registration list (a node with its own network)."""
+    rows = ["| controller | inputs | outputs |", "|---|---|---|"]
+    controllers = node_controllers(
+        Layout(tmp_path, "10.5.0.2", own_netns=True),
+        stage=Source("stage", MachineStage.BOOTING),
+        services=Source("services", {}),
+        events=EventBus(),
+    )
+    for c in controllers:
+        inputs = ", ".join(_short(i.type, i.ns, i.id) for i in c.inputs) or c.reads or "-"
+        outputs = ", ".join(dict.fromkeys(_short(o.type, o.ns) for o in c.outputs)) or c.writes or "-"
+        rows.append(f"| `{c.name}` | {inputs} | {outputs} |")
+    return "\n".join(rows)
+
+
+def test_architecture_lists_every_registered_controller(tmp_path: Path) -> None:
+    table = controller_table(tmp_path)
+    architecture = (Path(__file__).parent.parent / "ARCHITECTURE.md").read_text()
+    assert table in architecture, "ARCHITECTURE.md's controller table is stale; it should read:\n" + table

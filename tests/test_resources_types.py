@@ -141,6 +141,8 @@ def test_definitions_match_talos(registry: Registry) -> None:
         "CertSANs.secrets.talos.dev",
         "EtcdRootSecrets.secrets.talos.dev",
         "DiscoveryConfigs.cluster.talos.dev",  # holds the cluster key
+        "LinkSpecs.net.talos.dev",  # may carry wireguard keys
+        "OperatorSpecs.net.talos.dev",  # may carry VIP API tokens
     }
     namespaces = {t: spec.default_namespace for t, spec in facts.items()}
     assert namespaces["MachineTypes.config.talos.dev"] == "config"

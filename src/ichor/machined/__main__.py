@@ -1,4 +1,4 @@
-"""``python -m ichor.machined --root DIR --address IP [--config FILE]``: run one node.
+"""``python -m ichor.machined --root DIR --address IP [--config FILE] [--own-netns]``: run one node.
 
 The process exits with :data:`~ichor.machined.platform.EXIT_REBOOT` when the node reboots (its
 launcher starts it again) and :data:`~ichor.machined.platform.EXIT_POWEROFF` when it powers off.
@@ -21,12 +21,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", required=True, type=Path, help="the node's root directory (its disks)")
     parser.add_argument("--address", required=True, help="the node's address (one loopback IP per node)")
     parser.add_argument("--config", type=Path, help="a machine config to boot with when STATE has none")
+    parser.add_argument(
+        "--own-netns",
+        action="store_true",
+        help="the node runs in a network namespace of its own: apply machine.network to its links, "
+        "addresses and routes (never on a process node, which shares the host's network)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
 
     from ichor.machined.node import Node
 
-    node = Node(Layout(root=args.root.resolve(), address=args.address), config_source=args.config)
+    node = Node(
+        Layout(root=args.root.resolve(), address=args.address, own_netns=args.own_netns),
+        config_source=args.config,
+    )
 
     async def run() -> int:
         task = asyncio.current_task()

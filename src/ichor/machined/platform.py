@@ -48,6 +48,9 @@ class Layout:
     root: Path
     address: str
     platform: Platform = Platform.CONTAINER
+    own_netns: bool = False
+    """machined runs in a network namespace of its own (a container node): only then may it change
+    links, addresses and routes. A process node shares the host's network and changes nothing in it."""
 
     def path(self, talos_path: str) -> Path:
         """``/system/state/config.yaml`` -> ``<root>/system/state/config.yaml``.

@@ -4,7 +4,9 @@ that registers them (:func:`node_controllers`).
 The graph, as ``talosctl inspect dependencies`` prints it:
 
 * config:   MachineConfig -> MachineType, AcquireConfigStatus
-* network:  MachineConfig -> HostnameStatus; the node's address -> NodeAddresses, AddressStatus
+* network:  MachineConfig -> layered Link/Address/Route/Operator/Hostname/Resolver specs -> merged
+            specs -> the kernel (own network namespace only); the kernel -> links, addresses,
+            routes -> NodeAddresses -> NetworkStatus; HostnameSpec -> HostnameStatus
 * secrets:  MachineConfig -> OSRootSecrets, EtcdRootSecrets; OSRoot + Hostname + NodeAddresses ->
             CertSANs; OSRoot + CertSANs -> ApiCertificates (signed here, or by trustd on workers)
 * etcd:     MachineConfig + MachineType -> EtcdConfig; EtcdConfig + Hostname + NodeAddresses -> EtcdSpec
@@ -26,6 +28,7 @@ from collections.abc import Mapping
 from ichor.machined.controllers import cluster, config, etcd, network, runtime, secrets
 from ichor.machined.cosi import Controller, Source
 from ichor.machined.events import EventBus
+from ichor.machined.netlink import Netlink
 from ichor.machined.platform import Layout
 from ichor.machined.resources import MachineStage
 from ichor.machined.services import ServiceInfo
@@ -41,14 +44,13 @@ def node_controllers(
     events: EventBus,
     discovery_client: cluster.ClientFactory | None = None,
     request_certificate: secrets.RequestCertificate | None = None,
+    netlink: Netlink | None = None,
 ) -> list[Controller]:
     """Every controller of a node, in registration order."""
     return [
         config.machine_type_controller(),
         config.acquire_status_controller(),
-        network.hostname_controller(layout),
-        network.node_address_controller(layout),
-        network.address_status_controller(layout),
+        *network.network_controllers(layout, netlink),
         secrets.os_root_controller(),
         secrets.etcd_root_controller(),
         secrets.cert_san_controller(),

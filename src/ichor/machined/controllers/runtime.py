@@ -39,6 +39,7 @@ __all__ = [
 
 class MachineStatusController(Controller):
     name = "runtime.MachineStatusController"
+    reads = "(sequencer stage)"
     outputs = (Output(MACHINE_STATUSES),)
 
     def __init__(self, stage: Source[MachineStage], events: EventBus) -> None:
@@ -64,6 +65,7 @@ class MachineStatusController(Controller):
 
 class ServiceController(Controller):
     name = "v1alpha1.ServiceController"
+    reads = "(supervisor)"
     outputs = (Output(SERVICES),)
 
     def __init__(self, services: Source[Mapping[str, ServiceInfo]]) -> None:

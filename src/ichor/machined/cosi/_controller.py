@@ -101,6 +101,10 @@ class Controller(abc.ABC):
     name: str
     inputs: Sequence[Input] = ()
     outputs: Sequence[Output] = ()
+    reads: str = ""
+    """Facts from outside the state it reads (a Source, the kernel), for the documented graph."""
+    writes: str = ""
+    """What outside the state it changes (the kernel), for the documented graph."""
 
     @abc.abstractmethod
     async def run(self, ctx: ControllerContext) -> None:

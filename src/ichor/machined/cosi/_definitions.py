@@ -58,6 +58,9 @@ class ResourceDefinitionSpec:
     all_aliases: tuple[str, ...]
     print_columns: tuple[PrintColumn, ...]
     sensitivity: str = dataclasses.field(default="", metadata={"omitempty": True})
+    declared_aliases: tuple[str, ...] = dataclasses.field(default=(), metadata={"hidden": True})
+    """The aliases the type declares (not derived): they win over a derived alias that collides
+    (``ns`` is Namespaces', not the capitals of NetworkStatuses)."""
 
     @property
     def id(self) -> str:
@@ -90,6 +93,7 @@ class ResourceDefinitionSpec:
             all_aliases=tuple(all_aliases),
             print_columns=rtype.print_columns,
             sensitivity="sensitive" if rtype.sensitive else "",
+            declared_aliases=tuple(a.lower() for a in rtype.aliases),
         )
 
 
@@ -192,6 +196,9 @@ class Registry:
                 f'resource "{name}" is not registered', hint="list known types with `talosctl get rd`"
             )
         if len(found) > 1:
+            declared = [d for d in found if name.lower() in d.spec.declared_aliases]
+            if len(declared) == 1:
+                return declared[0]
             choices = ", ".join(sorted(d.spec.type for d in found))
             raise AmbiguousTypeError(
                 f'resource type "{name}" is ambiguous', hint=f"use the full type name, one of: {choices}"

@@ -1,0 +1,141 @@
+"""Area ``network``: Talos's network stack, layer by layer.
+
+The graph (as ``talosctl inspect dependencies`` draws it)::
+
+    MachineConfig + LinkStatuses --*ConfigController--> layered specs (namespace network-config,
+        ids <layer>/<id>; layers default < cmdline < platform < operator < configuration)
+    layered specs --*MergeController--> LinkSpecs, AddressSpecs, RouteSpecs, OperatorSpecs,
+        HostnameSpec, ResolverSpec (namespace network)
+    LinkSpecs, AddressSpecs, RouteSpecs --*SpecController--> the kernel, over netlink
+        (only on a node with a network namespace of its own)
+    HostnameSpec, ResolverSpec --*SpecController--> HostnameStatus, ResolverStatus
+    the kernel --LinkStatus/AddressStatus/RouteStatusController--> links, addresses, routes
+    AddressStatuses + LinkStatuses --NodeAddressController--> NodeAddresses
+    NodeAddresses + RouteStatuses + HostnameStatus --StatusController--> NetworkStatus
+
+Which kernel: :func:`network_controllers` takes a :class:`~ichor.machined.netlink.Netlink`. A process
+node (``Layout.own_netns`` false) gets :class:`~ichor.machined.netlink.ProcessNodeView` and no
+controller that applies specs, so nothing here can change the host's network.
+"""
+
+from __future__ import annotations
+
+from ichor.machined.controllers.network._layers import config_controller, layered, merge_controller
+from ichor.machined.controllers.network.apply import (
+    AddressSpecController,
+    LinkSpecController,
+    RouteSpecController,
+)
+from ichor.machined.controllers.network.config import (
+    address_config_controller,
+    config_or_none,
+    link_config_controller,
+    operator_config_controller,
+    parse_address,
+    route_config_controller,
+    route_spec_of,
+    select_links,
+)
+from ichor.machined.controllers.network.hostname import (
+    DEFAULT_RESOLVERS,
+    default_hostname,
+    hostname_config_controller,
+    hostname_controllers,
+    hostname_merge_controller,
+    hostname_of,
+    hostname_spec_controller,
+    resolver_config_controller,
+    resolver_controllers,
+    resolver_merge_controller,
+    resolver_spec_controller,
+)
+from ichor.machined.controllers.network.status import (
+    KernelObserver,
+    address_status_controller,
+    link_status_controller,
+    node_address_controller,
+    route_status_controller,
+    status_controller,
+)
+from ichor.machined.cosi import Controller
+from ichor.machined.netlink import KernelNetlink, Netlink, ProcessNodeView
+from ichor.machined.platform import Layout
+from ichor.machined.resources import ADDRESS_SPECS, LINK_SPECS, OPERATOR_SPECS, ROUTE_SPECS
+
+__all__ = [
+    "DEFAULT_RESOLVERS",
+    "AddressSpecController",
+    "KernelObserver",
+    "LinkSpecController",
+    "RouteSpecController",
+    "address_config_controller",
+    "address_status_controller",
+    "config_controller",
+    "config_or_none",
+    "default_hostname",
+    "hostname_config_controller",
+    "hostname_controllers",
+    "hostname_merge_controller",
+    "hostname_of",
+    "hostname_spec_controller",
+    "layered",
+    "link_config_controller",
+    "link_status_controller",
+    "merge_controller",
+    "netlink_for",
+    "network_controllers",
+    "node_address_controller",
+    "operator_config_controller",
+    "parse_address",
+    "resolver_config_controller",
+    "resolver_controllers",
+    "resolver_merge_controller",
+    "resolver_spec_controller",
+    "route_config_controller",
+    "route_spec_of",
+    "route_status_controller",
+    "select_links",
+    "spec_merge_controllers",
+    "status_controller",
+]
+
+
+def netlink_for(layout: Layout) -> Netlink:
+    """The kernel of the node's own network namespace, or a process node's read-only view."""
+    return KernelNetlink() if layout.own_netns else ProcessNodeView(layout.address)
+
+
+def spec_merge_controllers() -> list[Controller]:
+    return [
+        merge_controller(
+            "network.LinkMergeController", LINK_SPECS, combine=lambda low, high: low.merged(high)
+        ),
+        merge_controller("network.AddressMergeController", ADDRESS_SPECS),
+        merge_controller("network.RouteMergeController", ROUTE_SPECS),
+        merge_controller("network.OperatorMergeController", OPERATOR_SPECS),
+    ]
+
+
+def network_controllers(layout: Layout, netlink: Netlink | None = None) -> list[Controller]:
+    """Every network controller of a node, in registration order."""
+    kernel = netlink if netlink is not None else netlink_for(layout)
+    applying: list[Controller] = (
+        [LinkSpecController(kernel), AddressSpecController(kernel), RouteSpecController(kernel)]
+        if layout.own_netns
+        else []
+    )
+    return [
+        *hostname_controllers(layout),
+        *resolver_controllers(),
+        link_config_controller(),
+        address_config_controller(),
+        route_config_controller(),
+        operator_config_controller(),
+        *spec_merge_controllers(),
+        *applying,
+        link_status_controller(kernel),
+        address_status_controller(kernel),
+        route_status_controller(kernel),
+        node_address_controller(layout),
+        status_controller(layout),
+    ]

@@ -1,0 +1,204 @@
+"""``machine.network.interfaces`` -> layered LinkSpecs, AddressSpecs, RouteSpecs and OperatorSpecs.
+
+Two layers come from here: ``default`` (loopback up with 127.0.0.1/8 and ::1/128, every physical
+link the config does not mention brought up) and ``configuration`` (the machine config). An
+interface is named by ``interface`` or picked by ``deviceSelector`` (``hardwareAddr``, ``driver``,
+``busPath``, wildcards allowed, ``physical``) among the links the kernel reports; a selector applies
+to every link it matches. ``ignore: true`` leaves an interface alone. ``dhcp: true`` is recorded as
+a ``dhcp4`` OperatorSpec (the DHCP client that would run it is not built yet).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import ipaddress
+from collections.abc import Iterator, Mapping
+
+from ichor.machined.controllers.config import ACTIVE_CONFIG, active_config
+from ichor.machined.controllers.network._layers import config_controller
+from ichor.machined.cosi import ControllerContext, Input, SkipReconcile, TransformController
+from ichor.machined.resources import (
+    ADDRESS_SPECS,
+    DEFAULT_ROUTE_METRIC,
+    LINK_SPECS,
+    LINK_STATUSES,
+    OPERATOR_SPECS,
+    ROUTE_SPECS,
+    AddressSpecSpec,
+    ConfigLayer,
+    DHCP4OperatorSpec,
+    IPPrefix,
+    LinkSpecSpec,
+    LinkStatusSpec,
+    OperatorSpecSpec,
+    RouteSpecSpec,
+)
+from ichor.machinery.config import Config
+from ichor.machinery.config._models import Device
+
+__all__ = [
+    "address_config_controller",
+    "config_or_none",
+    "link_config_controller",
+    "operator_config_controller",
+    "parse_address",
+    "route_config_controller",
+    "route_spec_of",
+    "select_links",
+]
+
+_CONFIGURATION = ConfigLayer.CONFIGURATION
+_INPUTS = [ACTIVE_CONFIG, Input(LINK_STATUSES)]
+
+
+def config_or_none(ctx: ControllerContext) -> Config | None:
+    """The machine config, or None in maintenance mode (the default layer needs none)."""
+    try:
+        return active_config(ctx)
+    except SkipReconcile:
+        return None
+
+
+def _devices(config: Config | None) -> list[Device]:
+    network = config.machine.network if config is not None and config.machine is not None else None
+    return list(network.interfaces or []) if network is not None else []
+
+
+def _links(ctx: ControllerContext) -> dict[str, LinkStatusSpec]:
+    return {r.id: r.spec for r in ctx.list(LINK_STATUSES)}
+
+
+def _glob(pattern: str | None, value: str) -> bool:
+    return pattern is None or fnmatch.fnmatchcase(value.lower(), pattern.lower())
+
+
+def select_links(device: Device, links: Mapping[str, LinkStatusSpec]) -> list[str]:
+    """The links a device entry configures: its ``interface``, or every link its selector matches."""
+    if device.interface:
+        return [device.interface]
+    selector = device.device_selector
+    if selector is None:
+        return []
+    return sorted(
+        name for name, link in links.items()
+        if _glob(selector.hardware_addr, link.hardware_addr) and _glob(selector.driver, link.driver)
+        and _glob(selector.bus_path, link.bus_path) and (not selector.physical or link.physical)
+        and any(v is not None for v in (selector.hardware_addr, selector.driver, selector.bus_path, selector.physical))
+    )  # fmt: skip
+
+
+def _configured(config: Config | None, links: Mapping[str, LinkStatusSpec]) -> Iterator[tuple[str, Device]]:
+    """(link name, device) for every device not ignored."""
+    for device in _devices(config):
+        if device.ignore:
+            continue
+        for name in select_links(device, links):
+            yield name, device
+
+
+def parse_address(text: str) -> IPPrefix:
+    """``10.5.0.2/24``, or a bare address with a netmask of all ones (``10.5.0.2`` -> ``/32``)."""
+    return ipaddress.ip_interface(text.strip())
+
+
+def _family(version: int) -> str:
+    return "inet6" if version == 6 else "inet4"
+
+
+def link_config_controller() -> TransformController[LinkSpecSpec]:
+    def derive(ctx: ControllerContext) -> Iterator[tuple[str, LinkSpecSpec]]:
+        links = _links(ctx)
+        config = config_or_none(ctx)
+        yield "lo", LinkSpecSpec(name="lo", up=True, type="loopback")
+        mentioned = {name for device in _devices(config) for name in select_links(device, links)}
+        for name, link in links.items():
+            if link.physical and name not in mentioned:
+                yield name, LinkSpecSpec(name=name, up=True)
+        for name, device in _configured(config, links):
+            yield name, LinkSpecSpec(name=name, up=True, mtu=device.mtu or 0, layer=_CONFIGURATION)
+
+    return config_controller("network.LinkConfigController", LINK_SPECS, _INPUTS, derive)
+
+
+def address_config_controller() -> TransformController[AddressSpecSpec]:
+    def derive(ctx: ControllerContext) -> Iterator[tuple[str, AddressSpecSpec]]:
+        yield (
+            "lo/127.0.0.1/8",
+            AddressSpecSpec(address="127.0.0.1/8", link_name="lo", family="inet4", scope="host"),
+        )
+        yield "lo/::1/128", AddressSpecSpec(address="::1/128", link_name="lo", family="inet6", scope="host")
+        for name, device in _configured(config_or_none(ctx), _links(ctx)):
+            for text in [*(device.addresses or []), *([device.cidr] if device.cidr else [])]:
+                try:
+                    prefix = parse_address(text)
+                except ValueError:
+                    ctx.logger.warning(f"skipping address {text!r} of {name}: not an address",
+                                       key="machine.network.interfaces[].addresses")  # fmt: skip
+                    continue
+                yield (
+                    f"{name}/{prefix}",
+                    AddressSpecSpec(
+                        address=str(prefix),
+                        link_name=name,
+                        family=_family(prefix.version),
+                        layer=_CONFIGURATION,
+                    ),
+                )
+
+    return config_controller("network.AddressConfigController", ADDRESS_SPECS, _INPUTS, derive)
+
+
+def route_spec_of(
+    link: str, *, network: str | None, gateway: str | None, source: str | None = None,
+    metric: int | None = None, mtu: int | None = None, layer: ConfigLayer = _CONFIGURATION,
+) -> RouteSpecSpec:  # fmt: skip
+    """One ``routes[]`` entry as Talos normalizes it: ``0.0.0.0/0`` and zero addresses become empty."""
+    dst = ipaddress.ip_network(network.strip(), strict=False) if network else None
+    gw = ipaddress.ip_address(gateway.strip()) if gateway else None
+    src = ipaddress.ip_address(source.strip()) if source else None
+    version = (gw or dst or src or ipaddress.ip_address("0.0.0.0")).version
+    if dst is not None and dst.prefixlen == 0:
+        dst = None
+    if gw is not None and gw.is_unspecified:
+        gw = None
+    if dst is not None and gw is None:
+        scope = "link"
+    elif dst is not None and dst.network_address.is_loopback:
+        scope = "host"
+    else:
+        scope = "global"
+    return RouteSpecSpec(
+        family=_family(version), dst=str(dst) if dst else "", src=str(src) if src else "",
+        gateway=str(gw) if gw else "", out_link_name=link, priority=metric or DEFAULT_ROUTE_METRIC,
+        scope=scope, mtu=mtu or 0, layer=layer,
+    )  # fmt: skip
+
+
+def route_config_controller() -> TransformController[RouteSpecSpec]:
+    def derive(ctx: ControllerContext) -> Iterator[tuple[str, RouteSpecSpec]]:
+        for name, device in _configured(config_or_none(ctx), _links(ctx)):
+            for route in device.routes or []:
+                try:
+                    spec = route_spec_of(name, network=route.network, gateway=route.gateway,
+                                         source=route.source, metric=route.metric, mtu=route.mtu)  # fmt: skip
+                except ValueError as err:
+                    ctx.logger.warning(f"skipping a route of {name}: {err}",
+                                       key="machine.network.interfaces[].routes")  # fmt: skip
+                    continue
+                yield spec.id, spec
+
+    return config_controller("network.RouteConfigController", ROUTE_SPECS, _INPUTS, derive)
+
+
+def operator_config_controller() -> TransformController[OperatorSpecSpec]:
+    def derive(ctx: ControllerContext) -> Iterator[tuple[str, OperatorSpecSpec]]:
+        for name, device in _configured(config_or_none(ctx), _links(ctx)):
+            options = device.dhcp_options
+            if not device.dhcp or (options is not None and options.ipv4 is False):
+                continue
+            metric = (options.route_metric if options is not None else None) or DEFAULT_ROUTE_METRIC
+            spec = OperatorSpecSpec(operator="dhcp4", link_name=name, require_up=True,
+                                    dhcp4=DHCP4OperatorSpec(route_metric=metric), layer=_CONFIGURATION)  # fmt: skip
+            yield spec.id, spec
+
+    return config_controller("network.OperatorConfigController", OPERATOR_SPECS, _INPUTS, derive)
