@@ -116,6 +116,14 @@ def test_cluster_create_1_plus_1_and_talk_to_both_nodes(tmp_path: Path) -> None:
         forwarded = _talosctl(tmp_path, "-e", worker, "-n", cp, "version")
         assert forwarded.exit_code == 1 and "no request forwarding" in forwarded.stderr
 
+        # A node that cannot be reached fails the command; the nodes that answered are still printed.
+        unreachable = f"{prefix}.250"
+        partial = _talosctl(tmp_path, "-n", f"{cp},{unreachable}", "services")
+        assert partial.exit_code == 1, partial.stdout + partial.stderr
+        assert f"{cp}   etcd" in partial.stdout and f"error: {unreachable}: " in partial.stderr
+        gone = _talosctl(tmp_path, "-n", unreachable, "logs", "etcd")
+        assert gone.exit_code == 1 and f"{unreachable}" in gone.stderr, gone.stdout + gone.stderr
+
         # The troubleshooting reads answer for both nodes through the control plane endpoint.
         both = ("-n", f"{cp},{worker}")
         logs = _talosctl(tmp_path, *both, "logs", "apid", "--tail", "5")

@@ -19,7 +19,7 @@ from typing import Any
 import click
 
 from ichor.cli._lazy import CobraCommand
-from ichor.cli._nodecmd import run
+from ichor.cli._nodecmd import node_error, run
 
 RD_TYPE = "ResourceDefinitions.meta.cosi.dev"
 
@@ -161,7 +161,16 @@ async def _watch_node(client: Any, node: str, writer: _Writer, args: tuple[str, 
                 if resource_id is not None or not first:
                     writer.flush(header=first)
                     first = False
-    click.echo(f"error: {node}: the node ended the watch", err=True)
+    node_error(f"{node}: the node ended the watch")
+
+
+async def _get_node(bound: Any, writer: _Writer, args: tuple[str, str | None, str]) -> list[Any]:
+    """One node's resources of the type (only the one with the id, when given)."""
+    resource_type, resource_id, namespace = args
+    spec = _match(await bound.list_resources("meta", RD_TYPE), resource_type)
+    writer.use(spec)
+    resources = await bound.list_resources(namespace or spec.default_namespace, spec.resource_type)
+    return [r for r in resources if resource_id is None or r.metadata.id == resource_id]
 
 
 @click.command(
@@ -192,28 +201,32 @@ def get(
     writer = _Writer(output, with_events=watch)
 
     async def work(client: Any) -> None:
+        from ichor.client import RPCError
+
         nodes = client.nodes or [client.peer_host]
         if watch:
             async with asyncio.TaskGroup() as tg:
                 for node in nodes:
                     tg.create_task(_watch_node(client, node, writer, (resource_type, resource_id, namespace)))
             return
+        answered = False
         for node in nodes:
-            bound = client.with_node(node)
-            spec = _match(await bound.list_resources("meta", RD_TYPE), resource_type)
-            writer.use(spec)
-            ns = namespace or spec.default_namespace
-            resources = await bound.list_resources(ns, spec.resource_type)
-            if resource_id is not None:
-                resources = [r for r in resources if r.metadata.id == resource_id]
-                if not resources:
-                    click.echo(
-                        f"error: {node}: resource {spec.resource_type}({ns}/{resource_id}) doesn't exist",
-                        err=True,
-                    )
+            try:
+                resources = await _get_node(
+                    client.with_node(node), writer, (resource_type, resource_id, namespace)
+                )
+            except RPCError as exc:
+                if len(nodes) == 1:
+                    raise  # one node: its error (and hint) is the command's error
+                node_error(f"{node}: {exc}")
+                continue
+            answered = True
+            if resource_id is not None and not resources:
+                ns = namespace or writer.spec.default_namespace
+                node_error(f"{node}: resource {writer.spec.resource_type}({ns}/{resource_id}) doesn't exist")
             for resource in resources:
                 writer.write(node, resource)
-        writer.flush(header=True)
+        writer.flush(header=answered)
 
     try:
         run(work, insecure=insecure)

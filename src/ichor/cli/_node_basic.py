@@ -216,12 +216,13 @@ def _lifecycle(name: str, request: Any, *, wait: bool, comes_back: bool, timeout
         before = {node: await _boot_marker(client, node) for node in nodes} if wait else {}
         method = getattr(client.machine, name)
         response = await method(request)
-        for node, message in replies(client, response, f"error executing {name.lower()}"):
+        answered = replies(client, response, f"error executing {name.lower()}")
+        for node, message in answered:
             click.echo(f"{node}: {name.lower()} requested (actor {message.actor_id})", err=wait)
         if not wait:
             return
         deadline = time.monotonic() + timeout
-        pending = set(nodes)
+        pending = {node for node, _ in answered}  # a node that refused is reported, not awaited
         since = time.monotonic()
         while pending:
             for node in sorted(pending):

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from ichor.cli._lazy import CobraCommand
-from ichor.cli._nodecmd import parse_duration, replies, run
+from ichor.cli._nodecmd import node_error, parse_duration, replies, run
 
 
 def _empty() -> Any:
@@ -136,7 +136,7 @@ def events(tail: int, since: str, duration: str, actor_id: str) -> None:
             async for event in call:
                 error = message_error(event, client.peer_host)
                 if error is not None:
-                    click.echo(f"error: {error}", err=True)
+                    node_error(error)
                     continue
                 described = _describe(event.data.type_url, event.data.value)
                 if described is None:

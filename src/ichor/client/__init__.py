@@ -75,6 +75,7 @@ __all__ = [
     "TLSError",
     "UnknownAuthorityError",
     "code_name",
+    "errors_hint",
     "expiry_warning",
     "format_errors",
     "format_tabbed",
@@ -119,6 +120,7 @@ from ichor.client._output import NodeLineBuffer, format_tabbed, node_column, pre
 from ichor.client._replies import (
     NodeError,
     NodeReplies,
+    errors_hint,
     format_errors,
     message_error,
     message_node,
