@@ -115,6 +115,7 @@ def test_cluster_create_1_plus_1_and_talk_to_both_nodes(tmp_path: Path) -> None:
         assert old.exit_code == 1
         forwarded = _talosctl(tmp_path, "-e", worker, "-n", cp, "version")
         assert forwarded.exit_code == 1 and "no request forwarding" in forwarded.stderr
+        assert "workers do not forward requests" in forwarded.stderr and "os:admin" not in forwarded.stderr
 
         # A node that cannot be reached fails the command; the nodes that answered are still printed.
         unreachable = f"{prefix}.250"

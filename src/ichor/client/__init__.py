@@ -35,6 +35,7 @@ Exception tree (all carry ``hint``; the CLI edge prints ``error:``/``hint:``)::
         │       └── FingerprintMismatchError  --cert-fingerprint does not match (maintenance mode)
         ├── RPCError                      the server returned a gRPC error (.code, .code_name, .rpc_message)
         │   ├── PermissionDeniedError     PermissionDenied; .roles_needed names the role(s)
+        │   ├── NoForwardingError         the endpoint is a worker: it forwards no calls to other nodes
         │   └── ConnectionLostError       the connection closed under a call
         └── AllNodesFailedError           every node of a one-to-many reply failed; .errors
 
@@ -66,6 +67,7 @@ __all__ = [
     "GlobalOptions",
     "MaintenanceModeError",
     "NoEndpointsError",
+    "NoForwardingError",
     "NoNodesError",
     "NodeError",
     "NodeLineBuffer",
@@ -107,6 +109,7 @@ from ichor.client._errors import (
     FingerprintMismatchError,
     MaintenanceModeError,
     NoEndpointsError,
+    NoForwardingError,
     NoNodesError,
     PermissionDeniedError,
     RPCError,

@@ -125,3 +125,7 @@ class Images:
 
 MAINTENANCE_CN = "maintenance-service.talos.dev"
 """The subject of the self-signed certificate a node serves in maintenance mode (Talos's)."""
+
+NO_FORWARDING = "no request forwarding"
+"""apid's PermissionDenied text when a node without forwarding (a worker) is asked to route a call to
+other nodes (Talos's wording); the client recognises it to say what to do instead."""
