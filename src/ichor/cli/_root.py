@@ -60,7 +60,8 @@ ROOT_HELP = """A CLI for out-of-band management of Kubernetes nodes created by T
 \b
 Global flags (accepted anywhere on the command line):
   --talosconfig PATH    path to the Talos configuration file
-                        (default $TALOSCONFIG, then ~/.talos/config)
+                        (default $TALOSCONFIG, then
+                        $XDG_CONFIG_HOME/talos/config.yaml, then ~/.talos/config)
   --context NAME        context to be used in command
   -e, --endpoints LIST  override default endpoints in Talos configuration
   -n, --nodes LIST      target the specified nodes
