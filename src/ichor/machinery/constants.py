@@ -22,8 +22,7 @@ __all__ = [
 
 from dataclasses import dataclass
 
-TALOS_VERSION = "v1.7.6"
-"""The Talos release whose behaviour and defaults Ichor reproduces."""
+from ichor.machinery import TALOS_VERSION
 
 DEFAULT_KUBERNETES_VERSION = "1.30.3"
 ETCD_VERSION = "v3.5.13"
