@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cluster_helpers import cli_env
 from cluster_helpers import talosctl_in as _talosctl
 
 from ichor.machinery import proc
@@ -144,7 +145,7 @@ def test_cluster_create_1_plus_1_and_talk_to_both_nodes(tmp_path: Path) -> None:
         )
         streams = tmp_path / "streams"
         streams.mkdir()
-        env = {"HOME": str(tmp_path), "TALOSCONFIG": str(tmp_path / ".talos/config")}
+        env = cli_env(tmp_path)
         events = proc.start([sys.executable, "-m", "ichor", *both, "events", "--tail", "-1"],
                             output=streams / "events.log", env=env)  # fmt: skip
         watch = proc.start([sys.executable, "-m", "ichor", "-n", worker, "get", "-w", "hostname"],
