@@ -41,6 +41,7 @@ def _isolated_home(
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("XDG_CACHE_HOME", _USER_CACHE)
     monkeypatch.delenv("TALOSCONFIG", raising=False)
+    monkeypatch.delenv("XDG_CONFIG_HOME", raising=False)
     yield home
 
 

@@ -194,3 +194,36 @@ def test_kubeconfig_refuses_several_nodes_and_worker_errors(
     r = talosctl(*node.args("10.5.0.5"), "kubeconfig", str(tmp_path / "kc"))
     assert r.exit_code == 1 and "only available on control plane nodes" in r.stderr
     assert not (tmp_path / "kc").exists()
+
+
+def _serve_services(node: FakeNode, *running: str) -> None:
+    async def services(stream: Stream[Any, Any]) -> None:
+        await stream.recv_message()
+        reply = machine_pb2.ServiceListResponse()
+        element = reply.messages.add()
+        for n in targets(stream):
+            element.metadata.hostname = n
+        for name in ("apid", "etcd", "trustd", *running):
+            element.services.add(id=name, state="Running")
+        await stream.send_message(reply)
+
+    node.handlers["ServiceList"] = services
+
+
+def test_kubeconfig_says_nothing_serves_the_api_while_kubernetes_is_not_running(
+    node: FakeNode, talosctl: Any, tmp_path: Path
+) -> None:
+    _serve_kubeconfig(node)
+    _serve_services(node)
+    r = talosctl(*node.args("10.5.0.2"), "kubeconfig", str(tmp_path / "kc"))
+    assert r.exit_code == 0, r.stderr
+    assert "note: Kubernetes is not running on 10.5.0.2 (no kubelet service)" in r.stderr
+    assert "https://10.5.0.2:6443" in r.stderr and (tmp_path / "kc").read_text() == KC
+    # Once the node runs a kubelet, no note.
+    _serve_services(node, "kubelet")
+    r = talosctl(*node.args("10.5.0.2"), "kubeconfig", str(tmp_path / "kc2"))
+    assert r.exit_code == 0 and "note:" not in r.stderr
+    # A node that cannot say (no ServiceList): no guess either.
+    del node.handlers["ServiceList"]
+    r = talosctl(*node.args("10.5.0.2"), "kubeconfig", "-")
+    assert r.exit_code == 0 and r.stdout == KC and "note:" not in r.stderr

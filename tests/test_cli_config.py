@@ -257,3 +257,20 @@ def test_read_only_service_account_config(talosctl, tmp_path: Path, monkeypatch)
 def test_humanize_matches_go_humanize(delta: timedelta, text: str) -> None:
     now = datetime(2024, 1, 1, tzinfo=UTC)
     assert _humanize(now + delta, now) == text
+
+
+def test_merge_honours_xdg_config_home(
+    talosctl, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, _isolated_home: Path
+) -> None:
+    incoming = tmp_path / "talosconfig"
+    TalosConfig(context="a", contexts={"a": Context(ca="bmV3")}).save(incoming)
+    xdg = tmp_path / "xdg"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(xdg))
+    # Nothing exists yet: the seeds' default file, $XDG_CONFIG_HOME/talos/config.yaml, is created.
+    r = talosctl("config", "merge", str(incoming))
+    assert r.exit_code == 0, r.stderr
+    assert sorted(_load(xdg / "talos" / "config.yaml").contexts) == ["a"]
+    assert not (_isolated_home / ".talos" / "config").exists()
+    # And read back from there.
+    r = talosctl("config", "contexts")
+    assert r.exit_code == 0 and "a" in r.stdout.split()

@@ -280,6 +280,22 @@ def test_permission_denied_names_the_role_needed() -> None:
     assert roles_for("/machine.MachineService/SomethingNew") == ("os:admin",)
 
 
+def test_no_request_forwarding_says_workers_do_not_forward_not_a_role() -> None:
+    from grpclib.const import Status
+    from grpclib.exceptions import GRPCError
+
+    err = translate_error(
+        GRPCError(Status.PERMISSION_DENIED, "no request forwarding"),
+        method="/machine.MachineService/Version",
+        call=CallContext(context_name="e2e", roles=["os:admin"], endpoints_source="-e/--endpoints"),
+    )
+    assert str(err) == "rpc error: code = PermissionDenied desc = no request forwarding"
+    assert err.hint is not None
+    assert "workers do not forward requests" in err.hint
+    assert "talosctl config endpoint" in err.hint and "-e/--endpoints" in err.hint
+    assert "role" not in err.hint
+
+
 # --------------------------------------------------------------------------- expiry warning
 
 

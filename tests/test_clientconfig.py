@@ -209,3 +209,32 @@ def test_client_certificate_errors() -> None:
         Context().client_certificate()
     with pytest.raises(ClientConfigError, match="not valid base64"):
         Context(crt="!!!").client_certificate()
+
+
+def test_xdg_config_home_lookup_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, service_account: Path, _isolated_home: Path
+) -> None:
+    home_config = _isolated_home / ".talos" / "config"
+    xdg_config = tmp_path / "xdg" / "talos" / "config.yaml"
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+    # Nothing exists: the XDG file is where a new talosconfig goes.
+    found = find_talosconfig(None)
+    assert found.path == xdg_config and found.source == "$XDG_CONFIG_HOME" and found.write_allowed
+    # An existing ~/.talos/config is still used while the XDG file does not exist ...
+    home_config.parent.mkdir()
+    home_config.write_text("")
+    assert default_talosconfig_path(None) == home_config
+    # ... and the XDG file wins once it does.
+    xdg_config.parent.mkdir(parents=True)
+    xdg_config.write_text("")
+    assert default_talosconfig_path(None) == xdg_config
+    # $TALOSCONFIG (existing) beats it.
+    env_config = tmp_path / "env-config"
+    env_config.write_text("")
+    monkeypatch.setenv("TALOSCONFIG", str(env_config))
+    assert default_talosconfig_path(None) == env_config
+    # A relative or empty $XDG_CONFIG_HOME is ignored, as the XDG spec says.
+    monkeypatch.delenv("TALOSCONFIG")
+    for value in ("relative/dir", ""):
+        monkeypatch.setenv("XDG_CONFIG_HOME", value)
+        assert default_talosconfig_path(None) == home_config

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cluster_helpers import cli_env
 from cluster_helpers import talosctl_in as _talosctl
 
 from ichor.machinery import proc
@@ -118,6 +119,15 @@ def test_cluster_create_1_plus_1_and_talk_to_both_nodes(tmp_path: Path) -> None:
         assert old.exit_code == 1
         forwarded = _talosctl(tmp_path, "-e", worker, "-n", cp, "version")
         assert forwarded.exit_code == 1 and "no request forwarding" in forwarded.stderr
+        assert "workers do not forward requests" in forwarded.stderr and "os:admin" not in forwarded.stderr
+
+        # A node that cannot be reached fails the command; the nodes that answered are still printed.
+        unreachable = f"{prefix}.250"
+        partial = _talosctl(tmp_path, "-n", f"{cp},{unreachable}", "services")
+        assert partial.exit_code == 1, partial.stdout + partial.stderr
+        assert f"{cp}   etcd" in partial.stdout and f"error: {unreachable}: " in partial.stderr
+        gone = _talosctl(tmp_path, "-n", unreachable, "logs", "etcd")
+        assert gone.exit_code == 1 and f"{unreachable}" in gone.stderr, gone.stdout + gone.stderr
 
         # The troubleshooting reads answer for both nodes through the control plane endpoint.
         both = ("-n", f"{cp},{worker}")
@@ -138,7 +148,7 @@ def test_cluster_create_1_plus_1_and_talk_to_both_nodes(tmp_path: Path) -> None:
         )
         streams = tmp_path / "streams"
         streams.mkdir()
-        env = {"HOME": str(tmp_path), "TALOSCONFIG": str(tmp_path / ".talos/config")}
+        env = cli_env(tmp_path)
         events = proc.start([sys.executable, "-m", "ichor", *both, "events", "--tail", "-1"],
                             output=streams / "events.log", env=env)  # fmt: skip
         watch = proc.start([sys.executable, "-m", "ichor", "-n", worker, "get", "-w", "hostname"],

@@ -164,7 +164,7 @@ def test_getting_started_flow_on_a_node_process(node: NodeProcess, talosctl, tmp
         return f'[{{"op": "add", "path": "/machine/network/hostname", "value": "{name}"}}]'
 
     def hostname() -> str:
-        got = talosctl(*base, "get", "hostname", "-o", "jsonpath={.hostname}")
+        got = talosctl(*base, "get", "hostname", "-o", "jsonpath={.spec.hostname}")
         assert got.exit_code == 0, got.stderr
         return got.stdout.strip()
 

@@ -146,6 +146,20 @@ def test_leave_when_etcd_is_not_running_names_the_service(tmp_path: Path) -> Non
         assert "talosctl service etcd" in str(refused.value.message)
 
 
+def test_etcd_not_answering_hints_the_service_and_its_logs_not_etcd_status(tmp_path: Path) -> None:
+    # The service says Running, but nothing answers on the etcd client port (starting, or just died).
+    address = f"{_prefix()}.1"
+    node = _Node(EtcdCluster(tmp_path), "solo", address, endpoint_host=address)
+    etcd = _etcd(node)
+    for call in (etcd.status, lambda: etcd.members(query_local=True)):
+        with pytest.raises(GRPCError) as refused:
+            asyncio.run(call())
+        assert refused.value.status is Status.UNAVAILABLE
+        message = str(refused.value.message)
+        assert "`talosctl -n <node> service etcd`" in message and "`talosctl -n <node> logs etcd`" in message
+        assert "etcd status" not in message
+
+
 def _set_time(node: _Node, synced: bool) -> None:
     current = node.state.get(TIME_STATUSES.default_namespace, TIME_STATUSES, "node")
     node.state.update(current.with_spec(TimeStatusSpec(synced=synced)))

@@ -97,7 +97,7 @@ for _cls in SHELLS.values():
 @click.command("completion", help=USAGE, short_help="Output shell completion code for the specified shell")
 @click.argument("shell", type=click.Choice(sorted(SHELLS)), metavar="SHELL")
 def completion(shell: str) -> None:
-    from ichor.cli._root import cli
+    from ichor.cli._root import root_group
 
-    script = SHELLS[shell](cli, {}, "talosctl", COMPLETE_VAR).source()
+    script = SHELLS[shell](root_group(), {}, "talosctl", COMPLETE_VAR).source()
     click.echo(script)

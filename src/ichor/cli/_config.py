@@ -1,6 +1,7 @@
 """``talosctl config``: edit the client configuration file (talosconfig).
 
-The file is found like talosctl does (global ``--talosconfig``, ``$TALOSCONFIG``, ``~/.talos/config``,
+The file is found like talosctl does (global ``--talosconfig``, ``$TALOSCONFIG``,
+``$XDG_CONFIG_HOME/talos/config.yaml``, ``~/.talos/config``,
 ``/var/run/secrets/talos.dev/config``) and ``--context`` picks a context other than the current one.
 Only ``add`` and ``merge`` create a missing file; the other sub-commands say which path was tried.
 """

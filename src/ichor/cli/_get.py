@@ -19,7 +19,7 @@ from typing import Any
 import click
 
 from ichor.cli._lazy import CobraCommand
-from ichor.cli._nodecmd import run
+from ichor.cli._nodecmd import node_error, run
 
 RD_TYPE = "ResourceDefinitions.meta.cosi.dev"
 
@@ -65,13 +65,71 @@ def _metadata_yaml(node: str, resource: Any, event: str | None = None) -> str:
         lines.append(f"    created: {m.created.ToJsonString()}")
     if m.HasField("updated"):
         lines.append(f"    updated: {m.updated.ToJsonString()}")
-    if m.labels:
-        lines.append("    labels:")
-        lines += [f"        {k}: {v}" for k, v in sorted(m.labels.items())]
+    for name, values in (("labels", m.labels), ("annotations", m.annotations)):
+        if values:
+            lines.append(f"    {name}:")
+            lines += [f"        {k}: {v}" for k, v in sorted(values.items())]
+    if m.finalizers:
+        lines.append("    finalizers:")
+        lines += [f"        - {f}" for f in m.finalizers]
     spec = resource.spec.yaml_spec.rstrip("\n") or "{}"
     lines.append("spec:")
     lines += [f"    {line}" if line else "" for line in spec.split("\n")]
     return "\n".join(lines) + "\n"
+
+
+def _resource_data(node: str, resource: Any, event: str | None = None) -> dict[str, Any]:
+    """The resource as talosctl's ``-o json`` and ``-o jsonpath`` see it: the ``-o yaml`` document
+    (``node``, ``metadata``, ``spec``, and ``event`` in a watch) as plain data."""
+    m = resource.metadata
+    version: int | str = int(m.version) if m.version.isdigit() else m.version
+    metadata: dict[str, Any] = {"namespace": m.namespace, "type": m.type, "id": m.id, "version": version,
+                                "owner": m.owner or None, "phase": m.phase}  # fmt: skip
+    if m.HasField("created"):
+        metadata["created"] = m.created.ToJsonString()
+    if m.HasField("updated"):
+        metadata["updated"] = m.updated.ToJsonString()
+    for name, values in (("labels", m.labels), ("annotations", m.annotations)):
+        if values:
+            metadata[name] = dict(sorted(values.items()))
+    if m.finalizers:
+        metadata["finalizers"] = list(m.finalizers)
+    data: dict[str, Any] = {"node": node, "metadata": metadata, "spec": _spec_data(resource)}
+    if event:
+        data["event"] = event
+    return data
+
+
+def _go_json(data: Any) -> str:
+    """JSON as Go's encoder writes it: sorted keys, 4-space indent, UTF-8, ``<>&`` escaped."""
+    text = json.dumps(data, indent=4, sort_keys=True, ensure_ascii=False)
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def _jsonpath_lines(expression: str, data: Any) -> list[str]:
+    """talosctl's ``-o jsonpath``: each result on its own line, maps and lists as indented JSON."""
+    from ichor.machinery.errors import MachineryError
+    from ichor.machinery.jsonpath import JSONPathNotFoundError, find_results
+
+    try:
+        results = find_results(expression, data)
+    except JSONPathNotFoundError as exc:
+        raise MachineryError(
+            f"error finding result for jsonpath {expression!r}: {exc} "
+            f"({data['node']}: {data['metadata']['type']} {data['metadata']['id']})",
+            hint="the path starts at node, metadata or spec, e.g. jsonpath='{.spec.<field>}'; "
+            "`-o yaml` shows the fields there are",
+        ) from None
+    lines = []
+    for group in results:
+        for value in group:
+            if isinstance(value, dict | list):
+                lines.append(_go_json(value))
+            elif isinstance(value, bool):
+                lines.append("true" if value else "false")
+            else:
+                lines.append("" if value is None else str(value))
+    return lines
 
 
 _MARKS = {"created": "+", "destroyed": "-", "updated": " "}
@@ -94,22 +152,17 @@ class _Writer:
                        *(c.name.upper() for c in spec.print_columns)]  # fmt: skip
 
     def write(self, node: str, resource: Any, event: str | None = None) -> None:
-        from ichor.machinery.jsonpath import render_jsonpath
-
         if self.output == "yaml":
             sys.stdout.write(("---\n" if self.written else "") + _metadata_yaml(node, resource, event))
         elif self.output == "json":
-            m = resource.metadata
-            data: dict[str, Any] = {"node": node}
-            if event:
-                data["event"] = event
-            data["metadata"] = {"namespace": m.namespace, "type": m.type, "id": m.id, "version": m.version,
-                                "phase": m.phase}  # fmt: skip
-            data["spec"] = _spec_data(resource)
-            sys.stdout.write(json.dumps(data, indent=4) + "\n")
+            sys.stdout.write(_go_json(_resource_data(node, resource, event)) + "\n")
         elif self.output.startswith("jsonpath="):
-            click.echo(render_jsonpath(self.output.removeprefix("jsonpath="), _spec_data(resource)))
+            expression = self.output.removeprefix("jsonpath=")
+            for line in _jsonpath_lines(expression, _resource_data(node, resource, event)):
+                click.echo(line)
         else:
+            from ichor.machinery.jsonpath import render_jsonpath
+
             data = _spec_data(resource)
             cells = [render_jsonpath(c.json_path, data) for c in self.spec.print_columns]
             marks = [_MARKS.get(event or "", " ")] if self.with_events else []
@@ -161,7 +214,16 @@ async def _watch_node(client: Any, node: str, writer: _Writer, args: tuple[str, 
                 if resource_id is not None or not first:
                     writer.flush(header=first)
                     first = False
-    click.echo(f"error: {node}: the node ended the watch", err=True)
+    node_error(f"{node}: the node ended the watch")
+
+
+async def _get_node(bound: Any, writer: _Writer, args: tuple[str, str | None, str]) -> list[Any]:
+    """One node's resources of the type (only the one with the id, when given)."""
+    resource_type, resource_id, namespace = args
+    spec = _match(await bound.list_resources("meta", RD_TYPE), resource_type)
+    writer.use(spec)
+    resources = await bound.list_resources(namespace or spec.default_namespace, spec.resource_type)
+    return [r for r in resources if resource_id is None or r.metadata.id == resource_id]
 
 
 @click.command(
@@ -189,31 +251,45 @@ def get(
         raise click.BadParameter(
             f"unknown output {output!r}: use table, yaml, json or jsonpath=<expr>", param_hint="-o/--output"
         )
+    if output.startswith("jsonpath="):
+        from ichor.machinery.jsonpath import JSONPathError, parse_template
+
+        try:
+            parse_template(output.removeprefix("jsonpath="))
+        except JSONPathError as exc:
+            raise click.BadParameter(
+                f"{exc} (supported: .field, ['field'], [n], [*], [start:end], e.g. jsonpath='{{.spec.hostname}}')",
+                param_hint="-o/--output",
+            ) from None
     writer = _Writer(output, with_events=watch)
 
     async def work(client: Any) -> None:
+        from ichor.client import RPCError
+
         nodes = client.nodes or [client.peer_host]
         if watch:
             async with asyncio.TaskGroup() as tg:
                 for node in nodes:
                     tg.create_task(_watch_node(client, node, writer, (resource_type, resource_id, namespace)))
             return
+        answered = False
         for node in nodes:
-            bound = client.with_node(node)
-            spec = _match(await bound.list_resources("meta", RD_TYPE), resource_type)
-            writer.use(spec)
-            ns = namespace or spec.default_namespace
-            resources = await bound.list_resources(ns, spec.resource_type)
-            if resource_id is not None:
-                resources = [r for r in resources if r.metadata.id == resource_id]
-                if not resources:
-                    click.echo(
-                        f"error: {node}: resource {spec.resource_type}({ns}/{resource_id}) doesn't exist",
-                        err=True,
-                    )
+            try:
+                resources = await _get_node(
+                    client.with_node(node), writer, (resource_type, resource_id, namespace)
+                )
+            except RPCError as exc:
+                if len(nodes) == 1:
+                    raise  # one node: its error (and hint) is the command's error
+                node_error(f"{node}: {exc}")
+                continue
+            answered = True
+            if resource_id is not None and not resources:
+                ns = namespace or writer.spec.default_namespace
+                node_error(f"{node}: resource {writer.spec.resource_type}({ns}/{resource_id}) doesn't exist")
             for resource in resources:
                 writer.write(node, resource)
-        writer.flush(header=True)
+        writer.flush(header=answered)
 
     try:
         run(work, insecure=insecure)

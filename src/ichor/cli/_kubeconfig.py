@@ -53,6 +53,40 @@ async def fetch_kubeconfig(client: Any) -> bytes:
     return extract_kubeconfig(b"".join(chunks))
 
 
+async def kubelet_running(client: Any) -> bool | None:
+    """Whether the node runs a kubelet (the API server is a static pod it starts); None when the node
+    cannot say (an older or restricted node)."""
+    from google.protobuf import empty_pb2
+
+    from ichor.client import ClientError, node_replies
+
+    try:
+        reply = await client.machine.ServiceList(empty_pb2.Empty())
+    except ClientError:
+        return None
+    answered = node_replies(reply, fallback_node=client.peer_host)
+    if not answered.replies:
+        return None
+    return any(s.id == "kubelet" and s.state == "Running" for _, m in answered for s in m.services)
+
+
+def _note_nothing_serves(node: str, data: bytes) -> None:
+    from ichor.machinery.errors import MachineryError
+    from ichor.machinery.kubeconfig import kubeconfig_servers
+
+    try:
+        servers = kubeconfig_servers(data.decode("utf-8", errors="replace"))
+    except MachineryError:
+        servers = []
+    where = " and ".join(servers) or "the server address in it"
+    click.echo(
+        f"note: Kubernetes is not running on {node} (no kubelet service): nothing serves the Kubernetes API at"
+        f" {where} yet, so kubectl cannot connect with this kubeconfig until it does"
+        " (`talosctl -n <node> services` shows what runs)",
+        err=True,
+    )
+
+
 @click.command("kubeconfig", cls=CobraCommand, help=HELP)
 @click.argument("local_path", metavar="[local-path]", required=False)
 @click.option(
@@ -86,8 +120,11 @@ def kubeconfig(local_path: str | None, force: bool, force_context_name: str, mer
             )
 
     async def work(client: Any) -> bytes:
-        client.require_single_node("kubeconfig")
-        return await fetch_kubeconfig(client)
+        node = client.require_single_node("kubeconfig")
+        data = await fetch_kubeconfig(client)
+        if await kubelet_running(client) is False:
+            _note_nothing_serves(node, data)
+        return data
 
     data = run(work)
     if to_stdout:

@@ -207,7 +207,9 @@ async def _boot_marker(client: Any, node: str) -> tuple[str, str] | None:
     return meta.created.ToJsonString(), stage
 
 
-def _lifecycle(name: str, request: Any, *, wait: bool, comes_back: bool, timeout: float = 600.0) -> None:
+def _lifecycle(
+    name: str, request: Any, *, wait: bool, comes_back: bool, outcome: str = "", timeout: float = 600.0
+) -> None:
     import asyncio
     import time
 
@@ -216,12 +218,15 @@ def _lifecycle(name: str, request: Any, *, wait: bool, comes_back: bool, timeout
         before = {node: await _boot_marker(client, node) for node in nodes} if wait else {}
         method = getattr(client.machine, name)
         response = await method(request)
-        for node, message in replies(client, response, f"error executing {name.lower()}"):
+        answered = replies(client, response, f"error executing {name.lower()}")
+        for node, message in answered:
             click.echo(f"{node}: {name.lower()} requested (actor {message.actor_id})", err=wait)
+        if outcome:
+            click.echo(outcome, err=True)
         if not wait:
             return
         deadline = time.monotonic() + timeout
-        pending = set(nodes)
+        pending = {node for node, _ in answered}  # a node that refused is reported, not awaited
         since = time.monotonic()
         while pending:
             for node in sorted(pending):
@@ -307,10 +312,25 @@ def reset(graceful: bool, reboot: bool, system_labels_to_wipe: tuple[str, ...], 
         graceful=graceful, reboot=reboot,
         system_partitions_to_wipe=[machine_pb2.ResetPartitionSpec(label=label, wipe=True) for label in labels],
     )  # fmt: skip
-    # A reset node comes back in maintenance mode (no config): it is done once it has gone down.
-    _lifecycle("Reset", request, wait=wait, comes_back=False)
-    if wait and reboot:
-        click.echo(
-            "the node boots into maintenance mode: configure it with `talosctl apply-config --insecure`",
-            err=True,
-        )
+    keeps_config = bool(labels) and "STATE" not in labels
+    # A node that keeps its config comes back configured after a reboot: wait for that; one that lost
+    # it comes back in maintenance mode, which this client cannot ask: it is done once it went down.
+    _lifecycle(
+        "Reset",
+        request,
+        wait=wait,
+        comes_back=reboot and keeps_config,
+        outcome=reset_outcome(labels, reboot=reboot),
+    )
+
+
+def reset_outcome(labels: list[str], *, reboot: bool) -> str:
+    """What the node is like after the reset, from what it wipes (no labels: everything)."""
+    then = "after the reboot" if reboot else "when it is started again"
+    if labels and "STATE" not in labels:
+        return f"{', '.join(labels)} wiped, STATE kept: the node keeps its machine config and boots configured {then}"
+    wiped = ", ".join(labels) if labels else "STATE, EPHEMERAL and META"
+    return (
+        f"{wiped} wiped: the node loses its machine config and boots into maintenance mode {then}; "
+        "configure it with `talosctl apply-config --insecure -n <node> -f <config>`"
+    )

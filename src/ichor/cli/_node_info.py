@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from ichor.cli._lazy import CobraCommand
-from ichor.cli._nodecmd import _empty, replies, run
+from ichor.cli._nodecmd import _empty, node_error, replies, run
 
 
 def _stream_lines(open_call: Any, request: Any, client: Any) -> Any:
@@ -25,7 +25,7 @@ def _stream_lines(open_call: Any, request: Any, client: Any) -> Any:
             async for message in call:
                 error = message_error(message, client.peer_host)
                 if error is not None:
-                    click.echo(f"error: {error}", err=True)
+                    node_error(error)
                     continue
                 for line in buffer.feed(message_node(message, client.peer_host), message.bytes):
                     sys.stdout.write(line + "\n")
@@ -97,7 +97,7 @@ def list_(path: str, long_: bool, recurse: bool, depth: int, humanize: bool) -> 
                 node = message_node(info, client.peer_host)
                 error = message_error(info, client.peer_host) or (info.error and f"{node}: {info.error}")
                 if error:
-                    click.echo(f"error: {error}", err=True)
+                    node_error(error)
                     continue
                 if long_:
                     stamp = datetime.fromtimestamp(info.modified, UTC).strftime("%b %d %H:%M:%S")

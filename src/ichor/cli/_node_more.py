@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from ichor.cli._lazy import CobraCommand
-from ichor.cli._nodecmd import parse_duration, replies, run
+from ichor.cli._nodecmd import node_error, parse_duration, replies, run
 
 
 def _empty() -> Any:
@@ -71,37 +71,51 @@ def disks(insecure: bool) -> None:
     run(work, insecure=insecure)
 
 
-_EVENT_NAMES = {
-    "machine.SequenceEvent": "SequenceEvent",
-    "machine.PhaseEvent": "PhaseEvent",
-    "machine.TaskEvent": "TaskEvent",
-    "machine.ServiceStateEvent": "ServiceStateEvent",
-    "machine.ConfigLoadErrorEvent": "ConfigLoadErrorEvent",
-    "machine.ConfigValidationErrorEvent": "ConfigValidationErrorEvent",
-    "machine.AddressEvent": "AddressEvent",
-    "machine.MachineStatusEvent": "MachineStatusEvent",
-}
+_EVENT_TYPES = (
+    "SequenceEvent", "PhaseEvent", "TaskEvent", "ServiceStateEvent", "ConfigLoadErrorEvent",
+    "ConfigValidationErrorEvent", "AddressEvent", "MachineStatusEvent",
+)  # fmt: skip
+_TYPE_URL_PREFIX = "talos/runtime/machine."
 
 
-def _describe(type_url: str, value: bytes) -> tuple[str, str] | None:
-    from ichor.api.gen.machine import machine_pb2
+def describe_event(type_url: str, value: bytes) -> tuple[str, str] | None:
+    """talosctl's SOURCE and MESSAGE cells of an event; None for the hello event and unknown types."""
+    from ichor.api.gen.machine import machine_pb2 as pb
 
-    name = type_url.removeprefix("talos/runtime/")
-    if name not in _EVENT_NAMES:
+    name = type_url.removeprefix(_TYPE_URL_PREFIX)
+    if not type_url.startswith(_TYPE_URL_PREFIX) or name not in _EVENT_TYPES:
         return None
-    message = getattr(machine_pb2, name.split(".", 1)[1])()
-    message.ParseFromString(value)
-    if name == "machine.SequenceEvent":
-        text = f"{message.sequence}: {machine_pb2.SequenceEvent.Action.Name(message.action)}"
-    elif name == "machine.ServiceStateEvent":
-        text = f"{message.service}: {message.message}"
-    elif name == "machine.MachineStatusEvent":
-        text = f"stage: {machine_pb2.MachineStatusEvent.MachineStage.Name(message.stage)}"
-    elif name == "machine.ConfigLoadErrorEvent":
-        text = message.error
-    else:
-        text = str(message).replace("\n", " ").strip()
-    return _EVENT_NAMES[name], text
+    m = getattr(pb, name)()
+    m.ParseFromString(value)
+    if name == "SequenceEvent":
+        action = (
+            f"error: {m.error.message}" if m.HasField("error") else pb.SequenceEvent.Action.Name(m.action)
+        )
+        return m.sequence, action
+    if name in ("PhaseEvent", "TaskEvent"):
+        return (m.phase if name == "PhaseEvent" else m.task), type(m).Action.Name(m.action)
+    if name == "ServiceStateEvent":
+        return m.service, f"{pb.ServiceStateEvent.Action.Name(m.action)}: {m.message}"
+    if name == "AddressEvent":
+        return m.hostname, f"ADDRESSES: {','.join(m.addresses)}"
+    if name == "MachineStatusEvent":
+        unmet = " ".join(c.name for c in m.status.unmet_conditions)
+        stage = pb.MachineStatusEvent.MachineStage.Name(m.stage)
+        return stage, f"ready: {'true' if m.status.ready else 'false'}, unmet conditions: [{unmet}]"
+    return "error", m.error  # ConfigLoadErrorEvent, ConfigValidationErrorEvent
+
+
+class GrowingTable:
+    """Rows of a table printed as they come: each column as wide as its widest cell so far (at least
+    its heading) plus three spaces, so a stream stays aligned with its header."""
+
+    def __init__(self, header: list[str], widths: list[int] | None = None) -> None:
+        self.widths = [max(len(h), w) for h, w in zip(header, widths or [0] * len(header), strict=True)]
+        self.header = header
+
+    def line(self, cells: list[str]) -> str:
+        self.widths = [max(w, len(c)) for w, c in zip(self.widths, cells, strict=True)]
+        return "".join(c.ljust(w + 3) for c, w in zip(cells[:-1], self.widths, strict=False)) + cells[-1]
 
 
 @click.command("events", help="Stream runtime events")
@@ -122,7 +136,7 @@ def _describe(type_url: str, value: bytes) -> tuple[str, str] | None:
 @click.option("--actor-id", default="", help="filter events by the specified actor ID (default is no filter)")
 def events(tail: int, since: str, duration: str, actor_id: str) -> None:
     from ichor.api.gen.machine import machine_pb2
-    from ichor.client import message_error, message_node, render_table
+    from ichor.client import message_error, message_node
 
     seconds = int(parse_duration(duration, flag="--duration").total_seconds()) if duration else 0
     request = machine_pb2.EventsRequest(
@@ -130,20 +144,26 @@ def events(tail: int, since: str, duration: str, actor_id: str) -> None:
     )
 
     async def work(client: Any) -> None:
-        click.echo(render_table([["NODE", "ID", "EVENT", "ACTOR", "SOURCE", "MESSAGE"]]), nl=False)
+        nodes = client.nodes or [client.peer_host]
+        # Event ids are 20-character xids; the longest event type URL is known; sources are mostly
+        # shorter than the longest machine stage (SHUTTING_DOWN).
+        longest_type = max(len(_TYPE_URL_PREFIX + t) for t in _EVENT_TYPES)
+        table = GrowingTable(["NODE", "ID", "EVENT", "ACTOR", "SOURCE", "MESSAGE"],
+                             [max(map(len, nodes)), 20, longest_type, 0, 13, 0])  # fmt: skip
+        click.echo(table.line(table.header))
         async with client.machine.Events.open() as call:
             await call.send_message(request, end=True)
             async for event in call:
                 error = message_error(event, client.peer_host)
                 if error is not None:
-                    click.echo(f"error: {error}", err=True)
+                    node_error(error)
                     continue
-                described = _describe(event.data.type_url, event.data.value)
+                described = describe_event(event.data.type_url, event.data.value)
                 if described is None:
                     continue  # the hello event and types this client does not know
-                kind, text = described
+                source, text = described
                 node = message_node(event, client.peer_host)
-                click.echo(f"{node}   {event.id}   {kind}   {event.actor_id}   {text}")
+                click.echo(table.line([node, event.id, event.data.type_url, event.actor_id, source, text]))
                 sys.stdout.flush()
 
     run(work)

@@ -1,4 +1,9 @@
-"""Shared plumbing for commands that talk to nodes: build a client, run async, print per node."""
+"""Shared plumbing for commands that talk to nodes: build a client, run async, print per node.
+
+A node that answers with an error does not stop the others: the command prints what the nodes that
+answered sent, reports each failed node with :func:`node_error` (``error: <node>: ...`` on stderr),
+and :func:`run` then ends the command with a non-zero exit status, as talosctl does.
+"""
 
 from __future__ import annotations
 
@@ -35,6 +40,32 @@ def global_options() -> Any:
     return click.get_current_context().find_root().obj
 
 
+_NODE_ERRORS = "ichor.node_errors"
+
+
+def _reported() -> list[Any]:
+    errors: list[Any] = click.get_current_context().meta.setdefault(_NODE_ERRORS, [])
+    return errors
+
+
+def node_error(error: object) -> None:
+    """Print one node's error (``error: <node>: ...``) and make the command's exit status non-zero."""
+    click.echo(f"error: {error}", err=True)
+    _reported().append(error)
+
+
+def _fail_if_nodes_failed() -> None:
+    errors = _reported()
+    if not errors:
+        return
+    from ichor.client import errors_hint
+
+    hint = errors_hint(errors)
+    if hint:
+        click.echo(f"hint: {hint}", err=True)
+    raise click.exceptions.Exit(1)
+
+
 def run(
     work: Callable[[Any], Awaitable[T]], *, insecure: bool = False, fingerprints: tuple[str, ...] = ()
 ) -> T:
@@ -47,15 +78,17 @@ def run(
         ) as client:
             return await work(client)
 
-    return asyncio.run(main())
+    result = asyncio.run(main())
+    _fail_if_nodes_failed()
+    return result
 
 
 def replies(client: Any, response: Any, what: str) -> list[tuple[str, Any]]:
-    """``(node, message)`` pairs; per-node errors are printed, all-failed raises."""
+    """``(node, message)`` pairs; per-node errors are reported (see :func:`node_error`), all-failed raises."""
     from ichor.client import node_replies
 
     result = node_replies(response, fallback_node=client.peer_host)
     result.check(what)  # every node failed: one error listing them all
     for error in result.errors:
-        click.echo(f"error: {error}", err=True)
+        node_error(error)
     return list(result)

@@ -1,16 +1,51 @@
-"""The root ``talosctl`` group, global flags and the error edge."""
+"""The root ``talosctl`` group, global flags and the error edge.
+
+The sub-commands are a click-free table (:class:`CommandTable`), so ``talosctl --help`` and
+``talosctl version --client`` are answered (:mod:`ichor.cli._fast`) without importing click; the
+click group is built from the table for everything else.
+"""
 
 from __future__ import annotations
 
 import os
 import sys
 
-import click
+# Not `typing.TYPE_CHECKING`: importing typing is a measurable part of start-up (mypy knows this name).
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
-from ichor.cli._lazy import LazyGroup
-from ichor.machinery.clientconfig import GlobalOptions
+    import click
+
+    from ichor.machinery.clientconfig import GlobalOptions
 
 _CLI = "ichor.cli"
+
+
+class CommandTable:
+    """talosctl's sub-commands as data: ``name -> ("module:attribute", one-line help)`` and aliases."""
+
+    def __init__(self) -> None:
+        self.lazy: dict[str, tuple[str, str]] = {}
+        self.aliases: dict[str, str] = {}
+
+    def add_lazy(self, name: str, target: str, short_help: str, aliases: tuple[str, ...] = ()) -> None:
+        self.lazy[name] = (target, short_help)
+        for alias in aliases:
+            self.aliases[alias] = name
+
+    def short_helps(self) -> list[tuple[str, str]]:
+        return [(name, short) for name, (_, short) in self.lazy.items()]
+
+
+def __getattr__(name: str) -> Any:
+    # GlobalOptions lives in the machinery; it is re-exported here (callers import it from the CLI)
+    # without importing it, and what it pulls in, on every start.
+    if name == "GlobalOptions":
+        from ichor.machinery.clientconfig import GlobalOptions
+
+        return GlobalOptions
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # flag spelling -> (attribute, is a comma-separated list)
@@ -27,6 +62,10 @@ _GLOBAL_FLAGS: dict[str, tuple[str, bool]] = {
 
 def extract_global_options(argv: list[str]) -> tuple[GlobalOptions, list[str]]:
     """Pull the persistent flags out of ``argv`` wherever they stand (before a ``--``)."""
+    import click
+
+    from ichor.machinery.clientconfig import GlobalOptions
+
     opts = GlobalOptions()
     rest: list[str] = []
     i = 0
@@ -59,8 +98,9 @@ ROOT_HELP = """A CLI for out-of-band management of Kubernetes nodes created by T
 
 \b
 Global flags (accepted anywhere on the command line):
-  --talosconfig PATH    path to the Talos configuration file
-                        (default $TALOSCONFIG, then ~/.talos/config)
+  --talosconfig PATH    path to the Talos configuration file (default
+                        $TALOSCONFIG, $XDG_CONFIG_HOME/talos/config.yaml,
+                        then ~/.talos/config)
   --context NAME        context to be used in command
   -e, --endpoints LIST  override default endpoints in Talos configuration
   -n, --nodes LIST      target the specified nodes
@@ -68,12 +108,7 @@ Global flags (accepted anywhere on the command line):
 """
 
 
-@click.group(cls=LazyGroup, help=ROOT_HELP, context_settings={"help_option_names": ["-h", "--help"]})
-def cli() -> None:
-    pass
-
-
-assert isinstance(cli, LazyGroup)
+cli = CommandTable()
 cli.add_lazy("gen", f"{_CLI}._gen:gen", "Generate CAs, certificates, and private keys")
 cli.add_lazy("version", f"{_CLI}._version:version", "Prints the version")
 cli.add_lazy("validate", f"{_CLI}._validate:validate", "Validate config")
@@ -122,16 +157,32 @@ cli.add_lazy(
 cli.add_lazy("dashboard", f"{_CLI}._dashboard:dashboard", "Cluster dashboard with real-time metrics")
 
 
+def root_group() -> click.Group:
+    """The click group of every sub-command in :data:`cli` (built on each call; cheap)."""
+    from ichor.cli._lazy import LazyGroup
+
+    group = LazyGroup(
+        name="talosctl", help=ROOT_HELP, context_settings={"help_option_names": ["-h", "--help"]}
+    )
+    for name, (target, short_help) in cli.lazy.items():
+        group.add_lazy(name, target, short_help, tuple(a for a, n in cli.aliases.items() if n == name))
+    return group
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``talosctl`` console script."""
-    from ichor.cli._errors import run_with_error_edge
+    from ichor.cli import _fast
 
     args = list(sys.argv[1:] if argv is None else argv)
     if "_TALOSCTL_COMPLETE" in os.environ:  # a TAB from `talosctl completion`'s script
         import ichor.cli._completion  # noqa: F401
+    elif _fast.answer(args, ROOT_HELP, cli.short_helps()):
+        sys.exit(0)
+    from ichor.cli._errors import run_with_error_edge
+
     sys.exit(run_with_error_edge(lambda: _invoke(args), debug=bool(os.environ.get("ICHOR_DEBUG"))))
 
 
 def _invoke(args: list[str]) -> int:
     opts, rest = extract_global_options(args)
-    return int(cli.main(rest, prog_name="talosctl", obj=opts, standalone_mode=False) or 0)
+    return int(root_group().main(rest, prog_name="talosctl", obj=opts, standalone_mode=False) or 0)

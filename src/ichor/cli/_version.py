@@ -2,28 +2,10 @@
 
 from __future__ import annotations
 
-import platform
-
 import click
 
-from ichor import __version__
+from ichor.cli._fast import client_version_text
 from ichor.machinery.constants import TALOS_VERSION
-
-
-def client_version_text() -> str:
-    return (
-        "Client:\n"
-        f"\tTag:         {TALOS_VERSION}\n"
-        f"\tSHA:         ichor-{__version__}\n"
-        f"\tBuilt:       \n"
-        f"\tGo version:  python{platform.python_version()}\n"
-        f"\tOS/Arch:     {platform.system().lower()}/{_arch()}\n"
-    )
-
-
-def _arch() -> str:
-    machine = platform.machine().lower()
-    return {"x86_64": "amd64", "aarch64": "arm64"}.get(machine, machine)
 
 
 @click.command(help="Prints the version")

@@ -35,6 +35,7 @@ Exception tree (all carry ``hint``; the CLI edge prints ``error:``/``hint:``)::
         │       └── FingerprintMismatchError  --cert-fingerprint does not match (maintenance mode)
         ├── RPCError                      the server returned a gRPC error (.code, .code_name, .rpc_message)
         │   ├── PermissionDeniedError     PermissionDenied; .roles_needed names the role(s)
+        │   ├── NoForwardingError         the endpoint is a worker: it forwards no calls to other nodes
         │   └── ConnectionLostError       the connection closed under a call
         └── AllNodesFailedError           every node of a one-to-many reply failed; .errors
 
@@ -66,6 +67,7 @@ __all__ = [
     "GlobalOptions",
     "MaintenanceModeError",
     "NoEndpointsError",
+    "NoForwardingError",
     "NoNodesError",
     "NodeError",
     "NodeLineBuffer",
@@ -75,6 +77,7 @@ __all__ = [
     "TLSError",
     "UnknownAuthorityError",
     "code_name",
+    "errors_hint",
     "expiry_warning",
     "format_errors",
     "format_tabbed",
@@ -106,6 +109,7 @@ from ichor.client._errors import (
     FingerprintMismatchError,
     MaintenanceModeError,
     NoEndpointsError,
+    NoForwardingError,
     NoNodesError,
     PermissionDeniedError,
     RPCError,
@@ -119,6 +123,7 @@ from ichor.client._output import NodeLineBuffer, format_tabbed, node_column, pre
 from ichor.client._replies import (
     NodeError,
     NodeReplies,
+    errors_hint,
     format_errors,
     message_error,
     message_node,

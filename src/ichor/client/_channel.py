@@ -37,6 +37,7 @@ from ichor.client._errors import (
     EndpointUnreachableError,
     FingerprintMismatchError,
     MaintenanceModeError,
+    NoForwardingError,
     PermissionDeniedError,
     RPCError,
     TLSError,
@@ -44,7 +45,7 @@ from ichor.client._errors import (
     roles_for,
 )
 from ichor.client._tls import GRPC_MAX_MESSAGE_SIZE, spki_fingerprint
-from ichor.machinery.constants import MAINTENANCE_CN
+from ichor.machinery.constants import MAINTENANCE_CN, NO_FORWARDING
 
 # OpenSSL X509_V_ERR_* codes (ssl.SSLCertVerificationError.verify_code).
 _UNKNOWN_AUTHORITY_CODES = {2, 7, 18, 19, 20, 21}
@@ -81,6 +82,8 @@ def translate_error(exc: BaseException, *, method: str | None, call: CallContext
     """The :class:`RPCError` for a grpclib failure of a call to ``method``."""
     if isinstance(exc, GRPCError):
         message = exc.message or ""
+        if exc.status is Status.PERMISSION_DENIED and message == NO_FORWARDING:
+            return NoForwardingError(message, method=method, endpoints_source=call.endpoints_source)
         if exc.status is Status.PERMISSION_DENIED:
             return PermissionDeniedError(
                 message,

@@ -148,6 +148,20 @@ class PermissionDeniedError(RPCError):
         super().__init__(7, rpc_message, method=method, hint=hint)
 
 
+class NoForwardingError(RPCError):
+    """The endpoint refused to forward the call to other nodes (``no request forwarding``): it is a
+    worker, and only control plane nodes forward requests."""
+
+    def __init__(self, rpc_message: str, *, method: str | None, endpoints_source: str = "") -> None:
+        where = f" (endpoints from {endpoints_source})" if endpoints_source else ""
+        hint = (
+            f"the endpoint{where} is a worker node, and workers do not forward requests to other nodes; "
+            "use control plane nodes as endpoints: `talosctl config endpoint <control-plane-ip>...` "
+            "or -e <control-plane-ip>"
+        )
+        super().__init__(7, rpc_message, method=method, hint=hint)
+
+
 class ConnectionLostError(RPCError):
     """The connection closed under a call (node rebooting, or the node refused the client certificate)."""
 

@@ -89,11 +89,19 @@ class NodeReplies(Generic[M]):
         fails the command); otherwise return self."""
         if self.errors and not self.replies:
             text = format_errors(self.errors).rstrip("\n")
-            hint = None
-            if any(e.code == _PERMISSION_DENIED for e in self.errors):
-                hint = "the client certificate's roles do not allow this call; use a talosconfig with a role that does"
-            raise AllNodesFailedError(f"{what}: {text}" if what else text, self.errors, hint=hint)
+            raise AllNodesFailedError(
+                f"{what}: {text}" if what else text, self.errors, hint=errors_hint(self.errors)
+            )
         return self
+
+
+def errors_hint(errors: Sequence[object]) -> str | None:
+    """What to do about per-node errors, where their codes say it; None when they do not."""
+    if any(getattr(e, "code", None) == _PERMISSION_DENIED for e in errors):
+        return (
+            "the client certificate's roles do not allow this call; use a talosconfig with a role that does"
+        )
+    return None
 
 
 def node_replies(response: Any, *, fallback_node: str = "") -> NodeReplies[Any]:

@@ -16,8 +16,11 @@ File format (Talos's, so either tool can read the other's files)::
 Contexts are written sorted by name (as Talos does); keys we do not know are kept, so a round trip
 loses nothing. The deprecated ``target`` key is folded into ``endpoints`` on load, like Talos.
 
-Lookup order when no ``--talosconfig`` is given: ``$TALOSCONFIG``, ``~/.talos/config``, then the
-read-only ``/var/run/secrets/talos.dev/config``; the first that exists wins, else the first writable.
+Lookup order when no ``--talosconfig`` is given: ``$TALOSCONFIG``, ``$XDG_CONFIG_HOME/talos/config.yaml``
+(only while ``$XDG_CONFIG_HOME`` is set to an absolute path, as the XDG base directory spec says),
+``~/.talos/config``, then the read-only ``/var/run/secrets/talos.dev/config``; the first that exists
+wins, else the first writable (so with ``$XDG_CONFIG_HOME`` set and no file yet, ``config merge``
+creates ``$XDG_CONFIG_HOME/talos/config.yaml``, as the Talos docs describe).
 
 :class:`GlobalOptions` are talosctl's persistent flags, which pick the file and context and override
 its endpoints and nodes; ``Client.from_options`` builds a client from them (the CLI and ``cluster
@@ -270,7 +273,7 @@ class TalosconfigLocation:
 
     path: Path
     source: str
-    """``--talosconfig``, ``$TALOSCONFIG``, ``default`` or ``service account``."""
+    """``--talosconfig``, ``$TALOSCONFIG``, ``$XDG_CONFIG_HOME``, ``default`` or ``service account``."""
     write_allowed: bool
     tried: tuple[Path, ...]
 
@@ -284,6 +287,9 @@ def find_talosconfig(flag: str | None) -> TalosconfigLocation:
     env = os.environ.get("TALOSCONFIG")
     if env is not None:
         candidates.append((Path(env).expanduser(), "$TALOSCONFIG", True))
+    xdg = os.environ.get("XDG_CONFIG_HOME", "")
+    if xdg and Path(xdg).is_absolute():
+        candidates.append((Path(xdg) / "talos" / "config.yaml", "$XDG_CONFIG_HOME", True))
     candidates.append((Path.home() / ".talos" / "config", "default", True))
     candidates.append((SERVICE_ACCOUNT_TALOSCONFIG, "service account", False))
     tried = tuple(c[0] for c in candidates)
@@ -295,7 +301,8 @@ def find_talosconfig(flag: str | None) -> TalosconfigLocation:
 
 
 def default_talosconfig_path(flag: str | None) -> Path:
-    """``--talosconfig``, else ``$TALOSCONFIG``, ``~/.talos/config``, ``/var/run/secrets/talos.dev/config``."""
+    """``--talosconfig``, else the first of ``$TALOSCONFIG``, ``$XDG_CONFIG_HOME/talos/config.yaml``,
+    ``~/.talos/config``, ``/var/run/secrets/talos.dev/config`` that exists (see the module docstring)."""
     return find_talosconfig(flag).path
 
 

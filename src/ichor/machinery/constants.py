@@ -22,8 +22,7 @@ __all__ = [
 
 from dataclasses import dataclass
 
-TALOS_VERSION = "v1.7.6"
-"""The Talos release whose behaviour and defaults Ichor reproduces."""
+from ichor.machinery import TALOS_VERSION
 
 DEFAULT_KUBERNETES_VERSION = "1.30.3"
 ETCD_VERSION = "v3.5.13"
@@ -125,3 +124,7 @@ class Images:
 
 MAINTENANCE_CN = "maintenance-service.talos.dev"
 """The subject of the self-signed certificate a node serves in maintenance mode (Talos's)."""
+
+NO_FORWARDING = "no request forwarding"
+"""apid's PermissionDenied text when a node without forwarding (a worker) is asked to route a call to
+other nodes (Talos's wording); the client recognises it to say what to do instead."""

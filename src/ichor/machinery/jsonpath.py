@@ -1,11 +1,16 @@
-"""The subset of Kubernetes JSONPath that resource print columns use.
+"""The subset of Kubernetes JSONPath that resource print columns and ``talosctl get -o jsonpath`` use.
 
 Supported inside ``{...}``: ``.field``, ``['field']``, ``[n]`` (negative allowed), ``[*]``,
-``[start:end]`` (``[:]`` = everything). Text outside braces is copied. Missing keys yield nothing
-(``talosctl get`` runs JSONPath with missing keys allowed). Several results are joined by a space;
-strings print as-is, maps and lists as compact JSON, booleans as ``true``/``false``.
+``[start:end]`` (``[:]`` = everything). Two evaluations:
 
-This is a renderer for table cells; it must not grow into a query language.
+* :func:`render_jsonpath` renders a table cell: text outside braces is copied, missing keys yield
+  nothing, several results are joined by a space; strings print as-is, maps and lists as compact
+  JSON, booleans as ``true``/``false``.
+* :func:`find_results` is Kubernetes' ``FindResults`` without missing keys allowed (talosctl's
+  ``-o jsonpath``): one list of results per template part (text outside braces is a part of its
+  own), and a field nobody has or an index past the end raises :class:`JSONPathNotFoundError`.
+
+This is a renderer and a lookup; it must not grow into a query language.
 """
 
 from __future__ import annotations
@@ -14,11 +19,15 @@ import json
 import re
 from typing import Any
 
-__all__ = ["JSONPathError", "render_jsonpath"]
+__all__ = ["JSONPathError", "JSONPathNotFoundError", "find_results", "parse_template", "render_jsonpath"]
 
 
 class JSONPathError(ValueError):
     """The expression is not valid in the supported subset."""
+
+
+class JSONPathNotFoundError(LookupError):
+    """:func:`find_results`: the path matches nothing in the data (Kubernetes' ``<key> is not found``)."""
 
 
 _STEP_RE = re.compile(
@@ -50,10 +59,10 @@ def _steps(expr: str) -> list[re.Match[str]]:
     return steps
 
 
-def _apply(step: re.Match[str], values: list[Any]) -> list[Any]:
+def _apply(step: re.Match[str], values: list[Any], *, strict: bool = False) -> list[Any]:
     out: list[Any] = []
+    key = step.group("field") if step.group("field") is not None else step.group("quoted")
     for value in values:
-        key = step.group("field") if step.group("field") is not None else step.group("quoted")
         if key is not None:
             if isinstance(value, dict) and key in value:
                 out.append(value[key])
@@ -66,10 +75,16 @@ def _apply(step: re.Match[str], values: list[Any]) -> list[Any]:
             idx = int(step.group("index"))
             if isinstance(value, list) and -len(value) <= idx < len(value):
                 out.append(value[idx])
+            elif strict and isinstance(value, list):
+                raise JSONPathNotFoundError(f"array index out of bounds: index {idx}, length {len(value)}")
+            elif strict:
+                raise JSONPathNotFoundError(f"{_text(value)} is not array or slice")
         elif isinstance(value, list):
             start = int(step.group("start")) if step.group("start") else None
             end = int(step.group("end")) if step.group("end") else None
             out.extend(value[start:end])
+    if strict and key is not None and not out:
+        raise JSONPathNotFoundError(f"{key} is not found")
     return out
 
 
@@ -87,22 +102,50 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def render_jsonpath(template: str, data: Any) -> str:
-    """Evaluate a JSONPath template such as ``{.stage}`` or ``{.aliases[:]}`` over plain data."""
-    out: list[str] = []
+def parse_template(template: str) -> list[str | list[re.Match[str]]]:
+    """The template's parts: text outside braces, and the steps of each ``{...}``; raises
+    :class:`JSONPathError` for what the supported subset does not have."""
+    parts: list[str | list[re.Match[str]]] = []
     pos = 0
     while pos < len(template):
         open_at = template.find("{", pos)
         if open_at < 0:
-            out.append(template[pos:])
+            parts.append(template[pos:])
             break
         close_at = template.find("}", open_at)
         if close_at < 0:
             raise JSONPathError(f"unclosed '{{' in JSONPath {template!r}")
-        out.append(template[pos:open_at])
+        if open_at > pos:
+            parts.append(template[pos:open_at])
+        parts.append(_steps(template[open_at + 1 : close_at]))
+        pos = close_at + 1
+    return parts
+
+
+def render_jsonpath(template: str, data: Any) -> str:
+    """Evaluate a JSONPath template such as ``{.stage}`` or ``{.aliases[:]}`` over plain data."""
+    out: list[str] = []
+    for part in parse_template(template):
+        if isinstance(part, str):
+            out.append(part)
+            continue
         values = [data]
-        for step in _steps(template[open_at + 1 : close_at]):
+        for step in part:
             values = _apply(step, values)
         out.append(" ".join(_text(v) for v in values))
-        pos = close_at + 1
     return "".join(out)
+
+
+def find_results(template: str, data: Any) -> list[list[Any]]:
+    """Every part's results, as Kubernetes' ``FindResults`` (text parts give their text); raises
+    :class:`JSONPathNotFoundError` when a part matches nothing, :class:`JSONPathError` when invalid."""
+    results: list[list[Any]] = []
+    for part in parse_template(template):
+        if isinstance(part, str):
+            results.append([part])
+            continue
+        values = [data]
+        for step in part:
+            values = _apply(step, values, strict=True)
+        results.append(values)
+    return results

@@ -39,6 +39,7 @@ __all__ = [
     "admin_kubeconfig",
     "extract_kubeconfig",
     "kubeconfig_archive",
+    "kubeconfig_servers",
     "merge_kubeconfig",
 ]
 
@@ -258,6 +259,17 @@ def _load_kubeconfig(text: str, source: str) -> Any:
                 hint=f"fix {section} in {source}, or write to another file with `talosctl kubeconfig <path>`",
             )
     return doc
+
+
+def kubeconfig_servers(text: str) -> list[str]:
+    """The API server URL of every cluster entry of a kubeconfig (``clusters[].cluster.server``)."""
+    doc = _load_kubeconfig(text, "kubeconfig")
+    servers = []
+    for entry in doc.get("clusters") or []:
+        body = _body(entry, "cluster")
+        if isinstance(body, dict) and isinstance(body.get("server"), str):
+            servers.append(body["server"])
+    return servers
 
 
 def _entries(doc: Any, section: str) -> dict[str, Any]:

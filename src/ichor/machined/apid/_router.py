@@ -21,6 +21,8 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 from multidict import MultiMapping
 
+from ichor.machinery.constants import NO_FORWARDING
+
 from ._methods import COSI_PREFIX
 
 NODE_KEY = "node"
@@ -93,7 +95,7 @@ def route(
 
 def _require_forwarding(forwarding: bool) -> None:
     if not forwarding:
-        raise GRPCError(Status.PERMISSION_DENIED, "no request forwarding")
+        raise GRPCError(Status.PERMISSION_DENIED, NO_FORWARDING)
 
 
 def local_target_checker(addresses: Iterable[str]) -> Callable[[str], bool]:

@@ -57,6 +57,7 @@ class ClusterService(cluster_grpc.ClusterServiceBase):
         info = request.cluster_info
         try:
             given = ClusterInfo.from_flags(list(info.control_plane_nodes), list(info.worker_nodes))
+            from_request = given is not None
             if given is None and self._members is not None:
                 given = ClusterInfo.from_members(self._members())
         except HealthError as exc:
@@ -80,7 +81,7 @@ class ClusterService(cluster_grpc.ClusterServiceBase):
             await flush()
             await asyncio.sleep(seconds)
 
-        if given is not None:
+        if given is not None and not from_request:  # nodes the caller named were not discovered
             await announce(given)
         async with self._factory() as client:
             if given is None:

@@ -243,7 +243,8 @@ class EtcdOperations:
         except etcdlib.EtcdUnavailableError as err:
             raise GRPCError(
                 Status.UNAVAILABLE,
-                f"{err} (etcd has no quorum or is not running: see `talosctl etcd status`)",
+                f"{err} (etcd has no quorum or is not running: check it on each control plane node with "
+                "`talosctl -n <node> service etcd` and `talosctl -n <node> logs etcd`)",
             ) from None
         except etcdlib.EtcdError as err:
             raise GRPCError(Status.FAILED_PRECONDITION, str(err)) from None
