@@ -18,7 +18,7 @@ from grpclib.exceptions import GRPCError
 from grpclib.server import Server, Stream
 
 from ichor.api.gen.common import common_pb2
-from ichor.machined._grpc_limits import limit_requests
+from ichor.api.limits import limit_requests
 
 LIMIT = 1024
 ECHO = "/test.Limits/Echo"

@@ -22,8 +22,8 @@ from grpclib.exceptions import GRPCError
 from grpclib.server import Server, Stream
 
 from ichor.api.gen.security import security_grpc, security_pb2
+from ichor.api.limits import limit_requests
 from ichor.machined._certs import API_CERT_TTL
-from ichor.machined._grpc_limits import limit_requests
 from ichor.machinery import pki
 from ichor.machinery.errors import PKIError
 

@@ -49,7 +49,8 @@ __all__ = [
     "server_context",
 ]
 
-from .._grpc_limits import MAX_MESSAGE_SIZE
+from ichor.api.limits import MAX_MESSAGE_SIZE
+
 from ._codec import RawCodec, RawStatusDetailsCodec
 from ._methods import METHODS, Method, is_streamed
 from ._proxy import APID_PORT, DIAL_TIMEOUT, Apid

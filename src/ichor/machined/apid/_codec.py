@@ -11,14 +11,14 @@ from typing import Any
 from grpclib.const import Status
 from grpclib.encoding.base import CodecBase, StatusDetailsCodecBase
 
-from .._grpc_limits import MAX_MESSAGE_SIZE, too_large
+from ichor.api.limits import MAX_MESSAGE_SIZE, too_large
 
 
 class RawCodec(CodecBase):
     """Messages are ``bytes`` on both sides; only their size is checked.
 
     The check here sees a message already read: it guards replies from backends. A caller's
-    requests are refused before their body is read (:func:`ichor.machined._grpc_limits.receive`).
+    requests are refused before their body is read (:func:`ichor.api.limits.receive`).
     """
 
     # Same content subtype as protobuf: peers must see an ordinary ``application/grpc`` call.

@@ -34,10 +34,10 @@ from grpclib.exceptions import GRPCError, ProtocolError, StreamTerminatedError
 from grpclib.server import Server, Stream
 from multidict import MultiDict, MultiMapping
 
+from ichor.api.limits import MAX_MESSAGE_SIZE, receive, stop_request
 from ichor.machinery.pki import CertKey
 
 from .. import authz
-from .._grpc_limits import MAX_MESSAGE_SIZE, receive, stop_request
 from ._codec import RawCodec, RawStatusDetailsCodec
 from ._methods import METHODS, Method, is_streamed
 from ._router import NODE_KEY, NODES_KEY, PROXYFROM_KEY, Route, RouteKind, local_target_checker, route

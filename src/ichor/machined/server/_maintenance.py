@@ -20,8 +20,8 @@ from grpclib.exceptions import GRPCError
 from grpclib.server import Server
 
 from ichor.api.gen.machine import machine_pb2
+from ichor.api.limits import limit_requests
 from ichor.machined import _certs
-from ichor.machined._grpc_limits import limit_requests
 from ichor.machined.configstore import ConfigStore, LoadedConfig
 from ichor.machined.cosi import State, clear_wait, publish_wait
 from ichor.machined.platform import Layout

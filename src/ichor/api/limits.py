@@ -1,4 +1,5 @@
-"""Message-size limits checked before a message's body is read, for machined's network servers.
+"""Message-size limits checked before a message's body is read, for every Ichor gRPC server that
+a caller on the network can reach (apid, maintenance mode, trustd, the discovery service).
 
 grpclib reads a whole message into memory before its codec sees it, so the 4-byte length prefix
 of one message could make a server buffer up to 4 GiB. :func:`receive` reads the 5-byte prefix,
