@@ -1,8 +1,9 @@
 """The discovery server: the ``sidero.discovery.server.Cluster`` gRPC service over an AffiliateStore.
 
 Requests are checked against the service limits before they touch the store; bad input is
-``InvalidArgument`` with a message naming the field, a full cluster or affiliate is
-``ResourceExhausted``. ``Hello`` answers with the caller's IP as the server sees it. ``Watch``
+``InvalidArgument`` with a message naming the field; a full cluster, affiliate or store (too many
+clusters, watchers or bytes of affiliates) is ``ResourceExhausted``, and so is a request message
+over :data:`MAX_MESSAGE_SIZE`, refused from its length prefix (the service is unauthenticated). ``Hello`` answers with the caller's IP as the server sees it. ``Watch``
 sends the cluster's snapshot first (even when empty), then one message per change.
 
 :class:`DiscoveryServer` owns the gRPC server and the expiry collector; both stop in
@@ -26,6 +27,7 @@ from grpclib.server import Server, Stream
 
 from ichor.api.gen.discovery import server_pb2
 from ichor.api.gen.discovery.server_grpc import ClusterBase
+from ichor.api.limits import limit_requests
 from ichor.discovery._store import AffiliateStore, AffiliateView, LimitExceeded, WatcherLagging
 
 __all__ = ["ClusterService", "DiscoveryServer"]
@@ -33,6 +35,9 @@ __all__ = ["ClusterService", "DiscoveryServer"]
 log = logging.getLogger("ichor.discovery")
 
 Sleep = Callable[[float], Awaitable[None]]
+
+#: grpc-go's default server limit, which the discovery service keeps; a valid request is < 8 KiB.
+MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 
 
 def _invalid(message: str) -> GRPCError:
@@ -133,7 +138,10 @@ class ClusterService(ClusterBase):
     async def Watch(self, stream: Stream[server_pb2.WatchRequest, server_pb2.WatchResponse]) -> None:
         request = await stream.recv_message()
         assert request is not None
-        sub = self.store.subscribe(self._cluster_id(request.cluster_id))
+        try:
+            sub = self.store.subscribe(self._cluster_id(request.cluster_id))
+        except LimitExceeded as exc:
+            raise GRPCError(Status.RESOURCE_EXHAUSTED, str(exc)) from None
         try:
             await stream.send_message(server_pb2.WatchResponse(affiliates=[_pb(v) for v in sub.snapshot]))
             while True:
@@ -177,7 +185,7 @@ class DiscoveryServer:
     async def start(self, host: str, port: int, *, ssl: SSLContext | None = None) -> None:
         """Listen (``port`` 0 picks a free port; :attr:`port` tells which) and start collecting;
         with ``ssl`` (a server context offering ALPN ``h2``) over TLS, as a public service is."""
-        server = Server([ClusterService(self.store)])
+        server = Server(limit_requests([ClusterService(self.store)], MAX_MESSAGE_SIZE))
         await server.start(host, port, ssl=ssl)
         listener: Any = getattr(server, "_server", None)  # grpclib keeps the asyncio.Server here
         self.host = host
