@@ -113,3 +113,55 @@ def test_a_message_over_the_limit_is_refused_from_its_prefix(path: str) -> None:
             assert service.received == []
 
     run(scenario())
+
+
+@pytest.mark.parametrize(
+    ("sent", "message"),
+    [
+        (b"\0\0\0", "grpc: the request ended 3 bytes into a 5-byte length prefix: unexpected EOF"),
+        (
+            struct.pack(">?I", False, 100) + b"x" * 40,
+            "grpc: the request ended 40 bytes into a 100-byte message: unexpected EOF",
+        ),
+        (
+            struct.pack(">?I", False, 100),
+            "grpc: the request ended 0 bytes into a 100-byte message: unexpected EOF",
+        ),
+    ],
+    ids=["inside-the-prefix", "inside-the-body", "right-after-the-prefix"],
+)
+def test_a_request_that_ends_inside_a_message_is_refused_not_passed_on(sent: bytes, message: str) -> None:
+    async def scenario() -> None:
+        service = _Service()
+        async with serving(service) as channel:
+            with pytest.raises(GRPCError) as refused:
+                async with channel.request(
+                    ECHO, Cardinality.UNARY_UNARY, common_pb2.Data, common_pb2.Data
+                ) as call:
+                    await call.send_request()
+                    await call._stream.send_data(sent, end_stream=True)
+                    await call.recv_message()
+            assert (refused.value.status, refused.value.message) == (Status.INTERNAL, message)
+            assert service.received == []
+
+    run(scenario())
+
+
+def test_a_body_that_is_not_the_methods_message_is_invalid_argument() -> None:
+    async def scenario() -> None:
+        service = _Service()
+        async with serving(service) as channel:
+            with pytest.raises(GRPCError) as refused:
+                async with channel.request(
+                    ECHO, Cardinality.UNARY_UNARY, common_pb2.Data, common_pb2.Data
+                ) as call:
+                    await call.send_request()
+                    await call._stream.send_data(struct.pack(">?I", False, 2) + b"\xff\xff", end_stream=True)
+                    await call.recv_message()
+            assert refused.value.status is Status.INVALID_ARGUMENT
+            assert (refused.value.message or "").startswith(
+                "grpc: error unmarshalling request: Error parsing"
+            )
+            assert service.received == []
+
+    run(scenario())

@@ -4,7 +4,9 @@ a caller on the network can reach (apid, maintenance mode, trustd, the discovery
 grpclib reads a whole message into memory before its codec sees it, so the 4-byte length prefix
 of one message could make a server buffer up to 4 GiB. :func:`receive` reads the 5-byte prefix,
 refuses a message over the limit (``RESOURCE_EXHAUSTED``, grpc-go's wording, so talosctl users
-see the text they know) and only then reads the body. Until the body is read HTTP/2 flow control
+see the text they know) and only then reads the body; a request that ends inside a prefix or a
+body is ``INTERNAL`` (unexpected EOF), never passed on cut short; a body that is not the
+method's protobuf message is ``INVALID_ARGUMENT``. Until the body is read HTTP/2 flow control
 holds the peer to one stream window (grpclib acknowledges data only as it is consumed), so a
 refused call costs at most that window.
 
@@ -19,11 +21,12 @@ import struct
 from collections.abc import Callable, Coroutine, Iterable
 from typing import Any
 
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 from grpclib.const import Handler, Status
 from grpclib.exceptions import GRPCError
 from grpclib.server import Stream
 
-__all__ = ["MAX_MESSAGE_SIZE", "limit_requests", "receive", "stop_request", "too_large"]
+__all__ = ["MAX_MESSAGE_SIZE", "limit_requests", "receive", "stop_request", "too_large", "truncated"]
 
 #: Talos's ``constants.GRPCMaxMessageSize``: apid's MaxRecvMsgSize and talosctl's MaxCallRecvMsgSize.
 MAX_MESSAGE_SIZE = 32 * 1024 * 1024
@@ -38,10 +41,17 @@ def too_large(size: int, limit: int) -> GRPCError:
     )
 
 
+def truncated(got: int, size: int, what: str) -> GRPCError:
+    """The refusal for a request that ended inside a message (grpc-go's ``Internal``: unexpected EOF)."""
+    return GRPCError(
+        Status.INTERNAL, f"grpc: the request ended {got} bytes into a {size}-byte {what}: unexpected EOF"
+    )
+
+
 async def receive(stream: Stream[Any, Any], limit: int = MAX_MESSAGE_SIZE) -> Any:
     """The caller's next message (decoded by the stream's codec), or ``None`` at the end."""
     h2_stream = stream._stream
-    prefix = await h2_stream.recv_data(_PREFIX.size)
+    prefix = await _read(h2_stream, _PREFIX.size, "length prefix")
     if not prefix:
         return None
     compressed, size = _PREFIX.unpack(prefix)
@@ -49,8 +59,22 @@ async def receive(stream: Stream[Any, Any], limit: int = MAX_MESSAGE_SIZE) -> An
         raise GRPCError(Status.UNIMPLEMENTED, "grpc: compressed messages are not supported")
     if size > limit:
         raise too_large(size, limit)
-    body = await h2_stream.recv_data(size)
-    return stream._codec.decode(body, stream._recv_type)
+    body = await _read(h2_stream, size, "message")
+    try:
+        return stream._codec.decode(body, stream._recv_type)
+    except DecodeError as exc:
+        raise GRPCError(Status.INVALID_ARGUMENT, f"grpc: error unmarshalling request: {exc}") from None
+
+
+async def _read(h2_stream: Any, size: int, what: str) -> bytes:
+    """``size`` bytes of the request, ``b""`` at its end, or :func:`truncated` if it ends within them."""
+    try:
+        data = bytes(await h2_stream.recv_data(size))
+    except AssertionError:  # grpclib's Buffer.read: "Received less data than expected"
+        raise truncated(h2_stream.buffer._acked_size, size, what) from None
+    if not data and what == "message" and size:  # the end came right after the prefix
+        raise truncated(0, size, what)
+    return data
 
 
 def stop_request(stream: Stream[Any, Any]) -> None:
