@@ -42,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import ichor
 from ichor.machinery import proc
 
 PY = sys.executable
@@ -54,7 +55,9 @@ PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
 
 
 def _talosctl(home: Path, *args: str, check: bool = True) -> proc.Completed:
-    env = {"HOME": str(home), "TALOSCONFIG": str(home / ".talos/config")}
+    # The cluster runs the Ichor this script imported, whatever the working directory.
+    source = str(Path(ichor.__file__).resolve().parents[1])
+    env = {"HOME": str(home), "TALOSCONFIG": str(home / ".talos/config"), "PYTHONPATH": source}
     return proc.run([PY, "-m", "ichor", *args], env=env, cwd=home, check=check, timeout=300)
 
 

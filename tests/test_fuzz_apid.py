@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import shutil
 import struct
 import tempfile
@@ -24,6 +23,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from fuzz_helpers import BUDGET, Live, collecting_tracebacks
 from grpclib.client import Channel
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
@@ -39,7 +39,6 @@ from ichor.machined.apid._router import check_target
 from ichor.machined.apid._wire import WireError
 from ichor.machinery import pki
 
-BUDGET = settings(derandomize=True, deadline=None, database=None, print_blob=False)
 MiB = 1024 * 1024
 
 # -- routing metadata -----------------------------------------------------------------------
@@ -97,34 +96,6 @@ def test_a_one_element_reply_keeps_its_element_and_gains_the_hostname(data: byte
 # -- frames to a live apid ------------------------------------------------------------------
 
 
-class Live:
-    """The running apids (not a dataclass: hypothesis would print all of it with every example)."""
-
-    def __init__(
-        self, loop: asyncio.AbstractEventLoop, cluster: Cluster, certs: dict[str, pki.CertKey]
-    ) -> None:
-        self.loop = loop
-        self.cluster = cluster
-        self.certs = certs
-        self.tracebacks: list[str] = []
-
-    def __repr__(self) -> str:
-        return "Live()"
-
-
-class _Tracebacks(logging.Handler):
-    """Collects every logged traceback that passes through apid or the request limits."""
-
-    def __init__(self, into: list[str]) -> None:
-        super().__init__(logging.ERROR)
-        self.into = into
-
-    def emit(self, record: logging.LogRecord) -> None:
-        text = logging.Formatter().format(record)
-        if "machined/apid" in text or "api/limits.py" in text:
-            self.into.append(text)
-
-
 @pytest.fixture(scope="module")
 def live() -> Iterator[Live]:
     ca = PKI(
@@ -135,13 +106,11 @@ def live() -> Iterator[Live]:
     root = Path(tempfile.mkdtemp(prefix="fuzz-apid-", dir="/tmp"))
     loop = asyncio.new_event_loop()
     running = cluster(ca, root)
-    state = Live(loop, loop.run_until_complete(running.__aenter__()), certs)
-    handler = _Tracebacks(state.tracebacks)
-    logging.getLogger().addHandler(handler)
+    state = Live(loop, loop.run_until_complete(running.__aenter__()), certs=certs)
     try:
-        yield state
+        with collecting_tracebacks(state.tracebacks, "machined/apid", "api/limits.py"):
+            yield state
     finally:
-        logging.getLogger().removeHandler(handler)
         loop.run_until_complete(running.__aexit__(None, None, None))
         loop.close()
         shutil.rmtree(root, ignore_errors=True)
@@ -187,8 +156,8 @@ async def _call(
     live: Live, path: str, role: str, md: tuple[tuple[str, str], ...], sent: bytes
 ) -> tuple[Status, str]:
     """Send ``sent`` as the request body of one call; the call's final status and message."""
-    c = live.cluster
-    channel = Channel(A, c.port, ssl=client_ssl(c.pki.ca, live.certs[role]), codec=RawCodec())
+    c: Cluster = live.server
+    channel = Channel(A, c.port, ssl=client_ssl(c.pki.ca, live.extra["certs"][role]), codec=RawCodec())
     try:
         async with asyncio.timeout(10):
             method = METHODS[path]
@@ -226,7 +195,7 @@ def test_hostile_frames_end_with_a_clear_status(
     sent = b"".join(frames)
     tracemalloc.start()
     try:
-        status, message = live.loop.run_until_complete(_call(live, path, role, md, sent))
+        status, message = live.run(_call(live, path, role, md, sent))
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -240,7 +209,5 @@ def test_hostile_frames_end_with_a_clear_status(
         assert status is fault[0] and fault[1] in message, (status, message)
     # Whatever came before, apid still answers an ordinary call.
     empty = _frame(0, 0, b"")
-    after = live.loop.run_until_complete(
-        _call(live, "/machine.MachineService/Version", "os:admin", (), empty)
-    )
+    after = live.run(_call(live, "/machine.MachineService/Version", "os:admin", (), empty))
     assert after == (Status.OK, "")

@@ -19,7 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from ssl import SSLContext
-from typing import Any
+from typing import Any, TypeVar
 
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
@@ -35,6 +35,7 @@ __all__ = ["ClusterService", "DiscoveryServer"]
 log = logging.getLogger("ichor.discovery")
 
 Sleep = Callable[[float], Awaitable[None]]
+_Request = TypeVar("_Request")
 
 #: grpc-go's default server limit, which the discovery service keeps; a valid request is < 8 KiB.
 MAX_MESSAGE_SIZE = 4 * 1024 * 1024
@@ -42,6 +43,14 @@ MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 
 def _invalid(message: str) -> GRPCError:
     return GRPCError(Status.INVALID_ARGUMENT, message)
+
+
+async def _request(stream: Stream[_Request, Any]) -> _Request:
+    """The one request message of a call; a caller that sends none gets a status, not a traceback."""
+    request = await stream.recv_message()
+    if request is None:
+        raise _invalid("the request ended without a message")
+    return request
 
 
 def _pb(view: AffiliateView) -> server_pb2.Affiliate:
@@ -84,8 +93,7 @@ class ClusterService(ClusterBase):
     # -- RPCs ------------------------------------------------------------------------------
 
     async def Hello(self, stream: Stream[server_pb2.HelloRequest, server_pb2.HelloResponse]) -> None:
-        request = await stream.recv_message()
-        assert request is not None
+        request = await _request(stream)
         self._cluster_id(request.cluster_id)
         response = server_pb2.HelloResponse()
         peer = stream.peer.addr()
@@ -97,8 +105,7 @@ class ClusterService(ClusterBase):
     async def AffiliateUpdate(
         self, stream: Stream[server_pb2.AffiliateUpdateRequest, server_pb2.AffiliateUpdateResponse]
     ) -> None:
-        request = await stream.recv_message()
-        assert request is not None
+        request = await _request(stream)
         cluster_id = self._cluster_id(request.cluster_id)
         affiliate_id = self._affiliate_id(request.affiliate_id)
         data = request.affiliate_data if request.HasField("affiliate_data") else None
@@ -123,21 +130,18 @@ class ClusterService(ClusterBase):
     async def AffiliateDelete(
         self, stream: Stream[server_pb2.AffiliateDeleteRequest, server_pb2.AffiliateDeleteResponse]
     ) -> None:
-        request = await stream.recv_message()
-        assert request is not None
+        request = await _request(stream)
         cluster_id = self._cluster_id(request.cluster_id)
         self.store.delete(cluster_id, self._affiliate_id(request.affiliate_id))
         await stream.send_message(server_pb2.AffiliateDeleteResponse())
 
     async def List(self, stream: Stream[server_pb2.ListRequest, server_pb2.ListResponse]) -> None:
-        request = await stream.recv_message()
-        assert request is not None
+        request = await _request(stream)
         views = self.store.list(self._cluster_id(request.cluster_id))
         await stream.send_message(server_pb2.ListResponse(affiliates=[_pb(v) for v in views]))
 
     async def Watch(self, stream: Stream[server_pb2.WatchRequest, server_pb2.WatchResponse]) -> None:
-        request = await stream.recv_message()
-        assert request is not None
+        request = await _request(stream)
         try:
             sub = self.store.subscribe(self._cluster_id(request.cluster_id))
         except LimitExceeded as exc:
