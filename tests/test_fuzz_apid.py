@@ -41,6 +41,8 @@ from ichor.machinery import pki
 
 MiB = 1024 * 1024
 
+pytestmark = pytest.mark.fuzz
+
 # -- routing metadata -----------------------------------------------------------------------
 
 _keys = st.sampled_from(["node", "nodes", "proxyfrom", "talos-role", "x-other"])

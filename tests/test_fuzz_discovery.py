@@ -36,6 +36,8 @@ HOST = "127.44.0.10"
 LIMITS = Limits(clusters_max=4, cluster_affiliates_max=6, affiliate_endpoints_max=4, watchers_max=3,
                 memory_max=24 * 1024)  # fmt: skip
 
+pytestmark = pytest.mark.fuzz
+
 # -- the store against a model --------------------------------------------------------------
 
 

@@ -160,7 +160,7 @@ def test_a_body_that_is_not_the_methods_message_is_invalid_argument() -> None:
                     await call.recv_message()
             assert refused.value.status is Status.INVALID_ARGUMENT
             assert (refused.value.message or "").startswith(
-                "grpc: error unmarshalling request: Error parsing"
+                "grpc: error unmarshalling request: common.Data: Error parsing"
             )
             assert service.received == []
 

@@ -63,7 +63,10 @@ async def receive(stream: Stream[Any, Any], limit: int = MAX_MESSAGE_SIZE) -> An
     try:
         return stream._codec.decode(body, stream._recv_type)
     except DecodeError as exc:
-        raise GRPCError(Status.INVALID_ARGUMENT, f"grpc: error unmarshalling request: {exc}") from None
+        name = getattr(getattr(stream._recv_type, "DESCRIPTOR", None), "full_name", "the request message")
+        raise GRPCError(
+            Status.INVALID_ARGUMENT, f"grpc: error unmarshalling request: {name}: {exc}"
+        ) from None
 
 
 async def _read(h2_stream: Any, size: int, what: str) -> bytes:
