@@ -8,12 +8,15 @@ of its own fake machined that authorizes with ``ichor.machined.authz`` as machin
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import shutil
 import socket
 import ssl
+import struct
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+import tracemalloc
+from collections.abc import AsyncIterator, Coroutine, Iterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -28,13 +31,14 @@ from google.protobuf import empty_pb2
 from grpclib.client import Channel
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError, StreamTerminatedError
+from grpclib.metadata import decode_grpc_message
 from grpclib.server import Server, Stream
 
 from ichor.api.gen.common import common_pb2
 from ichor.api.gen.machine import machine_grpc, machine_pb2
 from ichor.api.gen.v1alpha1 import state_grpc, state_pb2
 from ichor.machined import authz
-from ichor.machined.apid import Apid
+from ichor.machined.apid import MAX_MESSAGE_SIZE, METHODS, Apid, RawCodec
 from ichor.machined.platform import Layout
 from ichor.machinery import pki
 
@@ -122,6 +126,7 @@ class FakeMachined:
     name: str
     seen: list[Seen] = field(default_factory=list)
     logs_cancelled: asyncio.Event = field(default_factory=asyncio.Event)
+    recover_chunk_seen: asyncio.Event = field(default_factory=asyncio.Event)
 
     def _enter(self, stream: Stream[Any, Any], method: str) -> None:
         md = stream.metadata or {}
@@ -162,7 +167,10 @@ class FakeMachined:
 
     async def EtcdRecover(self, stream: Stream[common_pb2.Data, machine_pb2.EtcdRecoverResponse]) -> None:
         self._enter(stream, "EtcdRecover")
-        size = sum([len(chunk.bytes) async for chunk in stream])
+        size = 0
+        async for chunk in stream:
+            size += len(chunk.bytes)
+            self.recover_chunk_seen.set()
         reply = machine_pb2.EtcdRecover(metadata=common_pb2.Metadata(error=f"{self.name} got {size}"))
         await stream.send_message(machine_pb2.EtcdRecoverResponse(messages=[reply]))
 
@@ -340,7 +348,8 @@ def test_one_to_many_down_node_is_an_in_band_error(ca: PKI, short_tmp: Path) -> 
 def test_one_to_many_node_errors_keep_status(ca: PKI, short_tmp: Path) -> None:
     async def scenario() -> None:
         async with cluster(ca, short_tmp) as c:
-            # A reader may not Bootstrap: each node's machined refuses, in band.
+            # A reader may not Bootstrap: apid answers for each node, in band, as each node's
+            # machined would (Talos's shape), without dialing any of them.
             channel = c.channel(A, ca.leaf("os:reader"))
             try:
                 async with asyncio.timeout(TIMEOUT):
@@ -354,6 +363,7 @@ def test_one_to_many_node_errors_keep_status(ca: PKI, short_tmp: Path) -> None:
                 (B, "rpc error: code = PermissionDenied desc = not authorized"),
             ]
             assert {m.metadata.status.code for m in reply.messages} == {Status.PERMISSION_DENIED.value}
+            assert c.nodes[A].machined.seen == [] and c.nodes[B].machined.seen == []
 
     run(scenario())
 
@@ -486,7 +496,7 @@ def test_routing_refusals_reach_the_client(ca: PKI, short_tmp: Path) -> None:
     run(scenario())
 
 
-def test_machined_refuses_a_reader_calling_an_admin_method(ca: PKI, short_tmp: Path) -> None:
+def test_apid_refuses_a_reader_calling_an_admin_method(ca: PKI, short_tmp: Path) -> None:
     async def scenario() -> None:
         async with cluster(ca, short_tmp) as c:
             channel = c.channel(A, ca.leaf("os:reader"))
@@ -500,13 +510,14 @@ def test_machined_refuses_a_reader_calling_an_admin_method(ca: PKI, short_tmp: P
             # A reader cannot lift itself by sending talos-role: only impersonators may.
             err = await grpc_error(_bootstrap(c.channel(A, ca.leaf("os:reader")), ("talos-role", "os:admin")))
             assert err.status is Status.PERMISSION_DENIED
-            assert [s.metadata["talos-role"] for s in c.nodes[A].machined.seen] == [["os:reader"]] * 2
+            assert c.nodes[A].machined.seen == [], "apid refuses before forwarding"
             # An impersonator acts for the roles it names.
             await _bootstrap(c.channel(A, ca.leaf("os:impersonator")), ("talos-role", "os:admin"))
             err = await grpc_error(
                 _bootstrap(c.channel(A, ca.leaf("os:impersonator")), ("talos-role", "os:reader"))
             )
             assert err.status is Status.PERMISSION_DENIED
+            assert [s.metadata["talos-role"] for s in c.nodes[A].machined.seen] == [["os:admin"]]
 
     run(scenario())
 
@@ -624,5 +635,195 @@ def test_close_cancels_running_calls(ca: PKI, short_tmp: Path) -> None:
                     )
             finally:
                 channel.close()
+
+    run(scenario())
+
+
+# --------------------------------------------------------------------------- hostile callers
+
+MiB = 1024 * 1024
+VERSION = "/machine.MachineService/Version"
+RECOVER = "/machine.MachineService/EtcdRecover"
+
+
+def _data(size: int) -> bytes:
+    """An encoded ``common.Data{bytes: <size zero bytes>}``: one EtcdRecover chunk."""
+    return common_pb2.Data(bytes=bytes(size)).SerializeToString()  # type: ignore[no-any-return]
+
+
+@asynccontextmanager
+async def raw_call(c: Cluster, cert: pki.CertKey, path: str, *md: tuple[str, str]) -> AsyncIterator[Any]:
+    """A call whose request bytes the test writes itself (``call._stream.send_data``)."""
+    cardinality = METHODS[path].cardinality
+    channel = Channel(A, c.port, ssl=client_ssl(c.pki.ca, cert), codec=RawCodec())
+    try:
+        call = await channel.request(path, cardinality, bytes, bytes, metadata=list(md)).__aenter__()
+        await call.send_request()
+        yield call
+    finally:
+        channel.close()
+
+
+async def _send_quietly(call: Any, *frames: bytes, repeat: int = 1, end: bool = False) -> None:
+    """Write ``frames`` (``repeat`` times) until done or the server stops the stream."""
+    with contextlib.suppress(Exception):
+        for _ in range(repeat):
+            for frame in frames:
+                await call._stream.send_data(frame)
+        if end:
+            await call._stream.end()
+
+
+def _raise_for_status(headers: list[tuple[str, str]]) -> None:
+    fields = dict(headers)
+    status = Status(int(fields["grpc-status"]))
+    if status is not Status.OK:
+        raise GRPCError(status, decode_grpc_message(fields.get("grpc-message", "")))
+
+
+async def _reply_while_sending(call: Any, sender: Coroutine[Any, Any, None]) -> bytes:
+    """The single reply of ``call`` while ``sender`` writes its request; a status raises.
+
+    Read at the HTTP/2 level, as grpc-go reads it: a server that answers before the request has
+    ended follows its answer with RST_STREAM(NO_ERROR), which grpclib's client turns into an
+    error that hides the status it did receive.
+    """
+    task = asyncio.create_task(sender)
+    h2_stream = call._stream
+    try:
+        async with asyncio.timeout(TIMEOUT):
+            headers = await h2_stream.recv_headers()
+            if "grpc-status" in dict(headers):  # trailers-only: an error
+                _raise_for_status(headers)
+            size = struct.unpack(">?I", await h2_stream.recv_data(5))[1]
+            reply = bytes(await h2_stream.recv_data(size))
+            _raise_for_status(await h2_stream.recv_trailers())
+            return reply
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def test_oversized_message_is_refused_from_its_length_prefix(ca: PKI, short_tmp: Path) -> None:
+    """100 MiB announced, streamed in 1 MiB pieces: refused without apid holding it."""
+    size = 100 * MiB
+    prefix = struct.pack(">?I", False, size)
+    piece = bytes(MiB)
+
+    async def scenario() -> int:
+        async with cluster(ca, short_tmp) as c, raw_call(c, ca.leaf("os:admin"), VERSION) as call:
+            tracemalloc.start()
+            try:
+                sender = _send_quietly(call, prefix, *[piece] * (size // MiB), end=True)
+                with pytest.raises(GRPCError) as refused:
+                    await _reply_while_sending(call, sender)
+                peak = tracemalloc.get_traced_memory()[1]
+            finally:
+                tracemalloc.stop()
+            assert (refused.value.status, refused.value.message) == (
+                Status.RESOURCE_EXHAUSTED,
+                f"grpc: received message larger than max ({size} vs. {MAX_MESSAGE_SIZE})",
+            )
+            assert c.nodes[A].machined.seen == []
+            return peak
+
+    peak = run(scenario())
+    # What HTTP/2 flow control lets the client have in flight (4 MiB windows), not the message.
+    assert peak < 16 * MiB, f"apid held {peak / MiB:.0f} MiB for a refused message"
+
+
+def test_certificate_without_a_role_is_refused_before_the_body_is_read(ca: PKI, short_tmp: Path) -> None:
+    """Any certificate of the cluster passes TLS; without a role it may call nothing."""
+    no_role = ca.leaf()
+    # A message is announced but its body never comes: only a refusal from the prefix-less
+    # facts (method path, certificate) can answer this call.
+    announce = struct.pack(">?I", False, 1024)
+
+    async def scenario() -> None:
+        async with cluster(ca, short_tmp) as c:
+            for md in [(), (("node", B),)]:
+                async with raw_call(c, no_role, VERSION, *md) as call:
+                    with pytest.raises(GRPCError) as denied:
+                        await _reply_while_sending(call, _send_quietly(call, announce))
+                    assert (denied.value.status, denied.value.message) == (
+                        Status.PERMISSION_DENIED,
+                        "not authorized",
+                    )
+            # Fanned out, each node's refusal comes in band, as each machined's would in Talos.
+            async with raw_call(c, no_role, VERSION, ("nodes", A), ("nodes", B)) as call:
+                reply = machine_pb2.VersionResponse.FromString(
+                    await _reply_while_sending(call, _send_quietly(call, announce))
+                )
+            assert [(m.metadata.hostname, m.metadata.error) for m in reply.messages] == [
+                (A, "rpc error: code = PermissionDenied desc = not authorized"),
+                (B, "rpc error: code = PermissionDenied desc = not authorized"),
+            ]
+            assert c.nodes[A].machined.seen == [] and c.nodes[B].machined.seen == []
+
+    run(scenario())
+
+
+def test_client_stream_to_a_forbidden_method_is_refused_before_buffering(ca: PKI, short_tmp: Path) -> None:
+    """A reader streaming EtcdRecover to two nodes: refused while the stream is still open."""
+    chunk = _data(MiB)
+    message = struct.pack(">?I", False, len(chunk)) + chunk
+
+    async def scenario() -> None:
+        async with cluster(ca, short_tmp) as c:
+            md = (("nodes", A), ("nodes", B))
+            async with raw_call(c, ca.leaf("os:reader"), RECOVER, *md) as call:
+                # Never ends its stream: an apid that collected the stream first would wait forever.
+                sender = _send_quietly(call, message, repeat=8)
+                reply = machine_pb2.EtcdRecoverResponse.FromString(await _reply_while_sending(call, sender))
+            assert [(m.metadata.hostname, m.metadata.status.code) for m in reply.messages] == [
+                (A, Status.PERMISSION_DENIED.value),
+                (B, Status.PERMISSION_DENIED.value),
+            ]
+            assert c.nodes[A].machined.seen == [] and c.nodes[B].machined.seen == []
+
+    run(scenario())
+
+
+def test_fanned_out_client_stream_is_relayed_not_collected(ca: PKI, short_tmp: Path) -> None:
+    """An admin's EtcdRecover to two nodes reaches both while the caller is still sending."""
+    chunk = _data(MiB)
+    message = struct.pack(">?I", False, len(chunk)) + chunk
+
+    async def scenario() -> None:
+        async with cluster(ca, short_tmp) as c:
+            md = (("nodes", A), ("nodes", B))
+            async with raw_call(c, ca.leaf("os:admin"), RECOVER, *md) as call:
+
+                async def sender() -> None:
+                    await call._stream.send_data(message)
+                    # An apid that collected the stream before dialing would never get here.
+                    for node in (A, B):
+                        await c.nodes[node].machined.recover_chunk_seen.wait()
+                    await _send_quietly(call, message, repeat=3, end=True)
+
+                reply = machine_pb2.EtcdRecoverResponse.FromString(await _reply_while_sending(call, sender()))
+            size = 4 * MiB
+            assert [(m.metadata.hostname, m.metadata.error) for m in reply.messages] == [
+                (A, f"{A} got {size}"),
+                (B, f"{B} got {size}"),
+            ]
+
+    run(scenario())
+
+
+def test_oversized_message_in_a_fanned_out_stream_ends_the_call(ca: PKI, short_tmp: Path) -> None:
+    chunk = _data(1024)
+    good = struct.pack(">?I", False, len(chunk)) + chunk
+    oversized = struct.pack(">?I", False, MAX_MESSAGE_SIZE + 1)
+
+    async def scenario() -> None:
+        async with cluster(ca, short_tmp) as c:
+            md = (("nodes", A), ("nodes", B))
+            async with raw_call(c, ca.leaf("os:admin"), RECOVER, *md) as call:
+                with pytest.raises(GRPCError) as refused:
+                    await _reply_while_sending(call, _send_quietly(call, good, oversized))
+            assert refused.value.status is Status.RESOURCE_EXHAUSTED
+            assert f"({MAX_MESSAGE_SIZE + 1} vs. {MAX_MESSAGE_SIZE})" in (refused.value.message or "")
 
     run(scenario())

@@ -517,3 +517,31 @@ def test_cosi_errors_map_to_cosi_server_codes(error: CosiError, status: Status) 
     assert grpc_status_of(error) is status
     converted = to_grpc_error(error)
     assert (converted.status, converted.message) == (status, "x")
+
+
+def test_yaml_spec_follows_every_change_of_a_served_resource() -> None:
+    """Rendered YAML is reused only for the very same frozen spec object."""
+    import dataclasses
+
+    from ichor.machined.cosi import Metadata, Resource
+    from ichor.machined.server._cosi import resource_to_proto
+
+    @dataclasses.dataclass(frozen=True)
+    class Frozen:
+        name: str
+
+    @dataclasses.dataclass
+    class Mutable:
+        name: str
+
+    def yaml_of(spec: Any) -> str:
+        meta = Metadata(namespace="runtime", type="Tests.ichor.dev", id="x", version=1)
+        return str(resource_to_proto(Resource(meta, spec)).spec.yaml_spec)
+
+    first = Frozen("one")
+    assert yaml_of(first) == yaml_of(first) == "name: one\n"
+    assert yaml_of(Frozen("two")) == "name: two\n"  # a new version is a new spec object
+    mutable = Mutable("three")
+    assert yaml_of(mutable) == "name: three\n"
+    mutable.name = "four"
+    assert yaml_of(mutable) == "name: four\n"

@@ -16,8 +16,8 @@ Exceptions::
     ├── DiscoveryConfigError    bad endpoint, cluster id or cluster secret for a client
     └── DecryptError            data or endpoint that does not open with this cluster's key
 
-The server reports bad requests as gRPC ``InvalidArgument`` and full clusters or affiliates as
-``ResourceExhausted``. This package must not know about node resources or controllers
+The server reports bad requests as gRPC ``InvalidArgument``, and full clusters, affiliates or
+stores (too many clusters, watchers or bytes, see :class:`Limits`) as ``ResourceExhausted``. This package must not know about node resources or controllers
 (``ichor.machined.controllers.cluster`` does) and never sees a cluster secret on the server side.
 """
 

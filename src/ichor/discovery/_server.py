@@ -1,8 +1,9 @@
 """The discovery server: the ``sidero.discovery.server.Cluster`` gRPC service over an AffiliateStore.
 
 Requests are checked against the service limits before they touch the store; bad input is
-``InvalidArgument`` with a message naming the field, a full cluster or affiliate is
-``ResourceExhausted``. ``Hello`` answers with the caller's IP as the server sees it. ``Watch``
+``InvalidArgument`` with a message naming the field; a full cluster, affiliate or store (too many
+clusters, watchers or bytes of affiliates) is ``ResourceExhausted``, and so is a request message
+over :data:`MAX_MESSAGE_SIZE`, refused from its length prefix (the service is unauthenticated). ``Hello`` answers with the caller's IP as the server sees it. ``Watch``
 sends the cluster's snapshot first (even when empty), then one message per change.
 
 :class:`DiscoveryServer` owns the gRPC server and the expiry collector; both stop in
@@ -18,7 +19,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from ssl import SSLContext
-from typing import Any
+from typing import Any, TypeVar
 
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
@@ -26,6 +27,7 @@ from grpclib.server import Server, Stream
 
 from ichor.api.gen.discovery import server_pb2
 from ichor.api.gen.discovery.server_grpc import ClusterBase
+from ichor.api.limits import limit_requests
 from ichor.discovery._store import AffiliateStore, AffiliateView, LimitExceeded, WatcherLagging
 
 __all__ = ["ClusterService", "DiscoveryServer"]
@@ -33,10 +35,22 @@ __all__ = ["ClusterService", "DiscoveryServer"]
 log = logging.getLogger("ichor.discovery")
 
 Sleep = Callable[[float], Awaitable[None]]
+_Request = TypeVar("_Request")
+
+#: grpc-go's default server limit, which the discovery service keeps; a valid request is < 8 KiB.
+MAX_MESSAGE_SIZE = 4 * 1024 * 1024
 
 
 def _invalid(message: str) -> GRPCError:
     return GRPCError(Status.INVALID_ARGUMENT, message)
+
+
+async def _request(stream: Stream[_Request, Any]) -> _Request:
+    """The one request message of a call; a caller that sends none gets a status, not a traceback."""
+    request = await stream.recv_message()
+    if request is None:
+        raise _invalid("the request ended without a message")
+    return request
 
 
 def _pb(view: AffiliateView) -> server_pb2.Affiliate:
@@ -79,8 +93,7 @@ class ClusterService(ClusterBase):
     # -- RPCs ------------------------------------------------------------------------------
 
     async def Hello(self, stream: Stream[server_pb2.HelloRequest, server_pb2.HelloResponse]) -> None:
-        request = await stream.recv_message()
-        assert request is not None
+        request = await _request(stream)
         self._cluster_id(request.cluster_id)
         response = server_pb2.HelloResponse()
         peer = stream.peer.addr()
@@ -92,8 +105,7 @@ class ClusterService(ClusterBase):
     async def AffiliateUpdate(
         self, stream: Stream[server_pb2.AffiliateUpdateRequest, server_pb2.AffiliateUpdateResponse]
     ) -> None:
-        request = await stream.recv_message()
-        assert request is not None
+        request = await _request(stream)
         cluster_id = self._cluster_id(request.cluster_id)
         affiliate_id = self._affiliate_id(request.affiliate_id)
         data = request.affiliate_data if request.HasField("affiliate_data") else None
@@ -118,22 +130,22 @@ class ClusterService(ClusterBase):
     async def AffiliateDelete(
         self, stream: Stream[server_pb2.AffiliateDeleteRequest, server_pb2.AffiliateDeleteResponse]
     ) -> None:
-        request = await stream.recv_message()
-        assert request is not None
+        request = await _request(stream)
         cluster_id = self._cluster_id(request.cluster_id)
         self.store.delete(cluster_id, self._affiliate_id(request.affiliate_id))
         await stream.send_message(server_pb2.AffiliateDeleteResponse())
 
     async def List(self, stream: Stream[server_pb2.ListRequest, server_pb2.ListResponse]) -> None:
-        request = await stream.recv_message()
-        assert request is not None
+        request = await _request(stream)
         views = self.store.list(self._cluster_id(request.cluster_id))
         await stream.send_message(server_pb2.ListResponse(affiliates=[_pb(v) for v in views]))
 
     async def Watch(self, stream: Stream[server_pb2.WatchRequest, server_pb2.WatchResponse]) -> None:
-        request = await stream.recv_message()
-        assert request is not None
-        sub = self.store.subscribe(self._cluster_id(request.cluster_id))
+        request = await _request(stream)
+        try:
+            sub = self.store.subscribe(self._cluster_id(request.cluster_id))
+        except LimitExceeded as exc:
+            raise GRPCError(Status.RESOURCE_EXHAUSTED, str(exc)) from None
         try:
             await stream.send_message(server_pb2.WatchResponse(affiliates=[_pb(v) for v in sub.snapshot]))
             while True:
@@ -177,7 +189,7 @@ class DiscoveryServer:
     async def start(self, host: str, port: int, *, ssl: SSLContext | None = None) -> None:
         """Listen (``port`` 0 picks a free port; :attr:`port` tells which) and start collecting;
         with ``ssl`` (a server context offering ALPN ``h2``) over TLS, as a public service is."""
-        server = Server([ClusterService(self.store)])
+        server = Server(limit_requests([ClusterService(self.store)], MAX_MESSAGE_SIZE))
         await server.start(host, port, ssl=ssl)
         listener: Any = getattr(server, "_server", None)  # grpclib keeps the asyncio.Server here
         self.host = host

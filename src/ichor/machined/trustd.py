@@ -22,6 +22,7 @@ from grpclib.exceptions import GRPCError
 from grpclib.server import Server, Stream
 
 from ichor.api.gen.security import security_grpc, security_pb2
+from ichor.api.limits import limit_requests
 from ichor.machined._certs import API_CERT_TTL
 from ichor.machinery import pki
 from ichor.machinery.errors import PKIError
@@ -65,7 +66,7 @@ def server_context(cert: pki.CertKey) -> ssl.SSLContext:
 
 
 async def serve(address: str, cert: pki.CertKey, service: SecurityService, port: int = TRUSTD_PORT) -> None:
-    server = Server([service])
+    server = Server(limit_requests([service]))
     await server.start(address, port, ssl=server_context(cert))
     try:
         await asyncio.Event().wait()

@@ -4,8 +4,10 @@ Callers reach machined (on its unix socket) only through apid. apid terminates m
 out the caller's roles (certificate Organization, RBAC on/off, impersonation), routes the call by
 its ``node``/``nodes``/``proxyfrom`` metadata to this node's machined or to other nodes' apids,
 and for one-to-many calls tags each node's reply with ``metadata.hostname`` and turns a node's
-failure into an in-band error element. It forwards protobuf bytes without decoding them and never
-authorizes: machined checks ``talos-role`` with :mod:`ichor.machined.authz`.
+failure into an in-band error element. It forwards protobuf bytes without decoding them. It refuses
+a call the caller's roles do not allow (:mod:`ichor.machined.authz`) before reading its request,
+and a request message over :data:`MAX_MESSAGE_SIZE` from its length prefix; machined checks
+``talos-role`` again.
 
 Public surface:
 
@@ -13,7 +15,7 @@ Public surface:
 * :data:`METHODS`, :func:`is_streamed` — the proxied methods and which fan out as streams.
 * :func:`route`, :class:`Route`, :class:`RouteKind` — the routing decision on its own.
 * :func:`append_info`, :func:`error_reply`, :func:`go_error_string` — the wire-level reply edits.
-* :class:`RawCodec` and :data:`MAX_MESSAGE_SIZE` (32 MiB) — the passthrough codec.
+* :class:`RawCodec` — the passthrough codec; :data:`MAX_MESSAGE_SIZE` (32 MiB, Talos's limit).
 * :func:`server_context`, :func:`client_context`, :func:`ext_key_usage_problem` — TLS.
 """
 
@@ -47,7 +49,9 @@ __all__ = [
     "server_context",
 ]
 
-from ._codec import MAX_MESSAGE_SIZE, RawCodec, RawStatusDetailsCodec
+from ichor.api.limits import MAX_MESSAGE_SIZE
+
+from ._codec import RawCodec, RawStatusDetailsCodec
 from ._methods import METHODS, Method, is_streamed
 from ._proxy import APID_PORT, DIAL_TIMEOUT, Apid
 from ._router import (

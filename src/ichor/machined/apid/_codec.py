@@ -10,14 +10,16 @@ from typing import Any
 
 from grpclib.const import Status
 from grpclib.encoding.base import CodecBase, StatusDetailsCodecBase
-from grpclib.exceptions import GRPCError
 
-#: Talos's ``constants.GRPCMaxMessageSize``: apid's MaxRecvMsgSize and talosctl's MaxCallRecvMsgSize.
-MAX_MESSAGE_SIZE = 32 * 1024 * 1024
+from ichor.api.limits import MAX_MESSAGE_SIZE, too_large
 
 
 class RawCodec(CodecBase):
-    """Messages are ``bytes`` on both sides; only their size is checked."""
+    """Messages are ``bytes`` on both sides; only their size is checked.
+
+    The check here sees a message already read: it guards replies from backends. A caller's
+    requests are refused before their body is read (:func:`ichor.api.limits.receive`).
+    """
 
     # Same content subtype as protobuf: peers must see an ordinary ``application/grpc`` call.
     __content_subtype__ = "proto"
@@ -27,11 +29,7 @@ class RawCodec(CodecBase):
 
     def _checked(self, data: bytes) -> bytes:
         if len(data) > self.max_message_size:
-            # grpc-go's wording, so a user sees the same text whichever side refused.
-            raise GRPCError(
-                Status.RESOURCE_EXHAUSTED,
-                f"grpc: received message larger than max ({len(data)} vs. {self.max_message_size})",
-            )
+            raise too_large(len(data), self.max_message_size)
         return data
 
     def encode(self, message: Any, message_type: Any) -> bytes:

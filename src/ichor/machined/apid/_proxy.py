@@ -1,8 +1,14 @@
 """apid: a transparent gRPC proxy in front of machined, with Talos's routing and role injection.
 
 It never decodes a request or a reply: messages are forwarded as bytes (``RawCodec``); only
-one-to-many replies are touched, at the protobuf wire level (``_wire``). Authorization is not done
-here: apid works out the caller's roles and passes them on as ``talos-role``; machined checks them.
+one-to-many replies are touched, at the protobuf wire level (``_wire``). apid works out the
+caller's roles and passes them on as ``talos-role``; machined checks them again.
+
+Hostile callers: apid refuses a call its caller's roles do not allow (``authz`` rules, so a
+certificate without a role may call nothing) from the method path and the certificate alone,
+before reading a byte of the request, and reads requests one message at a time, refusing a message
+over :data:`MAX_MESSAGE_SIZE` from its length prefix. A client stream fanned out to several nodes
+is relayed as it arrives (``_Fanout``), never collected.
 
 Each call runs in its grpclib handler task; fan-out and relaying run in a ``TaskGroup`` inside it,
 so cancelling the call (client gone, deadline, shutdown) cancels every backend call it started.
@@ -16,7 +22,7 @@ import logging
 import os
 import socket
 import ssl
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -28,6 +34,7 @@ from grpclib.exceptions import GRPCError, ProtocolError, StreamTerminatedError
 from grpclib.server import Server, Stream
 from multidict import MultiDict, MultiMapping
 
+from ichor.api.limits import MAX_MESSAGE_SIZE, receive, stop_request
 from ichor.machinery.pki import CertKey
 
 from .. import authz
@@ -63,6 +70,61 @@ class _BackendFailed(Exception):
     def __init__(self, failure: _Failure) -> None:
         super().__init__(failure.message)
         self.failure = failure
+
+
+class _RequestRefused(Exception):
+    """The caller's request cannot be forwarded (too large a message); ends the whole call."""
+
+    def __init__(self, error: GRPCError) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+async def _requests(stream: Stream[bytes, bytes], limit: int) -> AsyncIterator[bytes]:
+    """The caller's messages, one at a time, each refused from its length prefix if over ``limit``."""
+    while True:
+        try:
+            message = await receive(stream, limit)
+        except GRPCError as exc:
+            raise _RequestRefused(exc) from None
+        if message is None:
+            return
+        yield message
+
+
+class _Fanout:
+    """Relays the caller's messages to every backend of a one-to-many call as they arrive.
+
+    Each backend has a one-message slot; the reader waits until every open slot has taken a
+    message before reading the next. So the caller's messages are shared, not copied per node, and
+    at most three are held at once (one being read, one in a slot, one being written to the slowest
+    node) however long the stream is: memory is bounded by message size, never by stream length.
+    A backend that ends (or fails) closes its slot and is no longer waited for.
+    """
+
+    def __init__(self, count: int) -> None:
+        self._slots: list[asyncio.Queue[bytes | None] | None] = [asyncio.Queue(1) for _ in range(count)]
+
+    async def pump(self, messages: AsyncIterable[bytes]) -> None:
+        async for message in messages:
+            for slot in self._open():
+                await slot.put(message)
+        for slot in self._open():
+            await slot.put(None)
+
+    def _open(self) -> list[asyncio.Queue[bytes | None]]:
+        return [slot for slot in self._slots if slot is not None]
+
+    async def messages(self, index: int) -> AsyncIterator[bytes]:
+        slot = self._slots[index]
+        while slot is not None and (message := await slot.get()) is not None:
+            yield message
+
+    def close(self, index: int) -> None:
+        slot, self._slots[index] = self._slots[index], None
+        if slot is not None:
+            while not slot.empty():  # frees a reader blocked on put()
+                slot.get_nowait()
 
 
 def _connection_failure(where: str, exc: BaseException) -> _Failure:
@@ -108,7 +170,7 @@ class _Backend:
     async def call(
         self,
         method: Method,
-        requests: Sequence[bytes] | Stream[bytes, bytes],
+        requests: AsyncIterable[bytes],
         metadata: _Metadata,
         deadline: Any,
         on_headers: Callable[[_Metadata], Awaitable[None]],
@@ -122,12 +184,8 @@ class _Backend:
         try:
             async with call:
                 await call.send_request()
-                if isinstance(requests, Stream):
-                    async for message in requests:
-                        await call.send_message(message)
-                else:
-                    for message in requests:
-                        await call.send_message(message)
+                async for message in requests:
+                    await call.send_message(message)
                 await call.end()
                 try:
                     await call.recv_initial_metadata()
@@ -176,10 +234,12 @@ class Apid:
         remote_port: int | None = None,
         local_addresses: Iterable[str] = (),
         dial_timeout: float = DIAL_TIMEOUT,
+        max_message_size: int = MAX_MESSAGE_SIZE,
     ) -> None:
         self.address = address
         self.port = port
         self.rbac = rbac
+        self.max_message_size = max_message_size
         self._remote_port = port if remote_port is None else remote_port
         self._dial_timeout = dial_timeout
         self._server_ssl = server_context(server_cert, accepted_cas, check_ext_key_usage=check_ext_key_usage)
@@ -309,6 +369,7 @@ class Apid:
     async def _handle(self, method: Method, stream: Stream[bytes, bytes]) -> None:
         try:
             await self._route_and_forward(method, stream)
+            stop_request(stream)  # answered before the caller finished sending (refused, ...)
         except asyncio.CancelledError:
             if self._closing:
                 await self._say_goodbye(stream)
@@ -331,6 +392,10 @@ class Apid:
         where: Route = route(
             method.path, metadata, forwarding=self.forwarding, is_local_target=self._is_local
         )
+        if not authz.is_allowed(method.path, roles):
+            # Decided from the path and the certificate alone: not a byte of the request is read.
+            await self._refuse(method, stream, where)
+            return
         outgoing = self._outgoing(metadata, roles)
         if where.kind is RouteKind.ONE_TO_MANY:
             await self._one_to_many(method, stream, where.targets, outgoing)
@@ -338,6 +403,20 @@ class Apid:
         assert self._local is not None
         backend = self._local if where.kind is RouteKind.LOCAL else self._remote(where.targets[0])
         await self._one_to_one(method, stream, backend, outgoing)
+
+    async def _refuse(self, method: Method, stream: Stream[bytes, bytes], where: Route) -> None:
+        """PermissionDenied, shaped as machined's refusal would reach the caller through apid."""
+        denied = Status.PERMISSION_DENIED, "not authorized"
+        if where.kind is not RouteKind.ONE_TO_MANY:
+            raise GRPCError(*denied)  # grpclib ends the call with it and resets the stream
+        # One-to-many: each node would have refused in band, so each node's slot says so.
+        if is_streamed(method.path):
+            for target in where.targets:
+                await stream.send_message(error_reply(target, *denied, streaming=True))
+        else:
+            replies = [error_reply(target, *denied, streaming=False) for target in where.targets]
+            await stream.send_message(b"".join(replies))
+        await stream.send_trailing_metadata()
 
     async def _one_to_one(
         self, method: Method, stream: Stream[bytes, bytes], backend: _Backend, outgoing: _Metadata
@@ -348,10 +427,13 @@ class Apid:
             if headers:
                 await stream.send_initial_metadata(metadata=headers)
 
+        requests = _requests(stream, self.max_message_size)
         try:
             trailers = await backend.call(
-                method, stream, outgoing, stream.deadline, on_headers, stream.send_message
+                method, requests, outgoing, stream.deadline, on_headers, stream.send_message
             )
+        except _RequestRefused as refused:
+            raise refused.error from None
         except _BackendFailed as failed:
             f = failed.failure
             await stream.send_trailing_metadata(
@@ -364,8 +446,8 @@ class Apid:
         self, method: Method, stream: Stream[bytes, bytes], targets: Sequence[str], outgoing: _Metadata
     ) -> None:
         streaming = is_streamed(method.path)
-        # The request goes to every node, so it is read once; only EtcdRecover sends several.
-        requests = [message async for message in stream]
+        # The request goes to every node as it arrives; only EtcdRecover sends several messages.
+        fanout = _Fanout(len(targets))
         headers = _Metadata()
         trailers = _Metadata()
         # One slot per value of ``nodes``, repeated values included, as Talos answers.
@@ -388,7 +470,7 @@ class Apid:
 
             try:
                 got = await self._remote(target).call(
-                    method, requests, outgoing, stream.deadline, on_headers, on_reply
+                    method, fanout.messages(index), outgoing, stream.deadline, on_headers, on_reply
                 )
                 trailers.extend(got)
             except _BackendFailed as failed:
@@ -405,10 +487,23 @@ class Apid:
                 # the others, so it becomes that node's in-band error instead.
                 message = f"error appending info: {exc}"
                 replies[index] = [error_reply(target, Status.INTERNAL, message, streaming=False)]
+            finally:
+                fanout.close(index)
 
-        async with asyncio.TaskGroup() as group:
-            for index, target in enumerate(targets):
-                group.create_task(one(index, target))
+        refused: GRPCError | None = None
+        try:
+            async with asyncio.TaskGroup() as group:
+                pump = group.create_task(fanout.pump(_requests(stream, self.max_message_size)))
+                await asyncio.wait([group.create_task(one(i, target)) for i, target in enumerate(targets)])
+                # Every node has answered: the rest of the caller's stream, if any, goes nowhere.
+                pump.cancel()
+        except* _RequestRefused as group_error:
+            # A message over the limit ends the call for every node (their calls were reset).
+            first = group_error.exceptions[0]
+            assert isinstance(first, _RequestRefused)
+            refused = first.error
+        if refused is not None:
+            raise refused
         if not streaming:
             # Node order, not arrival order: same meaning for talosctl, stable for people.
             await stream.send_initial_metadata(metadata=headers)

@@ -24,6 +24,7 @@ on COSI calls is apid's job, not this service's. This module never writes to the
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -145,10 +146,41 @@ def _proto_spec(spec: Any) -> bytes:
     return b""
 
 
+class _YAMLCache:
+    """The ``yaml_spec`` of recently served specs, by identity.
+
+    Rendering a spec to YAML is most of what a ``Get`` costs a node, and the same spec object is
+    served again and again (a resource changes version far less often than it is read). Only
+    frozen dataclass specs are kept, each with a reference to itself, so an entry's ``id`` cannot be
+    reused by another object while it is cached; at most ``size`` entries.
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        self._size = size
+        self._entries: OrderedDict[int, tuple[Any, str]] = OrderedDict()
+
+    def yaml(self, spec: Any) -> str:
+        key = id(spec)
+        entry = self._entries.get(key)
+        if entry is not None and entry[0] is spec:
+            self._entries.move_to_end(key)
+            return entry[1]
+        if isinstance(spec, RawYAMLSpec):
+            return spec.raw_yaml()
+        text = spec_to_yaml(spec)
+        params = getattr(type(spec), "__dataclass_params__", None)
+        if params is not None and params.frozen:
+            self._entries[key] = (spec, text)
+            if len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+        return text
+
+
+_yaml_cache = _YAMLCache()
+
+
 def _yaml_spec(spec: Any) -> str:
-    if isinstance(spec, RawYAMLSpec):
-        return spec.raw_yaml()
-    return spec_to_yaml(spec)
+    return _yaml_cache.yaml(spec)
 
 
 def resource_to_proto(resource: Resource[Any]) -> resource_pb2.Resource:

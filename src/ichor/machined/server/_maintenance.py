@@ -20,6 +20,7 @@ from grpclib.exceptions import GRPCError
 from grpclib.server import Server
 
 from ichor.api.gen.machine import machine_pb2
+from ichor.api.limits import limit_requests
 from ichor.machined import _certs
 from ichor.machined.configstore import ConfigStore, LoadedConfig
 from ichor.machined.cosi import State, clear_wait, publish_wait
@@ -75,8 +76,11 @@ async def serve_until_configured(
     pki.load_into_ssl_context(ctx, cert.crt, cert.key)
     ctx.set_alpn_protocols(["h2"])
     maintenance = MaintenanceService(store)
+    # Anyone can reach this port: no request may make it buffer more than one bounded message.
     server = Server(
-        [maintenance, StateService(state, roles_of=fixed_roles("os:reader")), StorageService(layout)]
+        limit_requests(
+            [maintenance, StateService(state, roles_of=fixed_roles("os:reader")), StorageService(layout)]
+        )
     )
     await server.start(layout.address, 50000, ssl=ctx)
     fingerprint = pki.spki_fingerprint(cert.crt)
