@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hostile_inputs import ALIAS_BOMB
 
 from ichor.machined.platform import EXIT_POWEROFF, EXIT_REBOOT
 from ichor.machinery import proc
@@ -242,3 +243,34 @@ def test_a_config_truncated_mid_write_never_leaves_the_node_unbootable(tmp_path:
         ]
     finally:
         node.stop()
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_a_node_in_maintenance_mode_refuses_hostile_configs_and_keeps_serving(
+    node: NodeProcess, talosctl, tmp_path: Path
+) -> None:
+    node.wait_console("entering maintenance service")
+    assert node.process is not None
+    insecure = ("--insecure", "-n", node.address)
+
+    # A 360-byte alias bomb: refused in well under a second on the node, its memory untouched.
+    (tmp_path / "bomb.yaml").write_text(ALIAS_BOMB)
+    bomb = talosctl("apply-config", *insecure, "-f", "bomb.yaml")
+    assert bomb.exit_code != 0
+    assert "code = InvalidArgument" in bomb.stderr, bomb.stderr
+    assert "YAML aliases expand to more than 250,000 nodes (limit max_nodes)" in bomb.stderr
+    assert _peak_rss_mb(node.process.pid) < 300
+
+    # The node keeps serving: it still answers, and still takes a good config.
+    waits = talosctl("get", "waits", *insecure)
+    assert waits.exit_code == 0 and "machine-config" in waits.stdout, waits.stderr
+    assert talosctl("gen", "config", "hostile", f"https://{node.address}:6443").exit_code == 0
+    applied = talosctl("apply-config", *insecure, "-f", "controlplane.yaml")
+    assert applied.exit_code == 0, applied.stderr
+    node.wait_console("booting as controlplane")
