@@ -271,6 +271,17 @@ def test_a_node_in_maintenance_mode_refuses_hostile_configs_and_keeps_serving(
     waits = talosctl("get", "waits", *insecure)
     assert waits.exit_code == 0 and "machine-config" in waits.stdout, waits.stderr
     assert talosctl("gen", "config", "hostile", f"https://{node.address}:6443").exit_code == 0
+
+    # Bytes that are not UTF-8 are refused naming the byte, never applied as mojibake.
+    good = (tmp_path / "controlplane.yaml").read_bytes()
+    (tmp_path / "latin1.yaml").write_bytes(
+        good.replace(b"    network: {}", b"    network:\n        hostname: n\xff\xfe", 1)
+    )
+    offset = (tmp_path / "latin1.yaml").read_bytes().index(b"\xff")
+    latin1 = talosctl("apply-config", *insecure, "-f", "latin1.yaml")
+    assert latin1.exit_code != 0 and "code = InvalidArgument" in latin1.stderr, latin1.stderr
+    assert f"not UTF-8 text: invalid start byte at byte {offset} (0xff)" in latin1.stderr
+
     applied = talosctl("apply-config", *insecure, "-f", "controlplane.yaml")
     assert applied.exit_code == 0, applied.stderr
     node.wait_console("booting as controlplane")

@@ -36,7 +36,7 @@ from ichor.machined.resources import (
 from ichor.machinery import goduration, pki
 from ichor.machinery.config import Config, Container
 from ichor.machinery.configdiff import can_apply_immediately, unified_diff
-from ichor.machinery.errors import MachineryError
+from ichor.machinery.errors import ConfigDecodeError, MachineryError
 from ichor.machinery.files import write_atomic
 from ichor.machinery.yamlio import to_plain
 
@@ -75,10 +75,26 @@ class LoadedConfig:
         return machine is not None and machine.type in ("init", "controlplane")
 
 
-def load(text: str, source: str) -> LoadedConfig:
-    """Decode, validate (Talos's "cloud" rules fit process nodes) and check completeness; blocking."""
+def load(data: str | bytes, source: str) -> LoadedConfig:
+    """Decode, validate (Talos's "cloud" rules fit process nodes) and check completeness; blocking.
+
+    Bytes that are not UTF-8 are refused with the offset of the first bad byte, as Talos's decoder
+    refuses them; they are never rewritten (a replacement character in a hostname or a key is a
+    different config from the one the user sent).
+    """
     from ichor.machinery.config import Mode, load_config, validate_or_raise
 
+    if isinstance(data, bytes):
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigDecodeError(
+                f"{source}: the config is not UTF-8 text: {exc.reason} at byte {exc.start} "
+                f"(0x{data[exc.start]:02x})",
+                hint="machine configs are UTF-8 YAML; re-save the file as UTF-8",
+            ) from None
+    else:
+        text = data
     container = load_config(text, source=source)
     if container.v1alpha1 is None:
         raise MachineryError(f"{source}: the config has no v1alpha1 document (machine/cluster)")
@@ -113,7 +129,7 @@ def _check_complete(loaded: LoadedConfig, source: str) -> None:
 
 
 def _load_file(path: Path, source: str) -> LoadedConfig:
-    return load(path.read_text(encoding="utf-8"), source)
+    return load(path.read_bytes(), source)
 
 
 class ConfigStore:
@@ -153,7 +169,7 @@ class ConfigStore:
                 continue
             try:
                 loaded = await asyncio.to_thread(_load_file, path, name)
-            except (MachineryError, OSError, UnicodeDecodeError) as exc:
+            except (MachineryError, OSError) as exc:
                 self.say(f"failed to load config from {name}: {exc}")
                 self.events.publish(machine_pb2.ConfigLoadErrorEvent(error=str(exc)))
                 continue
@@ -191,8 +207,7 @@ class ConfigStore:
 
     async def apply(self, request: machine_pb2.ApplyConfigurationRequest) -> machine_pb2.ApplyConfiguration:
         try:
-            text = request.data.decode("utf-8", errors="replace")
-            new = await asyncio.to_thread(load, text, "ApplyConfiguration")
+            new = await asyncio.to_thread(load, request.data, "ApplyConfiguration")
         except MachineryError as exc:
             problems = getattr(exc, "problems", [])
             detail = "\n".join(["", *(f"* {p}" for p in problems)]) if problems else ""
