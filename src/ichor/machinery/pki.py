@@ -255,9 +255,14 @@ def load_csr(data: bytes, *, what: str = "certificate request") -> x509.Certific
     if kind != PEM_CERTIFICATE_REQUEST:
         raise PKIError(f"{what}: expected a CERTIFICATE REQUEST PEM block, found {kind!r}")
     try:
-        return x509.load_der_x509_csr(der)
-    except ValueError as exc:
+        csr = x509.load_der_x509_csr(der)
+        # The parts are parsed lazily: parse them now, so a garbled one is this error, here, and
+        # not a bare ValueError wherever the CSR is used next.
+        csr.public_key()
+        _ = csr.subject, csr.extensions, csr.is_signature_valid
+    except (ValueError, UnsupportedAlgorithm) as exc:
         raise PKIError(f"{what}: cannot parse the certificate request: {exc}") from None
+    return csr
 
 
 def spki_sha256(cert_pem: bytes) -> str:
@@ -333,9 +338,12 @@ def _signing_hash(key: PrivateKey) -> _SignHash | None:
 
 
 def _name(organizations: Iterable[str] = (), common_name: str | None = None) -> x509.Name:
-    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
-    if common_name:
-        attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    try:
+        attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
+        if common_name:
+            attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    except ValueError as exc:  # e.g. a common name over X.509's 64 characters
+        raise PKIError(f"invalid certificate subject: {exc}") from None
     return x509.Name(attrs)
 
 

@@ -17,13 +17,13 @@ from typing import Any
 
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
-from grpclib.server import Server
 
 from ichor.api.gen.machine import machine_pb2
 from ichor.machined import _certs
 from ichor.machined.configstore import ConfigStore, LoadedConfig
 from ichor.machined.cosi import State, clear_wait, publish_wait
 from ichor.machined.platform import Layout
+from ichor.machined.server._codec import grpc_server
 from ichor.machined.server._cosi import StateService, fixed_roles
 from ichor.machined.server._machine import UnimplementedMachineService
 from ichor.machined.server._storage import StorageService
@@ -72,7 +72,7 @@ async def serve_until_configured(
     pki.load_into_ssl_context(ctx, cert.crt, cert.key)
     ctx.set_alpn_protocols(["h2"])
     maintenance = MaintenanceService(store)
-    server = Server(
+    server = grpc_server(
         [maintenance, StateService(state, roles_of=fixed_roles("os:reader")), StorageService(layout)]
     )
     await server.start(layout.address, 50000, ssl=ctx)
