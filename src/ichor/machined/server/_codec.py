@@ -15,7 +15,7 @@ __all__ = ["RequestCodec", "grpc_server"]
 from collections.abc import Collection
 from typing import Any
 
-from google.protobuf.message import DecodeError
+from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
 from grpclib.const import Status
 from grpclib.encoding.proto import ProtoCodec
 from grpclib.exceptions import GRPCError
