@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from grpclib.client import Channel
@@ -136,3 +140,137 @@ def test_the_maintenance_api_refuses_a_config_that_is_not_utf8(controlplane: str
                 await server.wait_closed()
 
     asyncio.run(asyncio.wait_for(go(), 30))
+
+
+# --- a large config is parsed, compared, diffed and written off the event loop ----------------------
+
+
+def test_every_step_of_an_apply_that_grows_with_the_config_runs_off_the_event_loop(
+    controlplane: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ichor.machined import configstore
+
+    calls: list[tuple[str, bool, bool]] = []  # (step, on the event loop thread, collector enabled)
+
+    def spy(name: str, real: Any) -> Any:
+        def step(*args: Any, **kwargs: Any) -> Any:
+            calls.append((name, threading.get_ident() == loop_thread, gc.isenabled()))
+            return real(*args, **kwargs)
+
+        return step
+
+    for name in ("load", "can_apply_immediately", "unified_diff", "write_atomic", "to_plain"):
+        monkeypatch.setattr(configstore, name, spy(name, getattr(configstore, name)))
+    hostname = controlplane.replace("    network: {}", "    network:\n        hostname: h1", 1).encode()
+    env = controlplane.replace(
+        "machine:\n", "machine:\n    env:\n        A: b\n", 1
+    ).encode()  # needs a reboot
+    modes = machine_pb2.ApplyConfigurationRequest
+
+    async def go() -> None:
+        with _store(tmp_path) as (store, _, _):
+            store.activate(_load(controlplane, "test"))
+            calls.clear()
+            await store.apply(modes(data=hostname, mode=modes.AUTO, dry_run=True))
+            await store.apply(modes(data=hostname, mode=modes.NO_REBOOT))
+            await store.apply(modes(data=hostname, mode=modes.STAGED))
+            with pytest.raises(GRPCError, match="can't be applied in immediate mode"):
+                await store.apply(modes(data=env, mode=modes.NO_REBOOT))
+
+    loop_thread = threading.get_ident()
+    assert gc.isenabled()
+    asyncio.run(go())
+    steps = {name for name, _, _ in calls}
+    assert {"load", "can_apply_immediately", "unified_diff", "write_atomic", "to_plain"} <= steps
+    assert [c for c in calls if c[1]] == [], "ran on the event loop"
+    # The garbage collector is paused while a config is built, and back on afterwards.
+    assert all(not enabled for name, _, enabled in calls if name == "load")
+    assert gc.isenabled()
+
+
+def test_applies_run_one_at_a_time(
+    controlplane: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ichor.machined import configstore
+
+    running, most = 0, 0
+    real_load = configstore.load
+
+    def counting_load(*args: Any, **kwargs: Any) -> Any:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        try:
+            time.sleep(0.05)
+            return real_load(*args, **kwargs)
+        finally:
+            running -= 1
+
+    monkeypatch.setattr(configstore, "load", counting_load)
+    modes = machine_pb2.ApplyConfigurationRequest
+
+    async def go() -> None:
+        with _store(tmp_path) as (store, _, _):
+            store.activate(real_load(controlplane, "test"))
+            requests = [
+                modes(data=controlplane.replace("    network: {}", f"    network:\n        hostname: h{i}", 1).encode(),
+                      mode=modes.NO_REBOOT)
+                for i in range(4)
+            ]  # fmt: skip
+            await asyncio.gather(*(store.apply(r) for r in requests))
+            assert store.active is not None and store.active.config.machine.network.hostname == "h3"  # type: ignore[union-attr]
+
+    asyncio.run(go())
+    assert most == 1
+
+
+def test_a_node_keeps_a_bounded_number_of_old_configs_alive(controlplane: str, tmp_path: Path) -> None:
+    import weakref
+
+    from ichor.machined.configstore import CONFIG_HISTORY
+
+    layout = Layout(root=tmp_path / "node", address="127.5.0.3")
+    layout.ensure()
+    # As the node builds its state; with the default history of 1024 every applied config stayed.
+    state = State(history_of={MACHINE_CONFIGS.type: CONFIG_HISTORY})
+    store = ConfigStore(layout, state, EventBus(), say=lambda _: None, clock=lambda: datetime.now(UTC))
+    modes = machine_pb2.ApplyConfigurationRequest
+    alive: list[weakref.ref[Any]] = []
+
+    async def go() -> None:
+        store.activate(_load(controlplane, "test"))
+        watch = state.watch_kind(MACHINE_CONFIGS.default_namespace, MACHINE_CONFIGS, bootstrap=False)
+        for i in range(2 * CONFIG_HISTORY + 2):
+            text = controlplane.replace("    network: {}", f"    network:\n        hostname: h{i}", 1)
+            await store.apply(modes(data=text.encode(), mode=modes.NO_REBOOT))
+            assert store.active is not None
+            alive.append(weakref.ref(store.active.container))
+        del watch
+
+    asyncio.run(go())
+    gc.collect()
+    assert sum(ref() is not None for ref in alive) <= CONFIG_HISTORY + 1
+    assert alive[-1]() is not None  # the active config, of course
+
+
+def test_garbage_frozen_with_a_config_is_collected_before_it_doubles_the_frozen_heap() -> None:
+    from ichor.machined.configstore import _CollectorPause
+
+    pause = _CollectorPause()
+    try:
+        with pause.loading():
+            pass  # the first freeze starts clean
+        clean = gc.get_freeze_count()
+        batch = clean // 4 + 1
+        for _ in range(12):
+            with pause.loading():
+                # Alive when the config is frozen, then dead in reference cycles (a call's objects).
+                junk: list[list[Any]] = [[] for _ in range(batch)]
+                for item in junk:
+                    item.append(item)
+            del junk
+        # Never collected, these would be 12 batches = 3x the clean size on top of it.
+        assert gc.get_freeze_count() <= 2 * clean + batch
+    finally:
+        gc.unfreeze()
+    assert gc.isenabled()
