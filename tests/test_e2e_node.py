@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from conftest import LOOPBACK_DISCOVERY
+from hostile_inputs import ALIAS_BOMB
 
 from ichor.machined.platform import EXIT_POWEROFF, EXIT_REBOOT
 from ichor.machinery import proc
@@ -265,3 +266,104 @@ def test_a_config_truncated_mid_write_never_leaves_the_node_unbootable(tmp_path:
         ]
     finally:
         node.stop()
+
+
+def _peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no VmHWM")
+
+
+def test_a_node_in_maintenance_mode_refuses_hostile_configs_and_keeps_serving(
+    node: NodeProcess, talosctl, tmp_path: Path
+) -> None:
+    node.wait_console("entering maintenance service")
+    assert node.process is not None
+    insecure = ("--insecure", "-n", node.address)
+
+    # A 360-byte alias bomb: refused in well under a second on the node, its memory untouched.
+    (tmp_path / "bomb.yaml").write_text(ALIAS_BOMB)
+    bomb = talosctl("apply-config", *insecure, "-f", "bomb.yaml")
+    assert bomb.exit_code != 0
+    assert "code = InvalidArgument" in bomb.stderr, bomb.stderr
+    assert "YAML aliases expand to more than 250,000 nodes (limit max_nodes)" in bomb.stderr
+    assert _peak_rss_mb(node.process.pid) < 300
+
+    # The node keeps serving: it still answers, and still takes a good config.
+    waits = talosctl("get", "waits", *insecure)
+    assert waits.exit_code == 0 and "machine-config" in waits.stdout, waits.stderr
+    assert talosctl("gen", "config", "hostile", f"https://{node.address}:6443").exit_code == 0
+
+    # Bytes that are not UTF-8 are refused naming the byte, never applied as mojibake.
+    good = (tmp_path / "controlplane.yaml").read_bytes()
+    (tmp_path / "latin1.yaml").write_bytes(
+        good.replace(b"    network: {}", b"    network:\n        hostname: n\xff\xfe", 1)
+    )
+    offset = (tmp_path / "latin1.yaml").read_bytes().index(b"\xff")
+    latin1 = talosctl("apply-config", *insecure, "-f", "latin1.yaml")
+    assert latin1.exit_code != 0 and "code = InvalidArgument" in latin1.stderr, latin1.stderr
+    assert f"not UTF-8 text: invalid start byte at byte {offset} (0xff)" in latin1.stderr
+
+    applied = talosctl("apply-config", *insecure, "-f", "controlplane.yaml")
+    assert applied.exit_code == 0, applied.stderr
+    node.wait_console("booting as controlplane")
+
+
+def test_a_node_taking_a_1_mib_config_keeps_answering(node: NodeProcess, talosctl, tmp_path: Path) -> None:
+    import asyncio
+
+    from google.protobuf import empty_pb2
+
+    from ichor.api.gen.machine import machine_pb2
+    from ichor.client import Client
+    from ichor.machinery.clientconfig import GlobalOptions
+
+    node.wait_console("entering maintenance service")
+    assert talosctl("gen", "config", "big", f"https://{node.address}:6443").exit_code == 0
+    assert (
+        talosctl("apply-config", "--insecure", "-n", node.address, "-f", "controlplane.yaml").exit_code == 0
+    )
+    base = ("--talosconfig", str(tmp_path / "talosconfig"), "-e", node.address, "-n", node.address)
+    assert _until_ok(talosctl, *base, "version").exit_code == 0  # type: ignore[attr-defined]
+
+    # ~1.1 MiB, 72,000 YAML nodes: host entries the node can take without a reboot.
+    hosts = "".join(
+        f"            - ip: 10.0.{i // 256}.{i % 256}\n              aliases:\n                  - host{i}.example\n"
+        for i in range(12_000)
+    )
+    config = (tmp_path / "controlplane.yaml").read_text()
+    big = config.replace(
+        "    network: {}", "    network:\n        hostname: big\n        extraHostEntries:\n" + hosts, 1
+    )
+    assert len(big.encode()) > 1024 * 1024
+
+    async def measure() -> tuple[list[float], str]:
+        opts = GlobalOptions(
+            talosconfig=str(tmp_path / "talosconfig"),
+            context="big",
+            endpoints=[node.address],
+            nodes=[node.address],
+        )
+        async with Client.from_options(opts) as client, Client.from_options(opts) as prober:
+            await prober.machine.Version(empty_pb2.Empty())
+            request = machine_pb2.ApplyConfigurationRequest(
+                data=big.encode(), mode=machine_pb2.ApplyConfigurationRequest.NO_REBOOT
+            )
+            applying = asyncio.ensure_future(client.machine.ApplyConfiguration(request))
+            latencies: list[float] = []
+            while not applying.done():
+                started = time.monotonic()
+                await prober.machine.Version(empty_pb2.Empty())
+                latencies.append(time.monotonic() - started)
+                await asyncio.sleep(0.02)
+            reply = await applying
+        await asyncio.sleep(0.2)  # TLS transports finish closing in loop callbacks (a loaded CI box is slow)
+        return latencies, reply.messages[0].mode_details
+
+    latencies, details = asyncio.run(asyncio.wait_for(measure(), 120))
+    assert details == "Applied configuration without a reboot"
+    # Other calls are answered while the config is parsed, compared and written (how fast is a
+    # figure for benchmarks/hostile_input.py, not an assertion on a shared machine).
+    assert len(latencies) >= 3, f"only {len(latencies)} Version calls answered during the apply"
+    assert "hostname: big" in (node.root / "system/state/config.yaml").read_text()

@@ -105,3 +105,113 @@ def test_memory_and_processes_and_mounts(layout: Layout) -> None:
     stats = _files.mounts(layout)
     assert {s.mounted_on for s in stats} == {"/system/state", "/var"}
     assert all(s.size >= s.available > 0 for s in stats)
+
+
+# --- no path leaves the node root (issue 13, defect 6) ------------------------------------------------
+
+
+@pytest.fixture(params=["openat2", "walk"])
+def resolver(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    from ichor.machinery import inroot
+
+    if request.param == "openat2" and not inroot.has_openat2():
+        pytest.skip("this kernel has no openat2 (the walk is what runs here)")
+    if request.param == "walk":
+        monkeypatch.setattr(inroot, "_kernel", False)
+    return str(request.param)
+
+
+@pytest.fixture
+def host_secret(layout: Layout) -> Path:
+    """A file outside the node root, as the host's /etc/shadow is."""
+    secret = layout.root.parent / "shadow"
+    secret.write_text("host secret\n")
+    return secret
+
+
+def test_read_of_a_link_to_a_host_file_never_returns_the_host_file(
+    layout: Layout, host_secret: Path, resolver: str
+) -> None:
+    # The probe's reproduction: ln -s /etc/shadow <root>/var/log/x; talosctl read /var/log/x
+    (layout.root / "var/log/x").symlink_to("/etc/shadow")
+    with pytest.raises(GRPCError, match="stat /var/log/x: no such file or directory") as info:
+        list(_files.read_file(layout, "/var/log/x"))
+    assert info.value.status is Status.UNKNOWN
+    (layout.root / "etc").mkdir()
+    (layout.root / "etc/shadow").write_text("node shadow\n")
+    assert b"".join(_files.read_file(layout, "/var/log/x")) == b"node shadow\n"
+    # The host path spelled absolutely, and relatively with more .. than the root is deep.
+    (layout.root / "var/log/abs").symlink_to(host_secret)
+    (layout.root / "var/log/rel").symlink_to("../" * 12 + "shadow")
+    for path in ("/var/log/abs", "/var/log/rel"):
+        with pytest.raises(GRPCError, match="no such file or directory"):
+            list(_files.read_file(layout, path))
+
+
+def test_read_follows_links_inside_the_root(layout: Layout, resolver: str) -> None:
+    (layout.root / "var/log/current").symlink_to("/var/log/machined.log")
+    assert b"".join(_files.read_file(layout, "/var/log/current")) == b"booted\n"
+    assert b"".join(_files.read_file(layout, "/var/link")) == b"booted\n"
+
+
+def test_a_link_loop_is_a_clear_error_not_a_hang(layout: Layout, resolver: str) -> None:
+    (layout.root / "var/a").symlink_to("/var/b")
+    (layout.root / "var/b").symlink_to("a")
+    with pytest.raises(GRPCError, match="stat /var/a: too many levels of symbolic links"):
+        list(_files.read_file(layout, "/var/a"))
+    with pytest.raises(GRPCError, match="lstat /var/a/x: too many levels of symbolic links"):
+        _ls(layout, root="/var/a/x")
+    with pytest.raises(GRPCError, match="too many levels of symbolic links"):
+        list(_files.copy_tar_gz(layout, "/var/a/x"))
+    # Listed, the loop is just two links.
+    links = {i.relative_name: i.link for i in _ls(layout, root="/var")}
+    assert links["a"] == "/var/b" and links["b"] == "a"
+
+
+def test_a_fifo_is_refused_by_read_without_blocking(layout: Layout, resolver: str) -> None:
+    os.mkfifo(layout.root / "var/log/pipe")
+    with pytest.raises(GRPCError, match="path must be a regular file"):
+        list(_files.read_file(layout, "/var/log/pipe"))
+
+
+def test_ls_through_a_linked_directory_lists_the_nodes_directory(
+    layout: Layout, host_secret: Path, resolver: str
+) -> None:
+    (layout.root / "var/hostdir").symlink_to(host_secret.parent)  # the host dir holding the root
+    (layout.root / "var/etc").symlink_to("/system")
+    assert [i.relative_name for i in _ls(layout, root="/var/etc")] == ["etc"]  # the link itself
+    assert [i.relative_name for i in _ls(layout, root="/var/etc/state")] == ["."]  # the node's /system/state
+    with pytest.raises(GRPCError, match="lstat /var/hostdir/shadow: no such file or directory"):
+        _ls(layout, root="/var/hostdir/shadow")
+
+
+def test_copy_archives_links_as_links_and_never_reads_through_them(
+    layout: Layout, host_secret: Path, resolver: str
+) -> None:
+    (layout.root / "var/log/x").symlink_to("/etc/shadow")
+    (layout.root / "var/log/host").symlink_to(host_secret)
+    data = b"".join(_files.copy_tar_gz(layout, "/var/log"))
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(data))) as tar:
+        members = {m.name: m for m in tar.getmembers()}
+        assert sorted(members) == ["log", "log/host", "log/machined.log", "log/x"]
+        assert members["log/x"].issym() and members["log/x"].linkname == "/etc/shadow"
+        assert members["log/host"].issym() and members["log/host"].size == 0
+    assert b"host secret" not in gzip.decompress(data)
+    # A path through a link is resolved in the root: the node's /system, not the host's.
+    (layout.root / "var/sys").symlink_to("/system")
+    data = b"".join(_files.copy_tar_gz(layout, "/var/sys/state"))
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(data))) as tar:
+        assert tar.getnames() == ["state"]
+
+
+@pytest.mark.parametrize("call", ["read", "ls", "cp"])
+def test_nul_bytes_in_paths_are_invalid_argument(layout: Layout, call: str) -> None:
+    path = "/var/log/\0machined.log"
+    with pytest.raises(GRPCError, match="contains a NUL byte") as info:
+        if call == "read":
+            list(_files.read_file(layout, path))
+        elif call == "ls":
+            _ls(layout, root=path)
+        else:
+            list(_files.copy_tar_gz(layout, path))
+    assert info.value.status is Status.INVALID_ARGUMENT

@@ -69,7 +69,9 @@ def _read_config(path: Path) -> list[object]:
     try:
         docs = load_documents(data, source=str(path))
     except YAMLError as exc:
-        raise YAMLError(str(exc), hint="fix the machine config file, or give the right file") from None
+        raise YAMLError(
+            str(exc), hint=exc.hint or "fix the machine config file, or give the right file"
+        ) from None
     if not docs:
         raise ConfigError(f"machine config file {str(path)!r} has no documents", hint=hint)
     for index, doc in enumerate(docs, start=1):

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import gzip
-import io
 import sys
-import tarfile
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -174,6 +171,7 @@ def events(tail: int, since: str, duration: str, actor_id: str) -> None:
 @click.argument("dst", default=".")
 def copy(src: str, dst: str) -> None:
     from ichor.api.gen.machine import machine_pb2
+    from ichor.cli._extract import extract_copy
     from ichor.client import message_error
 
     async def work(client: Any) -> None:
@@ -191,9 +189,7 @@ def copy(src: str, dst: str) -> None:
         if dst == "-":
             sys.stdout.buffer.write(bytes(data))
             return
-        target.mkdir(parents=True, exist_ok=True)
-        with tarfile.open(fileobj=io.BytesIO(gzip.decompress(bytes(data)))) as archive:
-            archive.extractall(target, filter="data")
+        extract_copy(bytes(data), target, warn=lambda text: click.echo(f"warning: {text}", err=True))
 
     run(work)
 

@@ -20,14 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from ichor.api.gen.machine import machine_pb2
-from ichor.machined.configstore import ConfigStore, LoadedConfig
+from ichor.machined.configstore import CONFIG_HISTORY, ConfigStore, LoadedConfig
 from ichor.machined.console import Console
 from ichor.machined.controllers import node_controllers
 from ichor.machined.controllers.network import default_hostname
 from ichor.machined.cosi import Registry, Runtime, Source, State
 from ichor.machined.events import EventBus
 from ichor.machined.platform import Layout
-from ichor.machined.resources import MachineStage, register_node_types
+from ichor.machined.resources import MACHINE_CONFIGS, MachineStage, register_node_types
 from ichor.machined.sequencer import NodeParts, Sequencer
 from ichor.machined.services import Service, ServiceInfo, Supervisor
 from ichor.machinery.constants import TALOS_VERSION
@@ -48,7 +48,8 @@ class Node:
         self.layout = layout
         self.config_source = config_source
         self.clock = clock or (lambda: datetime.now(UTC))
-        self.state = State(clock=self.clock)
+        # Every apply stores a new config; a full history would keep the last 1024 alive.
+        self.state = State(clock=self.clock, history_of={MACHINE_CONFIGS.type: CONFIG_HISTORY})
         self.registry = Registry()
         self.events = EventBus(clock=self.clock)
         self.stage: Source[MachineStage] = Source("machine stage", MachineStage.BOOTING)

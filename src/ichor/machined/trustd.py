@@ -19,11 +19,12 @@ from cryptography import x509
 from grpclib.client import Channel
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
-from grpclib.server import Server, Stream
+from grpclib.server import Stream
 
 from ichor.api.gen.security import security_grpc, security_pb2
 from ichor.api.limits import limit_requests
 from ichor.machined._certs import API_CERT_TTL
+from ichor.machined.server._codec import grpc_server
 from ichor.machinery import pki
 from ichor.machinery.errors import PKIError
 
@@ -49,11 +50,14 @@ class SecurityService(security_grpc.SecurityServiceBase):
         except PKIError as exc:
             raise GRPCError(Status.INVALID_ARGUMENT, f"failed to parse CSR: {exc}") from None
         cn = csr.subject.get_attributes_for_oid(x509.oid.NameOID.COMMON_NAME)
-        # organizations=[] drops any O from the CSR: no roles can be obtained through trustd.
-        crt = pki.issue_certificate(
-            self._ca, csr, organizations=[], common_name=str(cn[0].value) if cn else None,
-            ttl=API_CERT_TTL, server=True, client=False,
-        )  # fmt: skip
+        try:
+            # organizations=[] drops any O from the CSR: no roles can be obtained through trustd.
+            crt = pki.issue_certificate(
+                self._ca, csr, organizations=[], common_name=str(cn[0].value) if cn else None,
+                ttl=API_CERT_TTL, server=True, client=False,
+            )  # fmt: skip
+        except PKIError as exc:  # a bad signature, a subject X.509 cannot carry
+            raise GRPCError(Status.INVALID_ARGUMENT, f"failed to sign CSR: {exc}") from None
         await stream.send_message(security_pb2.CertificateResponse(ca=self._accepted, crt=crt))
 
 
@@ -66,7 +70,7 @@ def server_context(cert: pki.CertKey) -> ssl.SSLContext:
 
 
 async def serve(address: str, cert: pki.CertKey, service: SecurityService, port: int = TRUSTD_PORT) -> None:
-    server = Server(limit_requests([service]))
+    server = grpc_server(limit_requests([service]))
     await server.start(address, port, ssl=server_context(cert))
     try:
         await asyncio.Event().wait()

@@ -4,6 +4,7 @@
 
     MachineryError                  anything the machinery refuses; carries an optional ``hint``
     ├── YAMLError                   a document that is not readable YAML
+    │   └── InputLimitError         input over a limit of :mod:`ichor.machinery.limits` (size, aliases, depth)
     ├── ConfigError                 machine configuration problems
     │   ├── ConfigDecodeError       unknown kind, missing kind, unknown keys, wrong types, duplicates
     │   └── ConfigValidationError   a decoded config that breaks Talos's validation rules
@@ -26,6 +27,7 @@ __all__ = [
     "ConfigError",
     "ConfigValidationError",
     "DurationError",
+    "InputLimitError",
     "MachineryError",
     "OutputExistsError",
     "PKIError",
@@ -46,6 +48,17 @@ class MachineryError(Exception):
 
 class YAMLError(MachineryError):
     """Text that is not valid YAML (or not the shape a document must have)."""
+
+
+class InputLimitError(YAMLError):
+    """Input refused for being over one of :data:`ichor.machinery.limits.INPUT_LIMITS` (YAML, patch copies).
+
+    ``limit`` is the :class:`~ichor.machinery.limits.InputLimits` field that was exceeded.
+    """
+
+    def __init__(self, message: str, *, limit: str, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.limit = limit
 
 
 class ConfigError(MachineryError):

@@ -194,8 +194,18 @@ class Watch:
 class State:
     """In-memory resources of every namespace, with COSI's write rules and watches."""
 
-    def __init__(self, *, clock: Clock | None = None, history: int = DEFAULT_HISTORY) -> None:
-        if history < 1:
+    def __init__(
+        self,
+        *,
+        clock: Clock | None = None,
+        history: int = DEFAULT_HISTORY,
+        history_of: Mapping[str, int] | None = None,
+    ) -> None:
+        """``history_of`` overrides ``history`` per type name: a type whose specs are large (a
+        machine config can hold hundreds of MB of objects) keeps few events, or its history alone
+        would keep 1024 old specs alive."""
+        self._history_of = dict(history_of or {})
+        if min([history, *self._history_of.values()]) < 1:
             raise ValueError("history must be at least 1")
         self._clock = clock or utc_now
         self._history = history
@@ -205,7 +215,8 @@ class State:
         key = (namespace, type)
         coll = self._collections.get(key)
         if coll is None:
-            coll = self._collections[key] = _Collection(namespace, type, self._history)
+            capacity = self._history_of.get(type, self._history)
+            coll = self._collections[key] = _Collection(namespace, type, capacity)
         return coll
 
     def _current(self, namespace: str, type: TypeRef, id: str) -> tuple[_Collection, Resource[Any]]:

@@ -1,8 +1,9 @@
 """Files and system facts a node serves: ``ls``, ``read``, ``cp``, ``mounts``, ``processes``, ``memory``.
 
-Paths in requests are Talos paths, resolved through the node's :class:`~ichor.machined.platform.Layout`
-(on the container platform ``/`` is the node's root directory), so no request can reach a file
-outside the node. File modes are reported in Go's ``os.FileMode`` bit layout, which is what
+Paths in requests are Talos paths, resolved inside the node's root directory as a chroot would
+resolve them (:mod:`ichor.machinery.inroot`: an absolute symlink starts again at the node root,
+nothing climbs above it, a link loop is ``too many levels of symbolic links``), so no request --
+and no symlink a process on the node made -- can reach a file outside the node. File modes are reported in Go's ``os.FileMode`` bit layout, which is what
 talosctl decodes (API spec §5.3). Errors are grpclib ``GRPCError`` s with Talos's codes and texts.
 
 This module does no networking and holds no state; machined's MachineService calls it.
@@ -10,19 +11,20 @@ This module does no networking and holds no state; machined's MachineService cal
 
 from __future__ import annotations
 
+import contextlib
 import gzip
-import io
 import os
 import stat
 import tarfile
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
 from ichor.api.gen.machine import machine_pb2
 from ichor.machined.platform import PARTITIONS, Layout
+from ichor.machinery import inroot
 
 CHUNK = 1 << 20  # stream data in 1 MiB pieces, well under the 32 MiB message limit
 
@@ -66,11 +68,29 @@ def go_file_mode(st_mode: int) -> int:
     return mode
 
 
-def _resolve(layout: Layout, talos_path: str) -> Path:
+def _check(talos_path: str) -> None:
+    """Refuses what no Talos path can be (``..`` climbing out, a NUL byte) as InvalidArgument."""
     try:
-        return layout.path(talos_path)
+        layout_path = PurePosixPath("/") / talos_path
+        if ".." in layout_path.parts:
+            raise ValueError(f"path {talos_path!r} escapes the node root")
+        if "\0" in talos_path:
+            raise ValueError(f"path {talos_path!r} contains a NUL byte")
     except ValueError as exc:
         raise GRPCError(Status.INVALID_ARGUMENT, str(exc)) from None
+
+
+@contextlib.contextmanager
+def _root(layout: Layout) -> Iterator[int]:
+    fd = os.open(layout.root, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def _reason(exc: OSError) -> str:
+    return (exc.strerror or str(exc)).lower()
 
 
 def _normalize_root(root: str) -> str:
@@ -78,20 +98,7 @@ def _normalize_root(root: str) -> str:
     return root.rstrip("/") or "/"
 
 
-def _info(host: Path, talos_name: str, relative: str, types: set[int]) -> machine_pb2.FileInfo | None:
-    try:
-        st = host.lstat()
-    except OSError as exc:
-        return machine_pb2.FileInfo(name=talos_name, relative_name=relative, error=_os_text(exc, talos_name))
-    kind = _list_type(st.st_mode)
-    if types and kind not in types:
-        return None
-    link = ""
-    if stat.S_ISLNK(st.st_mode):
-        try:
-            link = os.readlink(host)
-        except OSError:
-            link = ""
+def _info(st: os.stat_result, link: str, talos_name: str, relative: str) -> machine_pb2.FileInfo:
     return machine_pb2.FileInfo(
         name=talos_name,
         size=st.st_size,
@@ -105,6 +112,23 @@ def _info(host: Path, talos_name: str, relative: str, types: set[int]) -> machin
     )
 
 
+def _entry(
+    directory: int, name: str, talos_name: str, relative: str, types: set[int]
+) -> machine_pb2.FileInfo | None:
+    """The FileInfo of ``name`` in ``directory`` itself (a symlink is listed, never followed)."""
+    try:
+        st = os.stat(name, dir_fd=directory, follow_symlinks=False)
+    except OSError as exc:
+        return machine_pb2.FileInfo(name=talos_name, relative_name=relative, error=_os_text(exc, talos_name))
+    if types and _list_type(st.st_mode) not in types:
+        return None
+    link = ""
+    if stat.S_ISLNK(st.st_mode):
+        with contextlib.suppress(OSError):
+            link = os.readlink(name, dir_fd=directory)
+    return _info(st, link, talos_name, relative)
+
+
 def _list_type(st_mode: int) -> int:
     if stat.S_ISDIR(st_mode):
         return machine_pb2.ListRequest.DIRECTORY
@@ -116,80 +140,187 @@ def _list_type(st_mode: int) -> int:
 
 
 def _os_text(exc: OSError, talos_name: str) -> str:
-    reason = (exc.strerror or str(exc)).lower()
-    return f"lstat {talos_name}: {reason}"
+    return f"lstat {talos_name}: {_reason(exc)}"
+
+
+@contextlib.contextmanager
+def _parent(layout: Layout, talos_path: str, verb: str) -> Iterator[tuple[int, str]]:
+    """The directory holding ``talos_path`` (resolved inside the node root) and its last name."""
+    _check(talos_path)
+    with _root(layout) as root:
+        try:
+            parent, name = inroot.open_parent_in_root(root, talos_path)
+        except OSError as exc:
+            raise GRPCError(Status.UNKNOWN, f"{verb} {talos_path}: {_reason(exc)}") from None
+    try:
+        yield parent, name
+    finally:
+        os.close(parent)
 
 
 def list_files(layout: Layout, request: machine_pb2.ListRequest) -> Iterator[machine_pb2.FileInfo]:
-    """``talosctl ls``: the root first (relative name ``.``), then its tree down to the depth asked."""
+    """``talosctl ls``: the root first (relative name ``.``), then its tree down to the depth asked.
+
+    Every path is resolved inside the node root; symlinks are listed, not followed.
+    """
     root_name = _normalize_root(request.root or "/")
-    root = _resolve(layout, root_name)
-    try:
-        root_stat = root.lstat()
-    except OSError as exc:
-        raise GRPCError(Status.UNKNOWN, _os_text(exc, root_name)) from None
     types = set(request.types)
-    if not stat.S_ISDIR(root_stat.st_mode):
-        info = _info(root, root_name, os.path.basename(root_name), types)
-        if info is not None:
-            yield info
-        return
-    max_depth = (request.recursion_depth or None) if request.recurse else 1
-    first = _info(root, root_name, ".", types)
-    if first is not None:
-        yield first
-    yield from _walk(root, root_name, "", 1, max_depth, types)
+    with _parent(layout, root_name, "lstat") as (parent, name):
+        try:
+            root_stat = os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except OSError as exc:
+            raise GRPCError(Status.UNKNOWN, _os_text(exc, root_name)) from None
+        if not stat.S_ISDIR(root_stat.st_mode):
+            info = _entry(parent, name, root_name, os.path.basename(root_name), types)
+            if info is not None:
+                yield info
+            return
+        max_depth = (request.recursion_depth or None) if request.recurse else 1
+        first = _entry(parent, name, root_name, ".", types)
+        if first is not None:
+            yield first
+        yield from _walk(parent, name, root_name, "", 1, max_depth, types)
+
+
+def _open_dir(parent: int, name: str) -> int:
+    return os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
 
 
 def _walk(
-    directory: Path, talos_dir: str, relative_dir: str, depth: int, max_depth: int | None, types: set[int]
+    parent: int,
+    name: str,
+    talos_dir: str,
+    relative_dir: str,
+    depth: int,
+    max_depth: int | None,
+    types: set[int],
 ) -> Iterator[machine_pb2.FileInfo]:
     if max_depth is not None and depth > max_depth:
         return
     try:
-        entries = sorted(os.scandir(directory), key=lambda e: e.name)
+        directory = _open_dir(parent, name)
     except OSError as exc:
         yield machine_pb2.FileInfo(
             name=talos_dir, relative_name=relative_dir or ".", error=_os_text(exc, talos_dir)
         )
         return
-    for entry in entries:
-        talos_name = f"{talos_dir.rstrip('/')}/{entry.name}"
-        relative = f"{relative_dir}/{entry.name}" if relative_dir else entry.name
-        info = _info(Path(entry.path), talos_name, relative, types)
-        if info is not None:
-            yield info
-        if entry.is_dir(follow_symlinks=False):
-            yield from _walk(Path(entry.path), talos_name, relative, depth + 1, max_depth, types)
+    try:
+        with os.scandir(directory) as scan:
+            entries = sorted((e.name, e.is_dir(follow_symlinks=False)) for e in scan)
+        for entry, is_dir in entries:
+            talos_name = f"{talos_dir.rstrip('/')}/{entry}"
+            relative = f"{relative_dir}/{entry}" if relative_dir else entry
+            info = _entry(directory, entry, talos_name, relative, types)
+            if info is not None:
+                yield info
+            if is_dir:
+                yield from _walk(directory, entry, talos_name, relative, depth + 1, max_depth, types)
+    finally:
+        os.close(directory)
 
 
 def read_file(layout: Layout, talos_path: str) -> Iterator[bytes]:
-    """``talosctl read``: the bytes of one regular file, in chunks."""
-    host = _resolve(layout, talos_path)
+    """``talosctl read``: the bytes of one regular file, in chunks; symlinks are followed, but only
+    inside the node root (an absolute target starts at the node root, as in a chroot)."""
+    _check(talos_path)
+    with _root(layout) as root:
+        try:
+            # O_NONBLOCK: a FIFO planted where a file was expected must not hang the call.
+            fd = inroot.open_in_root(root, talos_path, os.O_RDONLY | os.O_NONBLOCK)
+        except OSError as exc:
+            raise GRPCError(Status.UNKNOWN, f"stat {talos_path}: {_reason(exc)}") from None
     try:
-        st = host.stat()
-    except OSError as exc:
-        raise GRPCError(Status.UNKNOWN, f"stat {talos_path}: {(exc.strerror or str(exc)).lower()}") from None
-    if not stat.S_ISREG(st.st_mode):
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        os.close(fd)
+        raise
+    if not regular:
+        os.close(fd)
         raise GRPCError(Status.UNKNOWN, "path must be a regular file")
-    with host.open("rb") as handle:
+    with os.fdopen(fd, "rb") as handle:
         while chunk := handle.read(CHUNK):
             yield chunk
 
 
+class _Sink:
+    """Where the gzip stream of ``cp`` lands between two chunks sent to the client."""
+
+    def __init__(self) -> None:
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def write(self, data: bytes) -> int:
+        self.parts.append(bytes(data))
+        self.size += len(data)
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def take(self) -> bytes:
+        data, self.parts, self.size = b"".join(self.parts), [], 0
+        return data
+
+
+_TAR_TYPES = {stat.S_IFIFO: tarfile.FIFOTYPE, stat.S_IFCHR: tarfile.CHRTYPE, stat.S_IFBLK: tarfile.BLKTYPE}
+
+
+def _archive(tar: tarfile.TarFile, sink: _Sink, parent: int, name: str, arcname: str) -> Iterator[bytes]:
+    """Adds ``name`` (in the directory ``parent``) and what it holds; symlinks are stored as links."""
+    try:
+        st = os.stat(name, dir_fd=parent, follow_symlinks=False)
+    except FileNotFoundError:
+        return  # removed while the tree was walked
+    info = tarfile.TarInfo(arcname)
+    info.mode, info.uid, info.gid, info.mtime = st.st_mode & 0o7777, st.st_uid, st.st_gid, int(st.st_mtime)
+    kind = stat.S_IFMT(st.st_mode)
+    if kind == stat.S_IFLNK:
+        info.type, info.linkname = tarfile.SYMTYPE, os.readlink(name, dir_fd=parent)
+        tar.addfile(info)
+    elif kind == stat.S_IFDIR:
+        info.type = tarfile.DIRTYPE
+        tar.addfile(info)
+        directory = _open_dir(parent, name)
+        try:
+            for child in sorted(os.listdir(directory)):
+                yield from _archive(tar, sink, directory, child, f"{arcname}/{child}")
+        finally:
+            os.close(directory)
+    elif kind == stat.S_IFREG:
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        with os.fdopen(os.open(name, flags, dir_fd=parent), "rb") as handle:
+            info.size = os.fstat(handle.fileno()).st_size
+            tar.addfile(info, handle)
+    elif kind in _TAR_TYPES:
+        info.type = _TAR_TYPES[kind]
+        info.devmajor, info.devminor = os.major(st.st_rdev), os.minor(st.st_rdev)
+        tar.addfile(info)
+    # sockets have no tar form (tar(1) skips them too)
+    if sink.size >= CHUNK:
+        yield sink.take()
+
+
 def copy_tar_gz(layout: Layout, talos_path: str) -> Iterator[bytes]:
-    """``talosctl cp``: a gzip-compressed tar of a path, in chunks (names relative to its parent)."""
+    """``talosctl cp``: a gzip-compressed tar of a path, in chunks (names relative to its parent).
+
+    The path is resolved inside the node root; symlinks inside the tree are archived as links (an
+    absolute one keeps its target text, which names a file of the node), never followed.
+    """
     if not talos_path.startswith("/"):
         raise GRPCError(Status.INVALID_ARGUMENT, f"path is not absolute {talos_path}")
-    host = _resolve(layout, talos_path)
-    if not host.exists() and not host.is_symlink():
-        raise GRPCError(Status.UNKNOWN, f"lstat {talos_path}: no such file or directory")
-    buffer = io.BytesIO()
-    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as gz, tarfile.open(fileobj=gz, mode="w|") as tar:
-        tar.add(host, arcname=host.name or ".", recursive=True)
-    data = buffer.getvalue()
-    for offset in range(0, len(data), CHUNK):
-        yield data[offset : offset + CHUNK]
+    with _parent(layout, talos_path, "lstat") as (parent, name):
+        try:
+            os.stat(name, dir_fd=parent, follow_symlinks=False)
+        except OSError as exc:
+            raise GRPCError(Status.UNKNOWN, f"lstat {talos_path}: {_reason(exc)}") from None
+        sink = _Sink()
+        with (
+            gzip.GzipFile(fileobj=sink, mode="wb", mtime=0) as gz,
+            tarfile.open(fileobj=gz, mode="w|") as tar,
+        ):
+            yield from _archive(tar, sink, parent, name, name)
+    if sink.size:
+        yield sink.take()
 
 
 def mounts(layout: Layout) -> list[machine_pb2.MountStat]:

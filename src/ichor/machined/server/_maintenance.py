@@ -17,7 +17,6 @@ from typing import Any
 
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
-from grpclib.server import Server
 
 from ichor.api.gen.machine import machine_pb2
 from ichor.api.limits import limit_requests
@@ -25,6 +24,7 @@ from ichor.machined import _certs
 from ichor.machined.configstore import ConfigStore, LoadedConfig
 from ichor.machined.cosi import State, clear_wait, publish_wait
 from ichor.machined.platform import Layout
+from ichor.machined.server._codec import grpc_server
 from ichor.machined.server._cosi import StateService, fixed_roles
 from ichor.machined.server._machine import UnimplementedMachineService
 from ichor.machined.server._storage import StorageService
@@ -77,7 +77,7 @@ async def serve_until_configured(
     ctx.set_alpn_protocols(["h2"])
     maintenance = MaintenanceService(store)
     # Anyone can reach this port: no request may make it buffer more than one bounded message.
-    server = Server(
+    server = grpc_server(
         limit_requests(
             [maintenance, StateService(state, roles_of=fixed_roles("os:reader")), StorageService(layout)]
         )

@@ -8,9 +8,8 @@ import contextlib
 from collections.abc import Callable
 from typing import IO, Any
 
-from grpclib.server import Server
-
 from ichor.machined.platform import Layout
+from ichor.machined.server._codec import grpc_server
 from ichor.machined.services import RestartPolicy, Service, goroutine
 
 __all__ = ["machined_service"]
@@ -22,7 +21,7 @@ def machined_service(layout: Layout, handlers: Callable[[], list[Any]]) -> Servi
     async def run(log_file: IO[str]) -> None:
         sock = layout.machined_socket
         sock.unlink(missing_ok=True)
-        server = Server(handlers())
+        server = grpc_server(handlers())
         await server.start(path=str(sock))
         log_file.write(f"serving machine API on {sock}\n")
         log_file.flush()

@@ -226,7 +226,8 @@ def parse_patch(text: str, *, source: str, flag: str = "--config-patch") -> Patc
         docs = load_documents(text, source=source)
     except YAMLError as exc:
         raise PatchError(
-            f"patch {exc}", hint=f"a patch given to {flag} must be YAML config documents or a JSON patch list"
+            f"patch {exc}",
+            hint=exc.hint or f"a patch given to {flag} must be YAML config documents or a JSON patch list",
         ) from None
     if not docs:
         # Talos decodes an empty patch as an empty JSON patch: it changes nothing.

@@ -3,6 +3,10 @@
 Operations run on plain copies (``yamlio.to_plain``) through the ``jsonpatch`` package; the result
 is then folded back into the ruamel document so that untouched keys keep their comments and order.
 It must not decide which patch kind a text is (that is :func:`ichor.machinery.patch.parse_patch`).
+
+``copy`` is the one operation that can grow a document past the text that describes it (each copy
+of a list into itself doubles it), so the nodes copies add are counted against
+:data:`~ichor.machinery.limits.INPUT_LIMITS` ``max_nodes``, as YAML aliases are.
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ import jsonpatch
 import jsonpointer
 
 from ichor.machinery.docident import DocIdentity, document_identity
-from ichor.machinery.errors import PatchError
+from ichor.machinery.errors import InputLimitError, PatchError
+from ichor.machinery.limits import INPUT_LIMITS
 from ichor.machinery.patch._merge import kind_of, same
 
 if TYPE_CHECKING:
@@ -85,6 +90,30 @@ def _reason(exc: Exception) -> str:
     return text
 
 
+def _count_nodes(value: Any, budget: int) -> int:
+    """Nodes in plain data (as :mod:`ichor.machinery.yamlio` counts them), stopping past ``budget``."""
+    count, todo = 0, [value]
+    while todo and count <= budget:
+        item = todo.pop()
+        count += 1
+        if isinstance(item, Mapping):
+            count += len(item)  # the keys
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
+    return count
+
+
+def _copied_nodes(doc: Any, op: JSONPatchOp, budget: int) -> int:
+    if op.op != "copy" or op.from_ is None:
+        return 0
+    try:
+        value = jsonpointer.resolve_pointer(doc, op.from_)
+    except jsonpointer.JsonPointerException:
+        return 0  # jsonpatch reports the missing path
+    return _count_nodes(value, budget)
+
+
 def apply_json_patch(docs: list[Any], ops: Sequence[JSONPatchOp], *, source: str) -> list[Any]:
     """Apply ``ops`` to ``docs`` (copies owned by the caller); returns the patched documents."""
     from ichor.machinery.yamlio import to_plain
@@ -93,8 +122,17 @@ def apply_json_patch(docs: list[Any], ops: Sequence[JSONPatchOp], *, source: str
         return docs
     plain = [to_plain(doc) for doc in docs]
     touched: set[int] = set()
+    copied, limit = 0, INPUT_LIMITS.max_nodes
     for index, op in enumerate(ops, start=1):
         target = _target(plain, op, index, source)
+        copied += _copied_nodes(plain[target], op, limit - copied)
+        if copied > limit:
+            raise InputLimitError(
+                f"{APPLY_ERROR}: {source}, operation {index} ({op.describe()}): 'copy' operations add "
+                f"more than {limit:,} nodes (limit max_nodes)",
+                limit="max_nodes",
+                hint="copies of copies grow a config exponentially; write the values out instead",
+            )
         try:
             plain[target] = jsonpatch.JsonPatch([op.as_rfc6902()]).apply(plain[target], in_place=True)
         except jsonpatch.JsonPatchTestFailed as exc:

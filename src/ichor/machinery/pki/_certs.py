@@ -107,9 +107,12 @@ def _serial() -> int:
 
 
 def _name(organizations: Iterable[str] = (), common_name: str | None = None) -> x509.Name:
-    attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
-    if common_name:
-        attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    try:
+        attrs = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
+        if common_name:
+            attrs.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
+    except ValueError as exc:  # e.g. a common name over X.509's 64 characters
+        raise PKIError(f"invalid certificate subject: {exc}") from None
     return x509.Name(attrs)
 
 

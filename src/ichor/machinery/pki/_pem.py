@@ -11,6 +11,7 @@ import hashlib
 import re
 
 from cryptography import x509
+from cryptography.exceptions import UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
 from ichor.machinery.errors import PKIError
@@ -73,9 +74,14 @@ def load_csr(data: bytes, *, what: str = "certificate request") -> x509.Certific
     if kind != PEM_CERTIFICATE_REQUEST:
         raise PKIError(f"{what}: expected a CERTIFICATE REQUEST PEM block, found {kind!r}")
     try:
-        return x509.load_der_x509_csr(der)
-    except ValueError as exc:
+        csr = x509.load_der_x509_csr(der)
+        # The parts are parsed lazily: parse them now, so a garbled one is this error, here, and
+        # not a bare ValueError wherever the CSR is used next.
+        csr.public_key()
+        _ = csr.subject, csr.extensions, csr.is_signature_valid
+    except (ValueError, UnsupportedAlgorithm) as exc:
         raise PKIError(f"{what}: cannot parse the certificate request: {exc}") from None
+    return csr
 
 
 def spki_sha256(cert_pem: bytes) -> str:
