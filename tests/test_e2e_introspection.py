@@ -71,7 +71,7 @@ def _boxes(dot: str) -> set[str]:
 
 NODE_CONTROLLERS = {
     "config.MachineTypeController",
-    "network.HostnameController",
+    "network.HostnameSpecController",
     "network.NodeAddressController",
     "secrets.RootController",
     "cluster.MemberController",
@@ -83,7 +83,7 @@ def test_inspect_dependencies_prints_the_live_controller_graph(node: Node, tmp_p
     assert graph.exit_code == 0, graph.stderr
     assert graph.stdout.startswith("digraph  {\n") and graph.stdout.endswith("}\n")
     assert _boxes(graph.stdout) >= NODE_CONTROLLERS
-    # An input edge into the hostname controller, labelled with the config id it watches.
+    # An input edge labelled with the config id it watches.
     assert 'label="HostnameStatuses.net.talos.dev",shape="note"' in graph.stdout
     assert re.search(r'->n\d+\[label="v1alpha1",style="dotted"\]', graph.stdout)
 
@@ -100,7 +100,7 @@ def test_inspect_dependencies_prints_the_live_controller_graph(node: Node, tmp_p
     if shutil.which("dot") is not None:
         for dot in (graph.stdout, with_resources.stdout):
             rendered = proc.run(["dot", "-Tsvg"], input=dot, timeout=60)
-            assert "network.HostnameController" in rendered.stdout
+            assert "network.HostnameSpecController" in rendered.stdout
 
 
 def test_logs_controller_runtime_names_the_controllers(node: Node) -> None:
@@ -114,7 +114,7 @@ def test_logs_controller_runtime_names_the_controllers(node: Node) -> None:
         if (match := re.search(r' DEBUG controller starting \{"component": "controller-runtime", '
                                r'"controller": "([^"]+)"\}$', line))
     }  # fmt: skip
-    assert "network.HostnameController" in started
+    assert "network.HostnameSpecController" in started
     # Every controller the runtime started is in the graph, and the graph has no other.
     graph = node.talosctl("inspect", "dependencies")
     assert graph.exit_code == 0, graph.stderr

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 from ichor.api.gen.security import security_pb2
 from ichor.machined.trustd import SecurityService
 from ichor.machinery import pki
+from ichor.machinery.pki._pem import _pem as pem_encode
 
 pytestmark = pytest.mark.fuzz
 
@@ -127,4 +128,4 @@ def test_a_csr_whose_signature_does_not_match_is_refused() -> None:
     good, bad = x509.load_pem_x509_csr(VALID), x509.load_pem_x509_csr(other)
     # The request body of one CSR with the signature of another.
     forged = good.tbs_certrequest_bytes + bad.public_bytes(serialization.Encoding.DER)[-72:]
-    assert _answer(pki._pem("CERTIFICATE REQUEST", forged)) is Status.INVALID_ARGUMENT
+    assert _answer(pem_encode("CERTIFICATE REQUEST", forged)) is Status.INVALID_ARGUMENT
