@@ -14,7 +14,9 @@ The graph (as ``talosctl inspect dependencies`` draws it)::
         TimeServerStatus
     the kernel --LinkStatus/AddressStatus/RouteStatusController--> links, addresses, routes
     AddressStatuses + LinkStatuses --NodeAddressController--> NodeAddresses
-    NodeAddresses + RouteStatuses + HostnameStatus --StatusController--> NetworkStatus
+    HostnameStatus + NodeAddress + ResolverStatus --EtcFileController--> EtcFileSpecs hosts,
+        resolv.conf --files.EtcFileController--> /etc in the node, EtcFileStatuses
+    NodeAddresses + RouteStatuses + HostnameStatus + EtcFileStatuses --StatusController--> NetworkStatus
 
 Which kernel: :func:`network_controllers` takes a :class:`~ichor.machined.netlink.Netlink`. A process
 node (``Layout.own_netns`` false) gets :class:`~ichor.machined.netlink.ProcessNodeView` and no
@@ -40,6 +42,12 @@ from ichor.machined.controllers.network.config import (
     route_config_controller,
     route_spec_of,
     select_links,
+)
+from ichor.machined.controllers.network.etcfiles import (
+    EtcFileWriter,
+    etc_file_spec_controller,
+    render_hosts,
+    render_resolv_conf,
 )
 from ichor.machined.controllers.network.hostname import (
     DEFAULT_RESOLVERS,
@@ -74,6 +82,7 @@ __all__ = [
     "DEFAULT_RESOLVERS",
     "DEFAULT_TIME_SERVERS",
     "AddressSpecController",
+    "EtcFileWriter",
     "KernelObserver",
     "LinkSpecController",
     "OperatorSpecController",
@@ -83,6 +92,7 @@ __all__ = [
     "config_controller",
     "config_or_none",
     "default_hostname",
+    "etc_file_spec_controller",
     "hostname_config_controller",
     "hostname_controllers",
     "hostname_merge_controller",
@@ -98,6 +108,8 @@ __all__ = [
     "node_address_controller",
     "operator_config_controller",
     "parse_address",
+    "render_hosts",
+    "render_resolv_conf",
     "resolver_config_controller",
     "resolver_controllers",
     "resolver_merge_controller",
@@ -160,5 +172,7 @@ def network_controllers(
         address_status_controller(kernel),
         route_status_controller(kernel),
         node_address_controller(layout),
+        etc_file_spec_controller(),
+        EtcFileWriter(layout),
         status_controller(layout),
     ]
