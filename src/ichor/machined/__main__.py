@@ -1,4 +1,4 @@
-"""``python -m ichor.machined --root DIR --address IP [--config FILE] [--own-netns]``: run one node.
+"""``python -m ichor.machined --root DIR --address IP [--config FILE] [--own-netns] [--own-uts]``: run one node.
 
 The process exits with :data:`~ichor.machined.platform.EXIT_REBOOT` when the node reboots (its
 launcher starts it again) and :data:`~ichor.machined.platform.EXIT_POWEROFF` when it powers off.
@@ -27,6 +27,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the node runs in a network namespace of its own: apply machine.network to its links, "
         "addresses and routes (never on a process node, which shares the host's network)",
     )
+    parser.add_argument(
+        "--own-uts",
+        action="store_true",
+        help="the node runs in a UTS namespace of its own: set the kernel's hostname from the "
+        "machine config (never on a process node, which shares the host's)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
 
@@ -38,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     sys.setswitchinterval(0.001)
 
     node = Node(
-        Layout(root=args.root.resolve(), address=args.address, own_netns=args.own_netns),
+        Layout(
+            root=args.root.resolve(), address=args.address, own_netns=args.own_netns, own_uts=args.own_uts
+        ),
         config_source=args.config,
     )
 

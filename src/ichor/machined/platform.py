@@ -51,6 +51,9 @@ class Layout:
     own_netns: bool = False
     """machined runs in a network namespace of its own (a container node): only then may it change
     links, addresses and routes. A process node shares the host's network and changes nothing in it."""
+    own_uts: bool = False
+    """machined runs in a UTS namespace of its own (a container node): only then does it set the
+    kernel's hostname and domain name. A process node shares the host's and never sets them."""
 
     def path(self, talos_path: str) -> Path:
         """``/system/state/config.yaml`` -> ``<root>/system/state/config.yaml``.

@@ -13,7 +13,7 @@ The graph, as ``talosctl inspect dependencies`` prints it:
 * cluster:  identity, DiscoveryConfig, Info -> local Affiliate -> discovery service -> raw
             Affiliates -> merged Affiliates -> Members -> Endpoints
 * runtime:  the sequencer's stage -> MachineStatus; the supervisor's services -> Services (+ waits);
-            TimeStatus
+            TimeStatus (synced by SNTP from TimeServerStatus on a node with its own network, else the host's)
 
 Only controllers write derived resources; the config store writes MachineConfig and the
 sequencer MachineResetSignal. Adding a controller: write it in its area's module, name it after
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ichor.machined.controllers import cluster, config, etcd, network, runtime, secrets
+from ichor.machined.controllers import cluster, config, etcd, network, runtime, secrets, timesync
 from ichor.machined.cosi import Controller, Source
 from ichor.machined.events import EventBus
 from ichor.machined.netlink import Netlink
@@ -60,5 +60,5 @@ def node_controllers(
         *cluster.cluster_controllers(layout, client_factory=discovery_client),
         runtime.MachineStatusController(stage, events),
         runtime.ServiceController(services),
-        runtime.time_status_controller(),
+        timesync.TimeSyncController() if layout.own_netns else runtime.time_status_controller(),
     ]

@@ -34,6 +34,9 @@ __all__ = [
     "RESOLVER_STATUSES",
     "ROUTE_SPECS",
     "ROUTE_STATUSES",
+    "TIME_SERVER_ID",
+    "TIME_SERVER_SPECS",
+    "TIME_SERVER_STATUSES",
     "AddressSpecSpec",
     "ConfigLayer",
     "DHCP4OperatorSpec",
@@ -49,6 +52,8 @@ __all__ = [
     "RouteStatusSpec",
     "RouteType",
     "RoutingTable",
+    "TimeServerSpecSpec",
+    "TimeServerStatusSpec",
     "layered_id",
 ]
 
@@ -56,6 +61,7 @@ NETWORK_CONFIG_NAMESPACE = "network-config"
 """Unmerged, per-layer specs; merged versions live in namespace ``network``."""
 _NETWORK = "network"
 RESOLVER_ID = "resolvers"
+TIME_SERVER_ID = "timeservers"
 NETWORK_STATUS_ID = "status"
 DEFAULT_ROUTE_METRIC = 1024
 """Talos's metric for a route that names none."""
@@ -255,6 +261,18 @@ class ResolverStatusSpec:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class TimeServerSpecSpec:
+    time_servers: tuple[str, ...] = ()
+    """Host names or addresses (Go's ``NTPServers``, YAML ``timeServers``)."""
+    layer: ConfigLayer = ConfigLayer.DEFAULT
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TimeServerStatusSpec:
+    time_servers: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class DHCP4OperatorSpec:
     route_metric: int = 0
     skip_hostname_request: bool = False
@@ -262,7 +280,7 @@ class DHCP4OperatorSpec:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class OperatorSpecSpec:
-    """An operator to run on a link: recorded here; the DHCP client itself is not built yet."""
+    """An operator to run on a link (``dhcp4``: the DHCPv4 client of ``network.OperatorSpecController``)."""
 
     operator: str
     link_name: str
@@ -351,4 +369,14 @@ NETWORK_STATUSES: ResourceType[NetworkStatusSpec] = ResourceType(
     default_namespace=_NETWORK,
     spec_class=NetworkStatusSpec,
     aliases=("netstatus", "netstatuses"),
+)
+TIME_SERVER_SPECS: ResourceType[TimeServerSpecSpec] = ResourceType(
+    type="TimeServerSpecs.net.talos.dev", default_namespace=_NETWORK, spec_class=TimeServerSpecSpec
+)
+TIME_SERVER_STATUSES: ResourceType[TimeServerStatusSpec] = ResourceType(
+    type="TimeServerStatuses.net.talos.dev",
+    default_namespace=_NETWORK,
+    spec_class=TimeServerStatusSpec,
+    aliases=("timeserver", "timeservers"),
+    print_columns=(PrintColumn("Timeservers", "{.timeServers}"),),
 )

@@ -5,13 +5,18 @@ The graph (as ``talosctl inspect dependencies`` draws it)::
     MachineConfig + LinkStatuses --*ConfigController--> layered specs (namespace network-config,
         ids <layer>/<id>; layers default < cmdline < platform < operator < configuration)
     layered specs --*MergeController--> LinkSpecs, AddressSpecs, RouteSpecs, OperatorSpecs,
-        HostnameSpec, ResolverSpec (namespace network)
+        HostnameSpec, ResolverSpec, TimeServerSpec (namespace network)
+    OperatorSpecs + LinkStatuses --OperatorSpecController (DHCPv4 leases)--> operator-layer specs
+        (only on a node with a network namespace of its own)
     LinkSpecs, AddressSpecs, RouteSpecs --*SpecController--> the kernel, over netlink
         (only on a node with a network namespace of its own)
-    HostnameSpec, ResolverSpec --*SpecController--> HostnameStatus, ResolverStatus
+    HostnameSpec, ResolverSpec, TimeServerSpec --*SpecController--> HostnameStatus, ResolverStatus,
+        TimeServerStatus
     the kernel --LinkStatus/AddressStatus/RouteStatusController--> links, addresses, routes
     AddressStatuses + LinkStatuses --NodeAddressController--> NodeAddresses
-    NodeAddresses + RouteStatuses + HostnameStatus --StatusController--> NetworkStatus
+    HostnameStatus + NodeAddress + ResolverStatus --EtcFileController--> EtcFileSpecs hosts,
+        resolv.conf --files.EtcFileController--> /etc in the node, EtcFileStatuses
+    NodeAddresses + RouteStatuses + HostnameStatus + EtcFileStatuses --StatusController--> NetworkStatus
 
 Which kernel: :func:`network_controllers` takes a :class:`~ichor.machined.netlink.Netlink`. A process
 node (``Layout.own_netns`` false) gets :class:`~ichor.machined.netlink.ProcessNodeView` and no
@@ -19,6 +24,8 @@ controller that applies specs, so nothing here can change the host's network.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from ichor.machined.controllers.network._layers import config_controller, layered, merge_controller
 from ichor.machined.controllers.network.apply import (
@@ -36,6 +43,12 @@ from ichor.machined.controllers.network.config import (
     route_spec_of,
     select_links,
 )
+from ichor.machined.controllers.network.etcfiles import (
+    EtcFileWriter,
+    etc_file_spec_controller,
+    render_hosts,
+    render_resolv_conf,
+)
 from ichor.machined.controllers.network.hostname import (
     DEFAULT_RESOLVERS,
     default_hostname,
@@ -49,6 +62,7 @@ from ichor.machined.controllers.network.hostname import (
     resolver_merge_controller,
     resolver_spec_controller,
 )
+from ichor.machined.controllers.network.operator import OperatorSpecController, lease_specs
 from ichor.machined.controllers.network.status import (
     KernelObserver,
     address_status_controller,
@@ -57,28 +71,35 @@ from ichor.machined.controllers.network.status import (
     route_status_controller,
     status_controller,
 )
+from ichor.machined.controllers.network.timeservers import DEFAULT_TIME_SERVERS, time_server_controllers
 from ichor.machined.cosi import Controller
+from ichor.machined.dhcp4 import TransportFactory, raw_transports
 from ichor.machined.netlink import KernelNetlink, Netlink, ProcessNodeView
 from ichor.machined.platform import Layout
 from ichor.machined.resources import ADDRESS_SPECS, LINK_SPECS, OPERATOR_SPECS, ROUTE_SPECS
 
 __all__ = [
     "DEFAULT_RESOLVERS",
+    "DEFAULT_TIME_SERVERS",
     "AddressSpecController",
+    "EtcFileWriter",
     "KernelObserver",
     "LinkSpecController",
+    "OperatorSpecController",
     "RouteSpecController",
     "address_config_controller",
     "address_status_controller",
     "config_controller",
     "config_or_none",
     "default_hostname",
+    "etc_file_spec_controller",
     "hostname_config_controller",
     "hostname_controllers",
     "hostname_merge_controller",
     "hostname_of",
     "hostname_spec_controller",
     "layered",
+    "lease_specs",
     "link_config_controller",
     "link_status_controller",
     "merge_controller",
@@ -87,6 +108,8 @@ __all__ = [
     "node_address_controller",
     "operator_config_controller",
     "parse_address",
+    "render_hosts",
+    "render_resolv_conf",
     "resolver_config_controller",
     "resolver_controllers",
     "resolver_merge_controller",
@@ -97,6 +120,7 @@ __all__ = [
     "select_links",
     "spec_merge_controllers",
     "status_controller",
+    "time_server_controllers",
 ]
 
 
@@ -116,17 +140,28 @@ def spec_merge_controllers() -> list[Controller]:
     ]
 
 
-def network_controllers(layout: Layout, netlink: Netlink | None = None) -> list[Controller]:
-    """Every network controller of a node, in registration order."""
+def network_controllers(
+    layout: Layout,
+    netlink: Netlink | None = None,
+    dhcp_transports: Callable[[str], TransportFactory] | None = None,
+) -> list[Controller]:
+    """Every network controller of a node, in registration order.
+
+    The DHCP operator runs on a node with its own network namespace, over raw sockets on its links
+    when ``netlink`` is the real kernel; with a fake ``netlink`` (tests) only if ``dhcp_transports``
+    is given, so a test can never send DHCP onto a host's link of the same name.
+    """
     kernel = netlink if netlink is not None else netlink_for(layout)
-    applying: list[Controller] = (
-        [LinkSpecController(kernel), AddressSpecController(kernel), RouteSpecController(kernel)]
-        if layout.own_netns
-        else []
-    )
+    applying: list[Controller] = []
+    if layout.own_netns:
+        applying = [LinkSpecController(kernel), AddressSpecController(kernel), RouteSpecController(kernel)]
+        transports = dhcp_transports or (raw_transports if netlink is None else None)
+        if transports is not None:
+            applying.append(OperatorSpecController(transports))
     return [
         *hostname_controllers(layout),
         *resolver_controllers(),
+        *time_server_controllers(),
         link_config_controller(),
         address_config_controller(),
         route_config_controller(),
@@ -137,5 +172,7 @@ def network_controllers(layout: Layout, netlink: Netlink | None = None) -> list[
         address_status_controller(kernel),
         route_status_controller(kernel),
         node_address_controller(layout),
+        etc_file_spec_controller(),
+        EtcFileWriter(layout),
         status_controller(layout),
     ]

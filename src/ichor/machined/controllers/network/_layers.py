@@ -1,7 +1,8 @@
 """Layered specs: ``*Config`` controllers write one layer each, merge controllers pick the winner.
 
-A layered spec lives in namespace ``network-config`` with id ``<layer>/<id>``; the merged one in
-``network`` with id ``<id>``. Both controllers write the same type (so both declare it shared),
+A layered spec lives in namespace ``network-config`` with id ``<layer>/<id>`` (an operator's, as in
+Talos, ``<operator>/<link>/<id>``: ``dhcp4/eth0/eth0/10.5.0.2/24``); the merged one in ``network``
+with id ``<id>``. Both controllers write the same type (so both declare it shared),
 each in its own namespace.
 """
 
@@ -13,7 +14,7 @@ from typing import Protocol, TypeVar
 from ichor.machined.cosi import ControllerContext, Input, OutputKind, ResourceType, TransformController
 from ichor.machined.resources import NETWORK_CONFIG_NAMESPACE, ConfigLayer, layered_id
 
-__all__ = ["config_controller", "layered", "merge_controller"]
+__all__ = ["config_controller", "layered", "merge_controller", "merged_id"]
 
 
 class _Layered(Protocol):
@@ -27,6 +28,12 @@ S = TypeVar("S", bound=_Layered)
 def layered(specs: Iterable[tuple[str, S]]) -> dict[str, S]:
     """``(id, spec)`` pairs -> ``{<layer>/<id>: spec}``, each spec at the layer it names."""
     return {layered_id(spec.layer, id): spec for id, spec in specs}
+
+
+def merged_id(id: str) -> str:
+    """``configuration/eth0`` -> ``eth0``; an operator's ``dhcp4/eth0/eth0/10.5.0.2/24`` -> ``eth0/10.5.0.2/24``."""
+    head, _, rest = id.partition("/")
+    return rest if head in ConfigLayer._value2member_map_ else rest.partition("/")[2]
 
 
 def config_controller(
@@ -50,8 +57,7 @@ def merge_controller(
     def derive(ctx: ControllerContext) -> dict[str, S]:
         by_id: dict[str, list[S]] = {}
         for resource in ctx.list(type, namespace=NETWORK_CONFIG_NAMESPACE):
-            _, _, id = resource.id.partition("/")
-            by_id.setdefault(id, []).append(resource.spec)
+            by_id.setdefault(merged_id(resource.id), []).append(resource.spec)
         merged: dict[str, S] = {}
         for id, specs in by_id.items():
             specs.sort(key=lambda spec: spec.layer.rank)

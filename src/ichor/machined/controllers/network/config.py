@@ -1,11 +1,12 @@
 """``machine.network.interfaces`` -> layered LinkSpecs, AddressSpecs, RouteSpecs and OperatorSpecs.
 
 Two layers come from here: ``default`` (loopback up with 127.0.0.1/8 and ::1/128, every physical
-link the config does not mention brought up) and ``configuration`` (the machine config). An
+link the config does not mention brought up and run with DHCPv4, as Talos does) and
+``configuration`` (the machine config). An
 interface is named by ``interface`` or picked by ``deviceSelector`` (``hardwareAddr``, ``driver``,
 ``busPath``, wildcards allowed, ``physical``) among the links the kernel reports; a selector applies
-to every link it matches. ``ignore: true`` leaves an interface alone. ``dhcp: true`` is recorded as
-a ``dhcp4`` OperatorSpec (the DHCP client that would run it is not built yet).
+to every link it matches. ``ignore: true`` leaves an interface alone. ``dhcp: true`` becomes a
+``dhcp4`` OperatorSpec, which ``network.OperatorSpecController`` runs.
 """
 
 from __future__ import annotations
@@ -96,6 +97,13 @@ def _configured(config: Config | None, links: Mapping[str, LinkStatusSpec]) -> I
             yield name, device
 
 
+def _unmentioned_physical(config: Config | None, links: Mapping[str, LinkStatusSpec]) -> list[str]:
+    """Physical links no device entry names or selects (ignored ones count as named): Talos's
+    default layer brings them up and runs DHCPv4 on them."""
+    mentioned = {name for device in _devices(config) for name in select_links(device, links)}
+    return [name for name, link in links.items() if link.physical and name not in mentioned]
+
+
 def parse_address(text: str) -> IPPrefix:
     """``10.5.0.2/24``, or a bare address with a netmask of all ones (``10.5.0.2`` -> ``/32``)."""
     return ipaddress.ip_interface(text.strip())
@@ -110,10 +118,8 @@ def link_config_controller() -> TransformController[LinkSpecSpec]:
         links = _links(ctx)
         config = config_or_none(ctx)
         yield "lo", LinkSpecSpec(name="lo", up=True, type="loopback")
-        mentioned = {name for device in _devices(config) for name in select_links(device, links)}
-        for name, link in links.items():
-            if link.physical and name not in mentioned:
-                yield name, LinkSpecSpec(name=name, up=True)
+        for name in _unmentioned_physical(config, links):
+            yield name, LinkSpecSpec(name=name, up=True)
         for name, device in _configured(config, links):
             yield name, LinkSpecSpec(name=name, up=True, mtu=device.mtu or 0, layer=_CONFIGURATION)
 
@@ -192,7 +198,12 @@ def route_config_controller() -> TransformController[RouteSpecSpec]:
 
 def operator_config_controller() -> TransformController[OperatorSpecSpec]:
     def derive(ctx: ControllerContext) -> Iterator[tuple[str, OperatorSpecSpec]]:
-        for name, device in _configured(config_or_none(ctx), _links(ctx)):
+        links, config = _links(ctx), config_or_none(ctx)
+        for name in _unmentioned_physical(config, links):
+            spec = OperatorSpecSpec(operator="dhcp4", link_name=name, require_up=True,
+                                    dhcp4=DHCP4OperatorSpec(route_metric=DEFAULT_ROUTE_METRIC))  # fmt: skip
+            yield spec.id, spec
+        for name, device in _configured(config, links):
             options = device.dhcp_options
             if not device.dhcp or (options is not None and options.ipv4 is False):
                 continue

@@ -3,8 +3,9 @@
 * ``network.HostnameConfigController``: ``default`` layer ``talos-<address with dashes>``,
   ``configuration`` layer ``machine.network.hostname`` -> layered HostnameSpecs;
 * ``network.HostnameMergeController``: the highest layer -> HostnameSpec ``hostname``;
-* ``network.HostnameSpecController``: HostnameSpec -> HostnameStatus ``hostname``. The kernel's
-  hostname is not set: a process node shares the host's UTS namespace;
+* ``network.HostnameSpecController``: HostnameSpec -> HostnameStatus ``hostname``; on a node with a
+  UTS namespace of its own (``Layout.own_uts``) it first sets the kernel's hostname and domain name
+  (sethostname/setdomainname). A process node shares the host's UTS namespace: never set there;
 * ``network.ResolverConfigController``: ``default`` layer 1.1.1.1 and 8.8.8.8 (Talos's),
   ``configuration`` layer ``machine.network.nameservers`` -> layered ResolverSpecs;
 * ``network.ResolverMergeController`` -> ResolverSpec ``resolvers``;
@@ -14,13 +15,16 @@
 
 from __future__ import annotations
 
+import ctypes
 import ipaddress
-from collections.abc import Iterator
+import os
+import socket
+from collections.abc import Callable, Iterator
 
 from ichor.machined.controllers.config import ACTIVE_CONFIG
 from ichor.machined.controllers.network._layers import config_controller, merge_controller
 from ichor.machined.controllers.network.config import config_or_none
-from ichor.machined.cosi import ControllerContext, Input, SkipReconcile, TransformController
+from ichor.machined.cosi import ControllerContext, Input, SkipReconcile, TransformController, WaitingFor
 from ichor.machined.platform import Layout
 from ichor.machined.resources import (
     HOSTNAME_SPECS,
@@ -49,6 +53,7 @@ __all__ = [
     "resolver_controllers",
     "resolver_merge_controller",
     "resolver_spec_controller",
+    "set_kernel_hostname",
 ]
 
 DEFAULT_RESOLVERS = ("1.1.1.1", "8.8.8.8")
@@ -85,22 +90,50 @@ def hostname_merge_controller() -> TransformController[HostnameSpecSpec]:
     return merge_controller("network.HostnameMergeController", HOSTNAME_SPECS)
 
 
-def hostname_spec_controller() -> TransformController[HostnameStatusSpec]:
+KernelHostname = Callable[[str, str], None]
+"""Sets the kernel's (hostname, domain name): :func:`set_kernel_hostname`, or a test's recorder."""
+
+
+def set_kernel_hostname(hostname: str, domainname: str) -> None:
+    """sethostname(2) and setdomainname(2) in the calling process's UTS namespace."""
+    socket.sethostname(hostname)
+    libc = ctypes.CDLL(None, use_errno=True)
+    name = domainname.encode()
+    if libc.setdomainname(name, len(name)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"setdomainname({domainname!r}): {os.strerror(err)}")
+
+
+def hostname_spec_controller(
+    layout: Layout | None = None, set_kernel: KernelHostname = set_kernel_hostname
+) -> TransformController[HostnameStatusSpec]:
+    own_uts = layout is not None and layout.own_uts
+
     def derive(ctx: ControllerContext) -> dict[str, HostnameStatusSpec]:
         spec = ctx.get_or_none(HOSTNAME_SPECS, HOSTNAME_STATUS_ID)
         if spec is None:
             raise SkipReconcile
+        if own_uts:
+            try:
+                set_kernel(spec.spec.hostname, spec.spec.domainname)
+            except OSError as err:
+                raise WaitingFor(
+                    "kernel hostname set", f"{err} (machine.network.hostname)", retry_after=5.0
+                ) from err
         return {HOSTNAME_STATUS_ID: HostnameStatusSpec(spec.spec.hostname, spec.spec.domainname)}
 
-    return TransformController(
+    controller = TransformController(
         "network.HostnameSpecController", inputs=[Input(HOSTNAME_SPECS, id=HOSTNAME_STATUS_ID)],
         output=HOSTNAME_STATUSES, map_inputs=derive,
     )  # fmt: skip
+    if own_uts:
+        controller.writes = "(the kernel's hostname, in the node's UTS namespace)"
+    return controller
 
 
 def hostname_controllers(layout: Layout) -> list[TransformController[HostnameSpecSpec] | TransformController[HostnameStatusSpec]]:  # fmt: skip
     """Config -> layered specs -> merged spec -> status, in registration order."""
-    return [hostname_config_controller(layout), hostname_merge_controller(), hostname_spec_controller()]
+    return [hostname_config_controller(layout), hostname_merge_controller(), hostname_spec_controller(layout)]
 
 
 def resolver_config_controller() -> TransformController[ResolverSpecSpec]:

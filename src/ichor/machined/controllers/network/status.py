@@ -9,7 +9,7 @@
   its own has the global addresses of its links that are up (loopback and link-local left out).
 * ``network.StatusController``: NetworkStatus ``status``: addresses (a current node address),
   connectivity (a default route; a process node uses the host's), hostname (a HostnameStatus),
-  etcfiles (``/etc/hosts`` and ``/etc/resolv.conf`` written: not built yet, so false).
+  etcfiles (EtcFileStatuses ``hosts`` and ``resolv.conf``: both files written).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from ichor.machined.netlink import Netlink
 from ichor.machined.platform import Layout
 from ichor.machined.resources import (
     ADDRESS_STATUSES,
+    ETC_FILE_STATUSES,
     HOSTNAME_STATUS_ID,
     HOSTNAME_STATUSES,
     LINK_STATUSES,
@@ -170,12 +171,12 @@ def status_controller(layout: Layout) -> TransformController[NetworkStatusSpec]:
             address_ready=current is not None and bool(current.spec.addresses),
             connectivity_ready=default_route or not layout.own_netns,
             hostname_ready=ctx.get_or_none(HOSTNAME_STATUSES, HOSTNAME_STATUS_ID) is not None,
-            etc_files_ready=False,
+            etc_files_ready={"hosts", "resolv.conf"} <= {r.id for r in ctx.list(ETC_FILE_STATUSES)},
         )}  # fmt: skip
 
     return TransformController(
         "network.StatusController",
         inputs=[Input(NODE_ADDRESSES, id=NODE_ADDRESS_CURRENT_ID), Input(ROUTE_STATUSES),
-                Input(HOSTNAME_STATUSES, id=HOSTNAME_STATUS_ID)],
+                Input(HOSTNAME_STATUSES, id=HOSTNAME_STATUS_ID), Input(ETC_FILE_STATUSES)],
         output=NETWORK_STATUSES, map_inputs=derive,
     )  # fmt: skip
