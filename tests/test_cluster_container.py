@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from ichor.machined.platform import Layout, Platform
 from ichor.machinery import proc
 from ichor.machinery.errors import MachineryError
@@ -81,7 +82,11 @@ def test_the_static_address_patch_gives_eth0_its_address_and_the_default_route()
 
 def test_process_nodes_say_process_and_run_in_container_mode() -> None:
     assert Layout(root=Path("/x"), address="127.0.0.2").platform is Platform.PROCESS
-    assert (Platform.PROCESS.mode, Platform.CONTAINER.mode, Platform.METAL.mode) == ("container", "container", "metal")
+    assert (Platform.PROCESS.mode, Platform.CONTAINER.mode, Platform.METAL.mode) == (
+        "container",
+        "container",
+        "metal",
+    )
 
 
 def _create(tmp_path: Path, **kw: Any) -> ClusterRecord:
@@ -123,7 +128,9 @@ def test_a_cidr_this_machine_already_routes_is_refused(tmp_path: Path) -> None:
     cidr = f"10.{random.randint(200, 250)}.{random.randint(0, 255)}.0/24"
     proc.run(["ip", "route", "add", "blackhole", cidr, "metric", str(net.BLACKHOLE_METRIC)])
     try:
-        with pytest.raises(MachineryError, match=f"--cidr {cidr} overlaps a blackhole route to {cidr}") as caught:
+        with pytest.raises(
+            MachineryError, match=f"--cidr {cidr} overlaps a blackhole route to {cidr}"
+        ) as caught:
             _create(tmp_path, cidr=cidr)
         assert "pick a --cidr nothing on this machine uses" in (caught.value.hint or "")
         assert not (tmp_path / "s").exists()

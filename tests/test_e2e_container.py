@@ -72,7 +72,11 @@ def _leftovers(cluster: Cluster) -> list[str]:
     mounts = Path("/proc/self/mountinfo").read_text()
     left += [f"mount {line.split()[4]}" for line in mounts.splitlines() if str(cluster.state_dir) in line]
     links = _links()
-    names = [bridge_name(NAME), veth_name(NAME, f"{NAME}-controlplane-1"), veth_name(NAME, f"{NAME}-worker-1")]
+    names = [
+        bridge_name(NAME),
+        veth_name(NAME, f"{NAME}-controlplane-1"),
+        veth_name(NAME, f"{NAME}-worker-1"),
+    ]
     left += [f"link {name}" for name in names if name in links]
     left += [f"route {r}" for r in _routes(cluster.cidr)]
     return left
@@ -87,7 +91,17 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
     try:
         yield made
     finally:
-        _talosctl(made.home, "cluster", "destroy", "--name", NAME, "--state", str(made.state), "--force", timeout=120)
+        _talosctl(
+            made.home,
+            "cluster",
+            "destroy",
+            "--name",
+            NAME,
+            "--state",
+            str(made.state),
+            "--force",
+            timeout=120,
+        )
         # Whatever destroy could not do, by PID and by name, the blackhole last.
         signal_and_wait([p.id for p in find(made.state_dir)], signal.SIGKILL, 10)
         proc.run(["ip", "link", "del", bridge_name(NAME)], check=False)
@@ -117,7 +131,9 @@ def test_container_cluster_create_reboot_destroy_leaves_nothing(cluster: Cluster
     assert f"eth0/{cluster.worker}/24" in addresses.stdout, addresses.stdout + addresses.stderr
     # machined is PID 1 of the node, and the node's own localhost is its own.
     processes = _talosctl(cluster.home, "-n", cluster.cp, "processes")
-    assert any(line.split()[1] == "1" and "ichor.machined" in line for line in processes.stdout.splitlines()[1:])
+    assert any(
+        line.split()[1] == "1" and "ichor.machined" in line for line in processes.stdout.splitlines()[1:]
+    )
     links = _talosctl(cluster.home, "-n", cluster.cp, "get", "links")
     assert " eth0 " in links.stdout and " lo " in links.stdout, links.stdout
     members = _talosctl(cluster.home, "-n", cluster.cp, "etcd", "members")
