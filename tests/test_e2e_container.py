@@ -14,11 +14,14 @@ import os
 import random
 import shutil
 import signal
+import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cluster_helpers import cli_env
 from cluster_helpers import talosctl_in as _talosctl
 
 from ichor.machinery import proc
@@ -156,3 +159,32 @@ def test_container_cluster_create_reboot_destroy_leaves_nothing(cluster: Cluster
     assert _leftovers(cluster) == []
     listed = proc.run(["lsns", "-n", "-o", "NS"]).stdout.split()
     assert node_namespaces.isdisjoint(int(ns) for ns in listed)
+
+
+def test_a_failed_create_removes_the_network_and_keeps_the_logs(cluster: Cluster) -> None:
+    failed = _talosctl(cluster.home, "cluster", "create", "--provisioner", "container", "--name", NAME,
+                       "--state", str(cluster.state), "--cidr", cluster.cidr, "--wait-timeout", "1s")  # fmt: skip
+    assert failed.exit_code != 0 and "hint: raise --wait-timeout" in failed.stderr, failed.stderr
+    assert f"removed the blackhole route for {cluster.cidr}" in failed.stderr
+    assert _leftovers(cluster) == []
+    assert (cluster.state_dir / f"{NAME}-controlplane-1.log").exists()
+
+
+def test_ctrl_c_during_create_removes_everything(cluster: Cluster) -> None:
+    output = cluster.home / "create.log"
+    create = proc.start([sys.executable, "-m", "ichor", "cluster", "create", "--provisioner", "container",
+                         "--name", NAME, "--state", str(cluster.state), "--cidr", cluster.cidr],
+                        output=output, env=cli_env(cluster.home), cwd=cluster.home)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while "in its own namespaces" not in (output.read_text() if output.exists() else ""):
+            assert time.monotonic() < deadline and create.poll() is None, output.read_text()
+            time.sleep(0.05)
+        os.kill(create.pid, signal.SIGINT)
+        assert create.wait(timeout=90) != 0
+    finally:
+        create.stop(timeout=5)
+    text = output.read_text()
+    assert "interrupted: removing what create started" in text and "removed the blackhole route" in text, text
+    assert _leftovers(cluster) == []
+    assert not cluster.state_dir.exists()

@@ -149,8 +149,14 @@ def _tail(path: Path) -> str:
 
 
 def remove_network(record: ClusterRecord, progress: Callable[[str], None]) -> None:
-    """The bridge, then the blackhole route, last. Only once no process of the cluster runs."""
-    if record.bridge and net.delete_bridge(record.bridge):
+    """The veths, the bridge, then the blackhole route, last. Only once no process of the cluster runs.
+
+    A node's namespace goes when its last process has, but the kernel dismantles it a moment
+    later: its veth is deleted here rather than left to that."""
+    if record.provisioner == "container":
+        for node in record.nodes:
+            net.delete_link(net.veth_name(record.name, node.name))
+    if record.bridge and net.delete_link(record.bridge):
         progress(f"removed bridge {record.bridge}")
     if record.blackhole:
         net.remove_blackhole(record.blackhole)

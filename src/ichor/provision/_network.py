@@ -36,7 +36,7 @@ __all__ = [
     "bridge_name",
     "check_cidr",
     "create_bridge",
-    "delete_bridge",
+    "delete_link",
     "gateway",
     "has_blackhole",
     "install_blackhole",
@@ -162,12 +162,12 @@ def create_bridge(name: str, cidr: str, mtu: int) -> None:
     _ip("link", "set", name, "up")
 
 
-def delete_bridge(name: str) -> bool:
-    """Remove the bridge; False when there was none."""
+def delete_link(name: str) -> bool:
+    """Remove a link (the bridge, a veth with its peer); False when there was none."""
     if _ip("link", "show", "dev", name, check=False).exit_code != 0:
         return False
-    _ip("link", "del", name)
-    return True
+    # The kernel may take it away meanwhile (a node's namespace being dismantled): not an error.
+    return _ip("link", "del", name, check=False).exit_code == 0
 
 
 def add_veth(bridge: str, host_end: str, mac: str, pid: int, mtu: int) -> None:
