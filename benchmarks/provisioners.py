@@ -34,7 +34,9 @@ import time
 from pathlib import Path
 
 PY = sys.executable
-HEALTHY = re.compile(r"etcd is healthy on (\d+) control plane\(s\) after ([\d.]+)s \(([\d.]+)s since create started\)")
+HEALTHY = re.compile(
+    r"etcd is healthy on (\d+) control plane\(s\) after ([\d.]+)s \(([\d.]+)s since create started\)"
+)
 
 
 def _talosctl(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
@@ -46,7 +48,9 @@ def _talosctl(home: Path, *args: str, timeout: float = 600) -> subprocess.Comple
 def _free_cidr(provisioner: str, n: int) -> str:
     if provisioner == "process":
         return f"127.78.{n % 250}.0/24"
-    taken = subprocess.run(["ip", "-4", "route", "show", "table", "all"], capture_output=True, text=True).stdout
+    taken = subprocess.run(
+        ["ip", "-4", "route", "show", "table", "all"], capture_output=True, text=True
+    ).stdout
     while True:
         cidr = f"10.{random.randint(200, 250)}.{random.randint(0, 255)}.0/24"
         if cidr.rsplit(".", 1)[0] + "." not in taken:
@@ -84,7 +88,9 @@ def main() -> None:
     if os.geteuid() != 0:
         sys.exit("benchmarks/provisioners.py: container nodes need root")
     shapes = [tuple(int(x) for x in shape.split("+")) for shape in args.shapes.split(",")]
-    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {args.runs} run(s) per shape and provisioner")
+    print(
+        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {args.runs} run(s) per shape and provisioner"
+    )
     n = 0
     with tempfile.TemporaryDirectory(prefix="ichor-bench-prov-") as tmp:
         print(f"{'shape':<6} {'provisioner':<10} {'create (wall)':>14} {'create (CLI)':>13} {'destroy':>8}")
@@ -97,7 +103,9 @@ def main() -> None:
                     home = Path(tmp) / f"h{n}"
                     home.mkdir()
                     results[provisioner].append(_one(home, provisioner, cps, workers, n))
-            medians = {p: [statistics.median(r[i] for r in rs) for i in range(3)] for p, rs in results.items()}
+            medians = {
+                p: [statistics.median(r[i] for r in rs) for i in range(3)] for p, rs in results.items()
+            }
             for provisioner, (wall, cli, destroy) in medians.items():
                 print(f"{cps}+{workers:<4} {provisioner:<10} {wall:>13.2f}s {cli:>12.2f}s {destroy:>7.2f}s")
             ratios = [c / p for c, p in zip(medians["container"], medians["process"], strict=True)]
