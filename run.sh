@@ -5,8 +5,25 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
+# Container nodes (`cluster create --provisioner container`, the default as root) need iproute2 and a
+# DHCP server for their bridge: dnsmasq from Debian. Installed only as root, only when missing.
+container_tools() {
+    if [ "$(id -u)" -ne 0 ] || command -v dnsmasq >/dev/null; then
+        return 0
+    fi
+    if ! command -v apt-get >/dev/null; then
+        echo "run.sh: dnsmasq is missing and this is not Debian: install dnsmasq for container clusters" >&2
+        return 0
+    fi
+    echo "run.sh: installing dnsmasq-base and iproute2 (the container provisioner's DHCP server and ip)" >&2
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsmasq-base iproute2 >/dev/null; }; then
+        echo "run.sh: could not install dnsmasq-base; container clusters (and their tests) will say it is missing" >&2
+    fi
+}
+
 setup() {
     local py=${PYTHON:-python3}
+    container_tools
     if [ ! -x .venv/bin/python ]; then
         "$py" -m venv .venv
     fi

@@ -203,7 +203,7 @@ def _create(home: Path, name: str, cidr: str) -> tuple[float, float, float]:
     state = str(home / "clusters")
     try:
         start = time.perf_counter()
-        r = _talosctl(home, "cluster", "create", "--name", name, "--cidr", cidr, "--state", state,
+        r = _talosctl(home, "cluster", "create", "--provisioner", "process", "--name", name, "--cidr", cidr, "--state", state,
                       "--controlplanes", "3", "--workers", "2")  # fmt: skip
         wall = time.perf_counter() - start
         if r.returncode != 0:

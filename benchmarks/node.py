@@ -69,7 +69,19 @@ def main() -> None:
         print(f"baseline: 1 bare interpreter {base1 * 1000:.0f} ms, 2 in parallel {base2 * 1000:.0f} ms")
 
         start = time.perf_counter()
-        _talosctl(home, "cluster", "create", "--name", "bench", "--cidr", "127.9.0.0/24", "--workers", "1")
+        _talosctl(
+            home,
+            "cluster",
+            "create",
+            "--provisioner",
+            "process",
+            "--name",
+            "bench",
+            "--cidr",
+            "127.9.0.0/24",
+            "--workers",
+            "1",
+        )
         create = time.perf_counter() - start
         print(
             f"cluster create 1+1 to all nodes configured and answering: {create * 1000:.0f} ms = {create / base2:.1f}x baseline"
@@ -137,7 +149,19 @@ def main() -> None:
         finally:
             _talosctl(home, "cluster", "destroy", "--name", "bench")
 
-        _talosctl(home, "cluster", "create", "--name", "fan", "--cidr", "127.9.1.0/24", "--workers", "4")
+        _talosctl(
+            home,
+            "cluster",
+            "create",
+            "--provisioner",
+            "process",
+            "--name",
+            "fan",
+            "--cidr",
+            "127.9.1.0/24",
+            "--workers",
+            "4",
+        )
         try:
             record = ClusterRecord.load(home / ".talos/clusters", "fan")
             nodes = [n.address for n in record.nodes]

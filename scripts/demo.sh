@@ -58,7 +58,7 @@ cleanup() {
 trap cleanup EXIT
 
 step "talosctl cluster create (process provisioner, bootstraps etcd)"
-"$TALOSCTL" cluster create --name ichor-demo --state "$STATE" --cidr 127.5.0.0/24 --controlplanes 3 --workers 1
+"$TALOSCTL" cluster create --provisioner process --name ichor-demo --state "$STATE" --cidr 127.5.0.0/24 --controlplanes 3 --workers 1
 "$TALOSCTL" cluster show --name ichor-demo --state "$STATE"
 
 step "talosctl -n <cp>,<worker> version / services (through the control plane endpoint)"

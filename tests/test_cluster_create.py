@@ -175,7 +175,7 @@ def test_ctrl_c_during_create_removes_the_nodes_the_context_and_the_state(
 def test_a_real_ctrl_c_during_create_leaves_nothing_running(tmp_path: Path, leftovers: None) -> None:
     output = tmp_path / "create.log"
     env = {"HOME": str(tmp_path), "TALOSCONFIG": str(tmp_path / "talosconfig")}
-    create = proc.start([sys.executable, "-m", "ichor", "cluster", "create", "--name", "c", "--cidr", _cidr(),
+    create = proc.start([sys.executable, "-m", "ichor", "cluster", "create", "--provisioner", "process", "--name", "c", "--cidr", _cidr(),
                          "--state", str(tmp_path / "clusters"), "--workers", "0"], output=output, env=env)  # fmt: skip
     try:
         deadline = time.monotonic() + 60

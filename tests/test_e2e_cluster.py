@@ -33,7 +33,17 @@ def test_cluster_create_1_plus_1_and_talk_to_both_nodes(tmp_path: Path) -> None:
     prefix = cidr.rsplit(".", 1)[0]
     cp, worker = f"{prefix}.2", f"{prefix}.3"
     created = _talosctl(
-        tmp_path, "cluster", "create", "--name", "e2e", "--cidr", cidr, "--wait-timeout", "2m"
+        tmp_path,
+        "cluster",
+        "create",
+        "--provisioner",
+        "process",
+        "--name",
+        "e2e",
+        "--cidr",
+        cidr,
+        "--wait-timeout",
+        "2m",
     )
     try:
         assert created.exit_code == 0, created.stderr
@@ -201,7 +211,9 @@ def test_cluster_create_1_plus_1_and_talk_to_both_nodes(tmp_path: Path) -> None:
         assert "STATE    Running" in still.stdout, still.stdout
 
         # A second create with the same name is refused and changes nothing.
-        twice = _talosctl(tmp_path, "cluster", "create", "--name", "e2e", "--cidr", cidr)
+        twice = _talosctl(
+            tmp_path, "cluster", "create", "--provisioner", "process", "--name", "e2e", "--cidr", cidr
+        )
         assert twice.exit_code != 0 and "already exists" in twice.stderr
     finally:
         destroyed = _talosctl(tmp_path, "cluster", "destroy", "--name", "e2e")
@@ -241,7 +253,7 @@ def _expired_talosconfig(home: Path) -> Path:
 def test_cluster_create_refuses_bad_input_and_starts_nothing(
     tmp_path: Path, args: list[str], message: str
 ) -> None:
-    result = _talosctl(tmp_path, "cluster", "create", "--name", "bad", *args)
+    result = _talosctl(tmp_path, "cluster", "create", "--provisioner", "process", "--name", "bad", *args)
     assert result.exit_code != 0 and message in result.stderr
     assert not (tmp_path / ".talos/clusters/bad/cluster.yaml").exists()
 
@@ -253,7 +265,7 @@ def test_destroy_ends_a_node_whose_launcher_was_killed(tmp_path: Path) -> None:
     state_dir = tmp_path / ".talos/clusters/orphan"
     seen: list[ProcessId] = []
     try:
-        created = _talosctl(tmp_path, "cluster", "create", "--name", "orphan", "--cidr", cidr, "--workers", "0",
+        created = _talosctl(tmp_path, "cluster", "create", "--provisioner", "process", "--name", "orphan", "--cidr", cidr, "--workers", "0",
                             "--no-wait", timeout=120)  # fmt: skip
         assert created.exit_code == 0, created.stderr
         assert "cluster 'orphan' started: 1 node configured in" in created.stderr
@@ -285,7 +297,7 @@ def test_destroy_ends_a_node_whose_launcher_was_killed(tmp_path: Path) -> None:
         assert "removed context 'orphan' from" in destroyed.stderr
 
         # The context went with the cluster: the same name is created again as itself, not orphan-1.
-        again = _talosctl(tmp_path, "cluster", "create", "--name", "orphan", "--cidr", cidr, "--workers", "0",
+        again = _talosctl(tmp_path, "cluster", "create", "--provisioner", "process", "--name", "orphan", "--cidr", cidr, "--workers", "0",
                           "--no-wait", timeout=120)  # fmt: skip
         assert again.exit_code == 0, again.stderr
         assert "renamed" not in again.stderr and "(context 'orphan'," in again.stderr, again.stderr

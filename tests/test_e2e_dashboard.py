@@ -41,7 +41,7 @@ class Cluster:
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     home = tmp_path_factory.mktemp("dashboard")
     prefix = f"127.{random.randint(200, 250)}.{random.randint(0, 255)}"
-    created = talosctl_in(home, "cluster", "create", "--name", NAME, "--cidr", f"{prefix}.0/24",
+    created = talosctl_in(home, "cluster", "create", "--provisioner", "process", "--name", NAME, "--cidr", f"{prefix}.0/24",
                           "--wait-timeout", "2m")  # fmt: skip
     try:
         assert created.exit_code == 0, created.stderr

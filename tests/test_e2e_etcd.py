@@ -101,7 +101,7 @@ def test_three_control_planes_form_etcd_survive_faults_and_recover(tmp_path: Pat
     cps = [f"{prefix}.{i}" for i in (2, 3, 4)]
     workers = [f"{prefix}.{i}" for i in (5, 6)]
     home = tmp_path
-    created = _talosctl(home, "cluster", "create", "--name", NAME, "--cidr", f"{prefix}.0/24",
+    created = _talosctl(home, "cluster", "create", "--provisioner", "process", "--name", NAME, "--cidr", f"{prefix}.0/24",
                         "--controlplanes", "3", "--workers", "2", "--wait-timeout", "3m", timeout=300)  # fmt: skip
     try:
         assert created.exit_code == 0, created.stderr[-3000:]

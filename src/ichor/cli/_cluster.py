@@ -1,4 +1,4 @@
-"""``talosctl cluster create|show|destroy`` with the ``process`` provisioner (node processes)."""
+"""``talosctl cluster create|show|destroy``: provisioners ``container`` (root) and ``process``."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from ichor.cli._lazy import CobraCommand, LazyGroup
 
 @click.group(
     cls=LazyGroup,
-    help="A collection of commands for managing local clusters whose nodes are processes on this machine "
-    "(provisioner 'process': a machined per node, each on its own loopback address; containers are not "
-    "supported yet)",
+    help="Manages local clusters whose nodes are processes on this machine: provisioner 'container' (the "
+    "default as root) runs each node in namespaces of its own on a bridge, a container without a container "
+    "engine; provisioner 'process' runs a machined per node, each on its own loopback address",
 )
 def cluster() -> None:
     pass
@@ -23,8 +23,8 @@ _NAME = click.option("--name", default="talos-default", show_default=True, help=
 _STATE = click.option(
     "--state", default="~/.talos/clusters", show_default=True, help="directory path to store cluster state"
 )
-_PROVISIONER = click.option("--provisioner", default="process", show_default=True, type=click.Choice(["process"]),
-                            help="Talos cluster provisioner to use (Ichor runs nodes as local processes)")  # fmt: skip
+_PROVISIONER = click.option("--provisioner", type=click.Choice(["container", "process"]),
+                            help="Talos cluster provisioner to use (default: container as root, else process)")  # fmt: skip
 
 
 def _talosconfig_path() -> Path:
@@ -34,7 +34,18 @@ def _talosconfig_path() -> Path:
     return find_talosconfig(getattr(root, "talosconfig", None)).path
 
 
-@cluster.command("create", cls=CobraCommand, help="Creates a local cluster of Talos node processes")
+def _choose_provisioner(asked: str | None) -> tuple[str, str]:
+    """The provisioner, and why (create says it)."""
+    import os
+
+    if asked:
+        return asked, "as asked with --provisioner"
+    if os.geteuid() == 0:
+        return "container", "running as root; pass --provisioner process for node processes on the loopback"
+    return "process", "not running as root, which container nodes need for their namespaces"
+
+
+@cluster.command("create", cls=CobraCommand, help="Creates a local cluster of Talos nodes")
 @_NAME
 @_STATE
 @_PROVISIONER
@@ -50,9 +61,26 @@ def _talosconfig_path() -> Path:
 )
 @click.option(
     "--cidr",
-    default="127.5.0.0/24",
+    help="CIDR of the cluster network (default 10.5.0.0/24 for container nodes, 127.5.0.0/24 for process "
+    "nodes, which each own one loopback address)",
+)
+@click.option("--mtu", default=1500, show_default=True, type=int, help="MTU of the cluster network")
+@click.option(
+    "--nameservers",
+    default="8.8.8.8,1.1.1.1,2001:4860:4860::8888,2606:4700:4700::1111",
     show_default=True,
-    help="CIDR of the cluster network (loopback: each node owns one address)",
+    help="list of nameservers to use",
+)
+@click.option(
+    "--registry-mirror",
+    multiple=True,
+    help="list of registry mirrors to use in format: <registry host>=<mirror URL>",
+)
+@click.option(
+    "--static-addresses/--no-static-addresses",
+    default=True,
+    hidden=True,
+    help="container nodes also get eth0's address from their machine config, not only from DHCP",
 )
 @click.option(
     "--config-patch",
@@ -71,18 +99,24 @@ def _talosconfig_path() -> Path:
 @click.option(
     "--wait-timeout", default="20m", show_default=True, help="timeout to wait for the cluster to be ready"
 )
-def create(name: str, state: str, provisioner: str, controlplanes: int, workers: int, cidr: str,
+def create(name: str, state: str, provisioner: str | None, controlplanes: int, workers: int, cidr: str | None,
+           mtu: int, nameservers: str, registry_mirror: tuple[str, ...], static_addresses: bool,
            config_patch: tuple[str, ...], config_patch_control_plane: tuple[str, ...], config_patch_worker: tuple[str, ...],
            wait: bool, wait_timeout: str) -> None:  # fmt: skip
     from ichor.cli._nodecmd import parse_duration
     from ichor.provision._cluster import create as create_cluster
 
     timeout = parse_duration(wait_timeout, flag="--wait-timeout")
+    chosen, why = _choose_provisioner(provisioner)
+    click.echo(f"provisioner {chosen} ({why})", err=True)
     create_cluster(
-        name=name, cidr=cidr, controlplanes=controlplanes, workers=workers, state=Path(state),
+        name=name, cidr=cidr or ("10.5.0.0/24" if chosen == "container" else "127.5.0.0/24"),
+        controlplanes=controlplanes, workers=workers, state=Path(state),
         talosconfig=_talosconfig_path(), config_patches=config_patch, cp_patches=config_patch_control_plane,
         worker_patches=config_patch_worker, wait_timeout=timeout.total_seconds(), wait=wait,
-        progress=lambda line: click.echo(line, err=True),
+        progress=lambda line: click.echo(line, err=True), provisioner=chosen, mtu=mtu,
+        nameservers=[n.strip() for n in nameservers.split(",") if n.strip()], registry_mirrors=registry_mirror,
+        static_addresses=static_addresses,
     )  # fmt: skip
 
 
@@ -90,7 +124,7 @@ def create(name: str, state: str, provisioner: str, controlplanes: int, workers:
 @_NAME
 @_STATE
 @_PROVISIONER
-def show(name: str, state: str, provisioner: str) -> None:
+def show(name: str, state: str, provisioner: str | None) -> None:
     from ichor.client import render_table
     from ichor.provision._teardown import show as show_cluster
 
@@ -107,7 +141,7 @@ def show(name: str, state: str, provisioner: str) -> None:
     is_flag=True,
     help="force deletion of cluster directory if there were errors (a process that survived is still reported)",
 )
-def destroy(name: str, state: str, provisioner: str, force: bool) -> None:
+def destroy(name: str, state: str, provisioner: str | None, force: bool) -> None:
     from ichor.provision._teardown import destroy as destroy_cluster
 
     destroy_cluster(Path(state), name, progress=lambda line: click.echo(line, err=True), force=force)

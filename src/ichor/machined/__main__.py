@@ -1,4 +1,4 @@
-"""``python -m ichor.machined --root DIR --address IP [--config FILE] [--own-netns] [--own-uts]``: run one node.
+"""``python -m ichor.machined --root DIR --address IP [--config FILE] [--platform P] [--own-netns] [--own-uts]``: run one node.
 
 The process exits with :data:`~ichor.machined.platform.EXIT_REBOOT` when the node reboots (its
 launcher starts it again) and :data:`~ichor.machined.platform.EXIT_POWEROFF` when it powers off.
@@ -13,7 +13,7 @@ import signal
 import sys
 from pathlib import Path
 
-from ichor.machined.platform import EXIT_POWEROFF, Layout
+from ichor.machined.platform import EXIT_POWEROFF, Layout, Platform
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,6 +33,14 @@ def main(argv: list[str] | None = None) -> int:
         help="the node runs in a UTS namespace of its own: set the kernel's hostname from the "
         "machine config (never on a process node, which shares the host's)",
     )
+    parser.add_argument(
+        "--platform",
+        type=Platform,
+        choices=list(Platform),
+        default=Platform.PROCESS,
+        help="where the node runs: process (the host's loopback) or container (PID 1 of its own "
+        "namespaces, root /, which implies --own-netns and --own-uts)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
 
@@ -45,7 +53,11 @@ def main(argv: list[str] | None = None) -> int:
 
     node = Node(
         Layout(
-            root=args.root.resolve(), address=args.address, own_netns=args.own_netns, own_uts=args.own_uts
+            root=args.root.resolve(),
+            address=args.address,
+            platform=args.platform,
+            own_netns=args.own_netns or args.platform is Platform.CONTAINER,
+            own_uts=args.own_uts or args.platform is Platform.CONTAINER,
         ),
         config_source=args.config,
     )

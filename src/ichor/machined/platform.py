@@ -2,10 +2,11 @@
 
 Every path machined touches is a Talos path (``/system/state/config.yaml``, ``/var/lib/etcd``,
 ``/system/secrets/etcd``) resolved through :class:`Layout`, and every address a node binds or dials
-for itself comes from :attr:`Layout.address`, never a literal ``127.0.0.1``. The ``container``
-platform (process nodes) keeps a node's "disks" as directories under its root and gives it one
-loopback address; later platforms (a network namespace, a VM where machined is PID 1) supply a
-different root and address and reuse everything else.
+for itself comes from :attr:`Layout.address`, never a literal ``127.0.0.1``. The ``process``
+platform keeps a node's "disks" as directories under its root and gives it one loopback address;
+on the ``container`` platform machined is PID 1 of its own namespaces, the Talos paths are real
+mounts (root ``/``, so the mapping is the identity) and the address is its ``eth0``'s; a VM
+(``metal``, later) is the same with real partitions.
 
 This module only computes paths; it creates directories on request and never deletes anything.
 """
@@ -27,8 +28,19 @@ EXIT_REBOOT = 75
 
 
 class Platform(StrEnum):
+    """Where a node runs (``talosctl version``'s platform name)."""
+
+    PROCESS = "process"
+    """A node process on the host's shared loopback (``cluster create --provisioner process``)."""
     CONTAINER = "container"
+    """PID 1 of its own namespaces, as Talos's docker nodes (``--provisioner container``)."""
     METAL = "metal"
+
+    @property
+    def mode(self) -> str:
+        """Talos's runtime mode (``metal``, ``cloud``, ``container``): a node sharing the host's
+        kernel runs in ``container`` mode, as Talos does in docker."""
+        return "metal" if self is Platform.METAL else "container"
 
 
 _MAX_SOCKET_PATH = 100  # below the 107-byte sun_path limit, with room for the kernel's NUL
@@ -47,7 +59,7 @@ class Layout:
 
     root: Path
     address: str
-    platform: Platform = Platform.CONTAINER
+    platform: Platform = Platform.PROCESS
     own_netns: bool = False
     """machined runs in a network namespace of its own (a container node): only then may it change
     links, addresses and routes. A process node shares the host's network and changes nothing in it."""

@@ -22,7 +22,7 @@ import os
 import shlex
 import signal
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -378,10 +378,13 @@ def start(
     cwd: Path | None = None,
     env: Mapping[str, str] | None = None,
     hint: str | None = None,
+    preexec: Callable[[], None] | None = None,
 ) -> Background:
     """Start a child in its own session with stdout+stderr appended to ``output``; do not wait.
 
     The child keeps running if the caller exits (it is not tied to the caller's terminal or loop).
+    ``preexec`` runs in the child between fork and exec (a container node's chroot); only a
+    single-threaded caller may pass one.
     """
     argv = [str(a) for a in args]
     log.info("starting: %s (output %s)", shlex.join(argv), output)
@@ -390,7 +393,7 @@ def start(
         try:
             popen = subprocess.Popen(
                 argv, cwd=cwd, env=_environment(env), stdin=subprocess.DEVNULL, stdout=sink,
-                stderr=subprocess.STDOUT, start_new_session=True,
+                stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=preexec,
             )  # fmt: skip
         except OSError as err:
             raise _start_error(argv, err, hint) from None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import shutil
 import signal
 import sys
@@ -24,6 +25,8 @@ from ichor.machinery import proc
 from ichor.machinery.clientconfig import GlobalOptions
 from ichor.machinery.errors import MachineryError
 from ichor.machinery.files import write_atomic
+from ichor.provision import _container
+from ichor.provision import _network as net
 from ichor.provision._addresses import DISCOVERY_PORT, allocate_addresses, check_free, discovery_address
 from ichor.provision._processes import ProcessId, tags
 from ichor.provision._record import ClusterRecord, NodeRecord, cluster_flags, launcher_state_file
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
     from ichor.machinery.patch import Patch
 
 DEFAULT_CIDR = "127.5.0.0/24"
+PROCESS, CONTAINER = "process", "container"
 DISCOVERY_TIMEOUT = 30.0
 MAINTENANCE_TIMEOUT = timedelta(seconds=60)
 """How long a new node process may take to answer on its maintenance API."""
@@ -66,10 +70,18 @@ def create(
     bootstrap: bool = True,
     wait: bool = True,
     progress: Callable[[str], None] = print,
+    provisioner: str = PROCESS,
+    mtu: int = 1500,
+    nameservers: Sequence[str] = (),
+    registry_mirrors: Sequence[str] = (),
+    static_addresses: bool = True,
 ) -> ClusterRecord:
     """Create a cluster of process nodes, as a user would: boot, apply configs, merge talosconfig,
     bootstrap; then (``wait``) wait until every node's API answers and etcd is healthy on every
     control plane (:mod:`ichor.client.health`'s etcd stages, as ``talosctl health`` runs them).
+
+    ``provisioner`` is ``process`` (node processes on the loopback) or ``container`` (each node in
+    namespaces of its own on a bridge, :mod:`._container`; root only).
 
     Everything a user can get wrong (counts, CIDR, patches, an address in use) is refused before
     anything starts. A create that fails later stops every process it started and takes its context
@@ -88,23 +100,58 @@ def create(
             f"cluster {name!r} already exists in {state_dir}",
             hint=f"destroy it first: talosctl cluster destroy {cluster_flags(state, name)}",
         )
-    addresses = allocate_addresses(cidr, controlplanes + workers)
+    container = provisioner == CONTAINER
+    if container:
+        _container.check_host()
+        addresses = net.node_addresses(cidr, controlplanes + workers)
+    else:
+        addresses = allocate_addresses(cidr, controlplanes + workers)
+    if not 68 <= mtu <= 65535:
+        raise MachineryError(
+            f"--mtu {mtu} is out of range", hint="pass --mtu between 68 and 65535 (default 1500)"
+        )
+    for mirror in registry_mirrors:
+        registry, _, endpoint = mirror.partition("=")
+        if not registry or not endpoint:
+            raise MachineryError(
+                f"--registry-mirror {mirror!r} is not <registry>=<endpoint>",
+                hint="pass e.g. --registry-mirror docker.io=http://10.5.0.1:5000",
+            )
+    for server in nameservers:
+        try:
+            ipaddress.ip_address(server)
+        except ValueError:
+            raise MachineryError(
+                f"--nameservers entry {server!r} is not an IP address",
+                hint="pass e.g. --nameservers 8.8.8.8,1.1.1.1",
+            ) from None
     patches = Patches(
         common=load_patches(list(config_patches), flag="--config-patch"),
         controlplane=load_patches(list(cp_patches), flag="--config-patch-control-plane"),
         worker=load_patches(list(worker_patches), flag="--config-patch-worker"),
     )
-    check_free(cidr, addresses[:controlplanes], addresses[controlplanes:], state)
+    if container:
+        _container.check_cidr(name, cidr, state)
+    else:
+        check_free(cidr, addresses[:controlplanes], addresses[controlplanes:], state)
 
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    record = ClusterRecord(name=name, cidr=cidr, state_dir=str(state_dir))
+    record = ClusterRecord(
+        name=name, cidr=cidr, state_dir=str(state_dir), provisioner=provisioner, mtu=mtu,
+        nameservers=list(nameservers), registry_mirrors=list(registry_mirrors), static_addresses=static_addresses,
+    )  # fmt: skip
     for i in range(controlplanes + workers):
         kind = "controlplane" if i < controlplanes else "worker"
         index = i + 1 if kind == "controlplane" else i - controlplanes + 1
         node_name = f"{name}-{kind}-{index}"
-        record.nodes.append(NodeRecord(node_name, kind, addresses[i], str(state_dir / node_name)))
+        node = NodeRecord(node_name, kind, addresses[i], str(state_dir / node_name))
+        if container:
+            node.mac = net.node_mac(name, node_name)
+        record.nodes.append(node)
     record.save()
     try:
+        if container:
+            _container.create_network(record, progress)
         _bring_up(record, patches, talosconfig.expanduser(), wait_timeout, bootstrap, wait, progress)
     except KeyboardInterrupt:
         progress("interrupted: removing what create started")
@@ -155,8 +202,11 @@ def _bring_up(
     cp_address = controlplanes[0].address
     opts = GenOptions(cluster_name=name, endpoint=f"https://{cp_address}:6443")
     configs: dict[str, bytes] = {}
+    container = record.provisioner == CONTAINER
     for node in record.nodes:
         hostname = load_patches([f"machine:\n  network:\n    hostname: {node.name}\n"])
+        if container and record.static_addresses:
+            hostname += load_patches([_container.static_address_patch(record, node)])
         output = OutputType.CONTROLPLANE if node.type == "controlplane" else OutputType.WORKER
         text = generate(bundle, opts, output_types=[output], patches=[*discovery, *patches.common, *hostname],
                         controlplane_patches=patches.controlplane, worker_patches=patches.worker,
@@ -165,16 +215,18 @@ def _bring_up(
         write_atomic(state_dir / f"{node.name}.yaml", text, mode=0o600)
 
     workers = len(record.nodes) - len(controlplanes)
-    progress(
-        f"creating {len(controlplanes)} control plane and {workers} worker node processes in {state_dir}"
-    )
-    for node in record.nodes:
-        start_launcher(node, state_dir)
-        record.save()
-    asyncio.run(_wait_maintenance(record, progress))
-
-    progress("applying configuration to each node over the insecure maintenance API")
-    asyncio.run(_apply_all(record, configs))
+    kind = "container nodes" if container else "node processes"
+    progress(f"creating {len(controlplanes)} control plane and {workers} worker {kind} in {state_dir}")
+    if container:
+        # Booted with their configs, as Talos's docker provisioner passes USERDATA.
+        _container.start_nodes(record, progress)
+    else:
+        for node in record.nodes:
+            start_launcher(node, state_dir)
+            record.save()
+        asyncio.run(_wait_maintenance(record, progress))
+        progress("applying configuration to each node over the insecure maintenance API")
+        asyncio.run(_apply_all(record, configs))
 
     generated = generate(bundle, opts, output_types=[OutputType.TALOSCONFIG]).outputs[OutputType.TALOSCONFIG]
     cluster_config = TalosConfig.from_yaml(generated, source="generated talosconfig")
@@ -231,9 +283,11 @@ def _undo(record: ClusterRecord, state: Path, progress: Callable[[str], None], *
     if survivors:
         progress(
             f"still running: {', '.join(p.describe() for p in survivors)}; once they have gone, remove "
-            f"the cluster with `talosctl cluster destroy {flags}`"
+            f"the cluster with `talosctl cluster destroy {flags}` (which removes its network last)"
         )
-    elif keep_logs:
+        return
+    _container.remove_network(record, progress)
+    if keep_logs:
         progress(
             f"stopped every process create started; kept its logs in {state_dir}: "
             f"remove them with `talosctl cluster destroy {flags}`"

@@ -33,6 +33,8 @@ class NodeRecord:
     launcher_pid: int = 0
     launcher_start: int = 0
     """The launcher's start time (``/proc/<pid>/stat``): with the PID, it names the process."""
+    mac: str = ""
+    """A container node's eth0 MAC (its DHCP reservation)."""
 
 
 @dataclass
@@ -51,6 +53,18 @@ class ClusterRecord:
     """Its ``ca``'s digest: destroy removes the context only while it still is the one create merged."""
     previous_context: str = ""
     """The talosconfig's current context before create made the cluster's current."""
+    provisioner: str = "process"
+    mtu: int = 1500
+    nameservers: list[str] = field(default_factory=list)
+    registry_mirrors: list[str] = field(default_factory=list)
+    """``--registry-mirror`` values (``<registry>=<endpoint>``), for the nodes' CRI."""
+    static_addresses: bool = True
+    """Container nodes get eth0's address from their machine config (else from DHCP alone)."""
+    blackhole: str = ""
+    """The CIDR whose blackhole route create installed (removed last, by destroy)."""
+    bridge: str = ""
+    """The bridge create made ("" until it did)."""
+    dhcp_pid: int = 0
 
     @property
     def file(self) -> Path:

@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ichor.machinery.errors import MachineryError
+from ichor.provision._container import remove_network
+from ichor.provision._network import BLACKHOLE_METRIC
 from ichor.provision._processes import ClusterProcess, ProcessId, find, signal_and_wait
 from ichor.provision._record import (
     WAITING,
@@ -138,15 +140,29 @@ def destroy(
         )
     if record is not None:
         forget_context(record, progress)
+        if not survivors:
+            remove_network(record, progress)
     shutil.rmtree(state_dir, ignore_errors=True)
     if survivors:
         pids = " ".join(str(p.id.pid) for p in survivors)
+        network = _kept_network(record)
         raise MachineryError(
             f"{', '.join(p.describe() for p in survivors)} of cluster {name!r} still running; removed "
-            f"the state directory {state_dir} anyway (--force)",
-            hint=f"end them yourself once they can be ended: `kill -9 {pids}`",
+            f"the state directory {state_dir} anyway (--force){network}",
+            hint=f"end them yourself once they can be ended: `kill -9 {pids}`"
+            + (", then remove the network as shown" if network else ""),
         )
     progress(f"destroyed cluster {name!r}")
+
+
+def _kept_network(record: ClusterRecord | None) -> str:
+    """While a node may still send, its network stays, the blackhole above all: how to remove it."""
+    if record is None or not (record.bridge or record.blackhole):
+        return ""
+    steps = [f"ip link del {record.bridge}"] if record.bridge else []
+    if record.blackhole:
+        steps.append(f"ip route del blackhole {record.blackhole} metric {BLACKHOLE_METRIC}")
+    return "; kept its network: remove it with `" + " && ".join(steps) + "`"
 
 
 def context_digest(ca: str) -> str:

@@ -6,6 +6,11 @@ doubles with each crash in a row (:class:`Backoff`), back to the first pause aft
 enough to count as healthy. SIGTERM to the launcher powers the node off cleanly, also during a
 pause.
 
+With ``--container ROOTFS`` the launcher is a container node's runtime
+(:mod:`ichor.provision._namespaces`): it moves into the node's own mount, UTS, IPC and network
+namespaces, builds the node's root at ROOTFS, waits for ``eth0``, and starts every boot of machined
+as PID 1 of a fresh PID namespace chrooted there, so a reboot keeps the node's network and mounts.
+
 What the launcher is doing is written (atomically) to ``--state-file`` for ``cluster show``:
 :class:`~ichor.provision._record.LauncherState`.
 """
@@ -143,19 +148,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--address", required=True)
     parser.add_argument("--log", required=True, type=Path, help="where the node's output goes")
     parser.add_argument("--state-file", type=Path, help="where to write what the launcher is doing")
+    parser.add_argument("--container", type=Path, metavar="ROOTFS",
+                        help="run the node in namespaces of its own, with its root built at ROOTFS")  # fmt: skip
+    parser.add_argument("--hostname", help="the container node's initial hostname (--container)")
+    parser.add_argument("--config", type=Path, help="the machine config the container node boots with")
     args = parser.parse_args(argv)
+    machined = [sys.executable, "-m", "ichor.machined", "--address", args.address]
+    start_node: Callable[[], Node]
+    if args.container is None:
 
-    def start_node() -> proc.Background:
-        command = [
-            sys.executable,
-            "-m",
-            "ichor.machined",
-            "--root",
-            str(args.root),
-            "--address",
-            args.address,
-        ]
-        return proc.start(command, output=args.log)
+        def start_node() -> Node:
+            return proc.start([*machined, "--root", str(args.root)], output=args.log)
+
+    else:
+        from ichor.provision._namespaces import NodeNamespaces
+
+        namespaces = NodeNamespaces(args.container, args.root, args.hostname or "talos")
+        namespaces.enter()
+        inside = [*machined, "--root", "/", "--platform", "container"]
+        if args.config is not None:
+            # Into the node's tmpfs: STATE keeps it once machined has loaded it, as Talos's
+            # docker nodes boot from their USERDATA.
+            (args.container / "system/config").mkdir(parents=True, exist_ok=True)
+            (args.container / "system/config/user-data").write_bytes(args.config.read_bytes())
+            inside += ["--config", "/system/config/user-data"]
+        namespaces.wait_for_interface()
+
+        def start_node() -> Node:
+            return namespaces.start(inside, args.log)
 
     launcher = Launcher(start_node, args.state_file, args.log, pid=os.getpid())
 

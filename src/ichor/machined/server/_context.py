@@ -93,7 +93,7 @@ class MachineContext:
                 tag=TALOS_VERSION, sha=f"ichor-{__version__}", built="",
                 go_version=f"python{_host.python_version()}", os="linux", arch=arch,
             ),
-            platform=machine_pb2.PlatformInfo(name="container", mode="container"),
+            platform=machine_pb2.PlatformInfo(name=self.layout.platform.value, mode=self.layout.platform.mode),
         )  # fmt: skip
         active = self._store.active
         if active is not None:

@@ -1,0 +1,163 @@
+"""``cluster create|destroy`` for container nodes: the network around the nodes, and starting them.
+
+A container node is machined as PID 1 of its own namespaces (:mod:`._namespaces`), run by a launcher
+in container mode; this module builds what lies outside the nodes, in the host's network namespace
+(:mod:`._network`): the blackhole route first, the bridge, dnsmasq on it, then each node's launcher
+and its veth. It boots every node with its machine config (as Talos's docker provisioner passes
+USERDATA), so no maintenance-mode step is needed. Removal is the reverse, the blackhole last, and only
+once every process of the cluster has gone (:func:`remove_network`).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from ichor.machinery import proc
+from ichor.machinery.errors import MachineryError
+from ichor.provision import _network as net
+from ichor.provision._namespaces import network_namespace_of
+from ichor.provision._processes import ProcessId, tags
+from ichor.provision._record import ClusterRecord, NodeRecord, cluster_flags, launcher_state_file
+
+__all__ = ["check_host", "create_network", "remove_network", "start_nodes", "static_address_patch"]
+
+NAMESPACE_TIMEOUT = 30.0
+"""How long a launcher may take to make its namespaces."""
+
+
+def check_host() -> None:
+    """Refuse a host that cannot run container nodes, naming what is missing."""
+    if os.geteuid() != 0:
+        raise MachineryError(
+            "container nodes need root (namespaces, a bridge and routes)",
+            hint="run as root, or pass --provisioner process for node processes on the loopback",
+        )
+    if shutil.which("ip") is None:
+        raise MachineryError(
+            "`ip` (iproute2) is not installed", hint="install it (Debian: apt-get install -y iproute2)"
+        )
+    if shutil.which("dnsmasq") is None:
+        raise MachineryError(
+            "dnsmasq (the container cluster's DHCP server) is not installed", hint=net.DNSMASQ_HINT
+        )
+
+
+def check_cidr(name: str, cidr: str, state: Path) -> None:
+    """The CIDR is free on this machine and the cluster's bridge name is not taken."""
+
+    def hint(network: ipaddress.IPv4Network) -> str:
+        for path in sorted(state.expanduser().glob("*/cluster.yaml")):
+            try:
+                other = ClusterRecord.load(state, path.parent.name)
+                overlaps = ipaddress.ip_network(other.cidr, strict=False).overlaps(network)
+            except (MachineryError, ValueError):
+                continue
+            if overlaps or other.bridge == net.bridge_name(name):
+                return (
+                    f"cluster {other.name!r} uses --cidr {other.cidr}: pick another --cidr, or destroy it "
+                    f"with `talosctl cluster destroy {cluster_flags(state, other.name)}`"
+                )
+        return "pick a --cidr nothing on this machine uses (see `ip route show table all`), or another --name"
+
+    net.check_cidr(cidr, net.bridge_name(name), hint)
+
+
+def static_address_patch(record: ClusterRecord, node: NodeRecord) -> str:
+    """eth0's address and the default route through the bridge, as machine config (the
+    ``--static-addresses`` switch: until machined's DHCP client answers dnsmasq)."""
+    prefix = ipaddress.ip_network(record.cidr, strict=False).prefixlen
+    text = (
+        "machine:\n  network:\n    interfaces:\n      - interface: eth0\n"
+        f"        addresses: [{node.address}/{prefix}]\n        mtu: {record.mtu}\n"
+        f"        routes:\n          - network: 0.0.0.0/0\n            gateway: {net.gateway(record.cidr)}\n"
+    )
+    if record.nameservers:
+        text += f"    nameservers: [{', '.join(record.nameservers)}]\n"
+    return text
+
+
+def create_network(record: ClusterRecord, progress: Callable[[str], None]) -> None:
+    """Blackhole route, bridge and DHCP server, each recorded as soon as it exists."""
+    progress(
+        f"routing {record.cidr} to a blackhole (metric {net.BLACKHOLE_METRIC}) before anything can send there"
+    )
+    net.install_blackhole(record.cidr)
+    record.blackhole = record.cidr
+    record.save()
+    bridge = net.bridge_name(record.name)
+    progress(f"creating bridge {bridge} with gateway {net.gateway(record.cidr)}")
+    record.bridge = bridge
+    record.save()
+    net.create_bridge(bridge, record.cidr, record.mtu)
+    state_dir = Path(record.state_dir)
+    reservations = [(n.mac, n.address, n.name) for n in record.nodes]
+    record.dhcp_pid = net.start_dhcp(
+        state_dir, bridge, record.cidr, reservations, record.nameservers, record.mtu
+    )
+    record.save()
+    progress(f"DHCP server (dnsmasq) on {bridge}: {len(reservations)} reservation(s) by MAC")
+
+
+def _start_launcher(node: NodeRecord, state_dir: Path, config: Path) -> proc.Background:
+    command = [
+        sys.executable, "-m", "ichor.provision.launcher", "--root", node.root, "--address", node.address,
+        "--log", str(state_dir / f"{node.name}.log"),
+        "--state-file", str(launcher_state_file(state_dir, node.name)),
+        "--container", str(state_dir / f"{node.name}.rootfs"), "--hostname", node.name, "--config", str(config),
+    ]  # fmt: skip
+    background = proc.start(
+        command, output=state_dir / f"{node.name}.launcher.log", env=tags(state_dir, node.name)
+    )
+    identity = ProcessId.of(background.pid)
+    node.launcher_pid, node.launcher_start = background.pid, identity.start if identity else 0
+    return background
+
+
+def start_nodes(record: ClusterRecord, progress: Callable[[str], None]) -> None:
+    """Each node's launcher (which makes the node's namespaces), then its veth into them."""
+    state_dir = Path(record.state_dir)
+    host_ns = network_namespace_of(os.getpid())
+    for node in record.nodes:
+        Path(node.root).mkdir(parents=True, exist_ok=True, mode=0o700)
+        launcher = _start_launcher(node, state_dir, state_dir / f"{node.name}.yaml")
+        record.save()
+        deadline = time.monotonic() + NAMESPACE_TIMEOUT
+        while network_namespace_of(launcher.pid) in (host_ns, None):
+            if launcher.poll() is not None or time.monotonic() > deadline:
+                log = state_dir / f"{node.name}.launcher.log"
+                raise MachineryError(
+                    f"{node.name}'s launcher did not make its namespaces: {_tail(log)}", hint=f"see {log}"
+                )
+            time.sleep(0.02)
+        net.add_veth(record.bridge, net.veth_name(record.name, node.name), node.mac, launcher.pid, record.mtu)
+        progress(
+            f"started {node.name} in its own namespaces: eth0 {node.mac} on {record.bridge}, {node.address}"
+        )
+
+
+def _tail(path: Path) -> str:
+    try:
+        return path.read_text().strip()[-400:] or "(no output)"
+    except OSError:
+        return "(no output)"
+
+
+def remove_network(record: ClusterRecord, progress: Callable[[str], None]) -> None:
+    """The veths, the bridge, then the blackhole route, last. Only once no process of the cluster runs.
+
+    A node's namespace goes when its last process has, but the kernel dismantles it a moment
+    later: its veth is deleted here rather than left to that."""
+    if record.provisioner == "container":
+        for node in record.nodes:
+            net.delete_link(net.veth_name(record.name, node.name))
+    if record.bridge and net.delete_link(record.bridge):
+        progress(f"removed bridge {record.bridge}")
+    if record.blackhole:
+        net.remove_blackhole(record.blackhole)
+        progress(f"removed the blackhole route for {record.blackhole}")

@@ -1,0 +1,218 @@
+"""A container cluster's network in the host's (root) network namespace: blackhole route, bridge,
+veths and the DHCP server.
+
+The order is the safety argument. Before anything can send to the cluster's CIDR, a blackhole route
+for it is installed with the lowest priority (metric 2^32-1): the bridge's own connected route wins
+while the bridge exists, and whatever happens to the bridge a packet to a cluster address never
+leaves the machine by the default route. It is removed last, after the bridge, and only once every
+process of the cluster has gone. The bridge (``talos<8 hex of sha256(cluster name)>``, the name
+Talos's QEMU provisioner gives its bridge) holds the gateway, the CIDR's first address, and does not
+forward: nodes reach each other and the host, nothing beyond. Each node's veth has a deterministic
+MAC (:func:`node_mac`), so the DHCP server (dnsmasq, bound to the bridge only, no DNS) hands every
+node its reserved address.
+
+Everything here runs ``ip`` through :mod:`ichor.machinery.proc` and is idempotent on removal.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import json
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from ichor.machinery import proc
+from ichor.machinery.errors import MachineryError
+from ichor.provision._processes import tags
+
+__all__ = [
+    "BLACKHOLE_METRIC",
+    "DEFAULT_CIDR",
+    "DEFAULT_NAMESERVERS",
+    "add_veth",
+    "bridge_name",
+    "check_cidr",
+    "create_bridge",
+    "delete_link",
+    "gateway",
+    "has_blackhole",
+    "install_blackhole",
+    "node_addresses",
+    "node_mac",
+    "remove_blackhole",
+    "start_dhcp",
+    "veth_name",
+]
+
+DEFAULT_CIDR = "10.5.0.0/24"
+"""Talos's docker provisioner's default."""
+DEFAULT_NAMESERVERS = ("8.8.8.8", "1.1.1.1", "2001:4860:4860::8888", "2606:4700:4700::1111")
+"""``talosctl cluster create``'s defaults (handed out by DHCP; nothing forwards them off the bridge)."""
+BLACKHOLE_METRIC = 4294967295
+DHCP_TIMEOUT = 10.0
+DNSMASQ_HINT = "install it (Debian: `apt-get install -y dnsmasq-base`; `bash run.sh` does it as root)"
+
+
+def _ip(*args: str, check: bool = True) -> proc.Completed:
+    return proc.run(["ip", *args], timeout=15, check=check)
+
+
+def bridge_name(cluster: str) -> str:
+    return "talos" + hashlib.sha256(cluster.encode()).hexdigest()[:8]
+
+
+def node_mac(cluster: str, node: str) -> str:
+    """A locally administered unicast MAC, the same for the node every time."""
+    digest = hashlib.sha256(f"{cluster}/{node}".encode()).digest()
+    return ":".join(f"{b:02x}" for b in (0x02, *digest[:5]))
+
+
+def veth_name(cluster: str, node: str) -> str:
+    """The host end of the node's veth (15 characters at most, as the kernel wants)."""
+    return "veth" + hashlib.sha256(f"{cluster}/{node}".encode()).hexdigest()[:8]
+
+
+def _network(cidr: str) -> ipaddress.IPv4Network:
+    try:
+        network = ipaddress.ip_network(cidr, strict=False)
+    except ValueError:
+        raise MachineryError(f"invalid CIDR {cidr!r}", hint=f"pass --cidr like {DEFAULT_CIDR}") from None
+    if not isinstance(network, ipaddress.IPv4Network):
+        raise MachineryError(
+            f"--cidr {cidr} is IPv6", hint=f"container nodes take an IPv4 --cidr such as {DEFAULT_CIDR}"
+        )
+    if network.is_loopback or network.is_link_local or network.is_multicast:
+        raise MachineryError(
+            f"--cidr {cidr} is not a range a bridge can serve",
+            hint=f"use a private range such as {DEFAULT_CIDR} (loopback ranges are for --provisioner process)",
+        )
+    return network
+
+
+def gateway(cidr: str) -> str:
+    """The bridge's address: the CIDR's first host (Talos's gateway)."""
+    return str(next(_network(cidr).hosts()))
+
+
+def node_addresses(cidr: str, count: int) -> list[str]:
+    """Node addresses from the CIDR: .2 onwards (.1 is the gateway)."""
+    network = _network(cidr)
+    hosts = [str(h) for _, h in zip(range(count + 1), network.hosts(), strict=False)][1:]
+    if len(hosts) < count:
+        raise MachineryError(
+            f"--cidr {cidr} has room for {len(hosts)} nodes, {count} asked", hint="use a larger CIDR"
+        )
+    return hosts
+
+
+def _host_networks() -> list[tuple[ipaddress.IPv4Network, str]]:
+    """Every IPv4 destination the host routes (all tables) and every address it holds."""
+    found: list[tuple[ipaddress.IPv4Network, str]] = []
+    for route in json.loads(_ip("-j", "-4", "route", "show", "table", "all").stdout or "[]"):
+        dst = route.get("dst", "")
+        if dst in ("", "default"):
+            continue
+        kind = route.get("type", "unicast")
+        where = f"dev {route['dev']}" if "dev" in route else kind
+        found.append((ipaddress.ip_network(dst, strict=False), f"a {kind} route to {dst} ({where})"))
+    for link in json.loads(_ip("-j", "-4", "address", "show").stdout or "[]"):
+        for info in link.get("addr_info", []):
+            prefix = ipaddress.ip_interface(f"{info['local']}/{info['prefixlen']}").network
+            found.append((prefix, f"address {info['local']}/{info['prefixlen']} on {link.get('ifname')}"))
+    return found
+
+
+def check_cidr(cidr: str, bridge: str, hint_other: Callable[[ipaddress.IPv4Network], str]) -> None:
+    """Refuse, before anything is created, a CIDR the host already routes or holds (another
+    cluster's blackhole included), and a bridge name in use."""
+    network = _network(cidr)
+    if _ip("link", "show", "dev", bridge, check=False).exit_code == 0:
+        raise MachineryError(
+            f"network interface {bridge} (this cluster's bridge) already exists", hint=hint_other(network)
+        )
+    for other, what in _host_networks():
+        if other.overlaps(network) and other.prefixlen > 0:
+            raise MachineryError(f"--cidr {cidr} overlaps {what} on this machine", hint=hint_other(network))
+
+
+def install_blackhole(cidr: str) -> None:
+    _ip("route", "add", "blackhole", str(_network(cidr)), "metric", str(BLACKHOLE_METRIC))
+
+
+def has_blackhole(cidr: str) -> bool:
+    shown = _ip("-j", "route", "show", "type", "blackhole", str(_network(cidr)), check=False)
+    return shown.exit_code == 0 and bool(json.loads(shown.stdout or "[]"))
+
+
+def remove_blackhole(cidr: str) -> None:
+    if has_blackhole(cidr):
+        _ip("route", "del", "blackhole", str(_network(cidr)), "metric", str(BLACKHOLE_METRIC))
+
+
+def create_bridge(name: str, cidr: str, mtu: int) -> None:
+    network = _network(cidr)
+    _ip("link", "add", name, "mtu", str(mtu), "type", "bridge")
+    # Our bridge does not route for its nodes, whatever the host's ip_forward (a setting of this
+    # interface only, gone with it).
+    Path(f"/proc/sys/net/ipv4/conf/{name}/forwarding").write_text("0\n")
+    _ip("address", "add", f"{gateway(cidr)}/{network.prefixlen}", "dev", name)
+    _ip("link", "set", name, "up")
+
+
+def delete_link(name: str) -> bool:
+    """Remove a link (the bridge, a veth with its peer); False when there was none."""
+    if _ip("link", "show", "dev", name, check=False).exit_code != 0:
+        return False
+    # The kernel may take it away meanwhile (a node's namespace being dismantled): not an error.
+    return _ip("link", "del", name, check=False).exit_code == 0
+
+
+def add_veth(bridge: str, host_end: str, mac: str, pid: int, mtu: int) -> None:
+    """A veth pair: ``host_end`` on the bridge, ``eth0`` (with ``mac``) in ``pid``'s network namespace."""
+    _ip("link", "add", host_end, "mtu", str(mtu), "type", "veth",
+        "peer", "name", "eth0", "address", mac, "mtu", str(mtu), "netns", str(pid))  # fmt: skip
+    _ip("link", "set", host_end, "master", bridge, "up")
+
+
+def start_dhcp(
+    state_dir: Path,
+    bridge: str,
+    cidr: str,
+    reservations: Sequence[tuple[str, str, str]],
+    nameservers: Sequence[str],
+    mtu: int,
+) -> int:
+    """dnsmasq serving DHCP on the bridge only, one reservation (MAC, address, hostname) per node
+    and no pool, no DNS; marked as the cluster's process. Returns its PID."""
+    binary = shutil.which("dnsmasq")
+    if binary is None:
+        raise MachineryError(
+            "dnsmasq (the container cluster's DHCP server) is not installed", hint=DNSMASQ_HINT
+        )
+    network = _network(cidr)
+    command = [
+        binary, "--keep-in-foreground", "--conf-file=/dev/null", "--no-resolv", "--no-hosts", "--port=0",
+        f"--interface={bridge}", "--bind-interfaces", "--except-interface=lo", "--user=root", "--group=root",
+        "--log-facility=-", "--log-dhcp", "--pid-file=", f"--dhcp-leasefile={state_dir / 'dnsmasq.leases'}",
+        f"--dhcp-range={network.network_address},static,{network.netmask},1h",
+        f"--dhcp-option=option:router,{gateway(cidr)}", f"--dhcp-option=option:mtu,{mtu}",
+    ]  # fmt: skip
+    ipv4 = [n for n in nameservers if ipaddress.ip_address(n).version == 4]
+    if ipv4:
+        command.append(f"--dhcp-option=option:dns-server,{','.join(ipv4)}")
+    command += [f"--dhcp-host={mac},{address},{hostname}" for mac, address, hostname in reservations]
+    log = state_dir / "dnsmasq.log"
+    child = proc.start(command, output=log, env=tags(state_dir), hint=DNSMASQ_HINT)
+    deadline = time.monotonic() + DHCP_TIMEOUT
+    while "DHCP, " not in (log.read_text() if log.exists() else ""):
+        if child.poll() is not None or time.monotonic() > deadline:
+            child.stop(timeout=2)
+            raise MachineryError(
+                f"dnsmasq (the cluster's DHCP server) did not start on {bridge}: {log.read_text().strip()[-400:]}",
+                hint=f"see {log}; is another DHCP server bound to {bridge}?",
+            )
+        time.sleep(0.05)
+    return child.pid

@@ -1,0 +1,144 @@
+"""A container node's root file system, built in the node's own mount namespace.
+
+The root is a tmpfs (``<state>/<node>.rootfs``, a mount point only the node's mount namespace sees)
+holding Talos's paths as real paths, so machined runs with Talos's layout unchanged (root ``/``):
+
+- ``/system/state`` (STATE) and ``/system/meta`` (META), ``/var`` (EPHEMERAL), ``/etc/kubernetes``
+  and ``/etc/cri``: bind mounts of the node's directories under ``<state>/<node>`` (its disks,
+  kept across reboots and seen by ``cluster destroy`` only as files);
+- ``/system/run``, ``/tmp``, ``/run``, ``/dev/shm``, and the rest of ``/system`` and ``/etc``:
+  tmpfs, as on Talos (lost when the node powers off);
+- ``/dev``: the harmless device nodes (null, zero, full, random, urandom, tty) bound from the host;
+  ``/sys``: a read-only sysfs of the node's own network namespace; ``/proc``: mounted by each boot's
+  PID 1 (:func:`enter`), so it shows the node's processes only;
+- read-only: the host directories Python and Ichor run from (:func:`host_paths`), at their host
+  paths, so the same interpreter, virtualenv, source and etcd binaries run inside.
+
+It must be called in a mount namespace of the node's own (the launcher unshares one first): every
+mount here would otherwise land in the host's. It never unmounts anything: the namespace's end
+takes all of them with it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from ichor.machinery.errors import MachineryError
+from ichor.provision import _linux as linux
+
+__all__ = ["DISKS", "build", "disk_dirs", "enter", "host_paths", "leave"]
+
+DISKS = ("system/state", "system/meta", "var", "etc/kubernetes", "etc/cri")
+"""The node's own directories (its disks), bound at the same Talos path inside the node."""
+_TALOS_OWNED = ("/system", "/var", "/etc", "/proc", "/sys", "/dev")
+"""Paths the node owns: a host directory under them is not carried in (it would be hidden or land
+on the node's disks)."""
+_DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+_ETC_FROM_HOST = ("passwd", "group", "nsswitch.conf")
+"""Read by libc name lookups (Python's ``pwd``, etcd's resolver); the rest of ``/etc`` is the node's."""
+
+
+def disk_dirs(node_root: Path) -> list[Path]:
+    """Create (if absent) and return the node's disk directories under ``node_root``."""
+    dirs = [node_root / d for d in DISKS]
+    for d in dirs:
+        d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return dirs
+
+
+def host_paths() -> list[Path]:
+    """The host directories the node sees read-only: ``/usr``, the interpreter's installation,
+    the virtualenv, every directory on ``sys.path`` (the Ichor source among them) and the etcd
+    binaries' directory; none under another, none under a path the node owns."""
+    import ichor
+
+    wanted = {Path("/usr"), Path(sys.base_prefix), Path(sys.prefix), Path(sys.executable).resolve().parent}
+    wanted.add(Path(ichor.__file__).resolve().parent.parent)
+    wanted.update(Path(p) for p in sys.path if p and os.path.isabs(p) and os.path.isdir(p))
+    try:
+        from ichor.etcd import built_bin_dir, find_binaries
+
+        wanted.add(find_binaries().etcd.parent)
+        wanted.add(built_bin_dir())
+    except MachineryError:
+        pass  # a node without etcd binaries says so itself when it needs them
+    real = {p.resolve() for p in wanted if p.is_dir()} | {p for p in wanted if p.is_dir()}
+    kept = [p for p in real if not any(p.is_relative_to(owned) for owned in _TALOS_OWNED)]
+    return sorted(p for p in kept if not any(p != q and p.is_relative_to(q) for q in kept))
+
+
+def _bind(source: Path, target: Path, *, read_only: bool = False) -> None:
+    if source.is_dir():
+        target.mkdir(parents=True, exist_ok=True)
+    else:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.touch(exist_ok=True)
+    linux.mount(str(source), str(target), None, linux.MS_BIND | linux.MS_REC)
+    if read_only:
+        flags = linux.MS_BIND | linux.MS_REMOUNT | linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV
+        linux.mount(None, str(target), None, flags)
+
+
+def _tmpfs(target: Path, mode: int = 0o755, flags: int = linux.MS_NOSUID | linux.MS_NODEV) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    linux.mount("tmpfs", str(target), "tmpfs", flags, f"mode={mode:o}")
+
+
+def build(rootfs: Path, node_root: Path) -> None:
+    """Mount the node's root at ``rootfs`` (an empty directory) from its disks under ``node_root``."""
+    # Nothing mounted from here on may propagate back to the host's mount namespace.
+    linux.mount(None, "/", None, linux.MS_REC | linux.MS_PRIVATE)
+    rootfs.mkdir(parents=True, exist_ok=True)
+    _tmpfs(rootfs, flags=0)
+    for link in ("bin", "sbin", "lib", "lib64", "lib32"):
+        host = Path("/") / link
+        if host.is_symlink():
+            (rootfs / link).symlink_to(os.readlink(host))
+    for path in host_paths():
+        _bind(path, rootfs / path.relative_to("/"), read_only=True)
+
+    _tmpfs(rootfs / "dev")
+    for device in _DEVICES:
+        if Path("/dev", device).exists():
+            _bind(Path("/dev", device), rootfs / "dev" / device)
+    for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
+                         ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):  # fmt: skip
+        (rootfs / "dev" / name).symlink_to(target)
+    _tmpfs(rootfs / "dev/shm", 0o1777)
+    (rootfs / "proc").mkdir()
+    (rootfs / "sys").mkdir()
+    flags = linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC
+    linux.mount("sysfs", str(rootfs / "sys"), "sysfs", flags)
+    _tmpfs(rootfs / "tmp", 0o1777)
+    _tmpfs(rootfs / "run")
+
+    for disk in disk_dirs(node_root):
+        _bind(disk, rootfs / disk.relative_to(node_root))
+    _tmpfs(rootfs / "system/run")
+    for name in _ETC_FROM_HOST:
+        if Path("/etc", name).is_file():
+            shutil.copyfile(Path("/etc", name), rootfs / "etc" / name)
+    (rootfs / "etc/hosts").write_text("127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n")
+
+
+def enter(rootfs: Path) -> None:
+    """Become the node: mount ``/proc`` for this PID namespace and change root into ``rootfs``.
+
+    Runs in a new boot's PID 1 between fork and exec (the launcher's ``preexec``), so it does no
+    more than two system calls and a chroot.
+    """
+    proc_dir = str(rootfs / "proc")
+    linux.mount("proc", proc_dir, "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)
+    os.chroot(rootfs)
+    os.chdir("/")
+
+
+def leave(rootfs: Path) -> None:
+    """After a boot's PID 1 has exited: unmount its ``/proc`` (the next boot mounts its own)."""
+    # Never mounted when the boot failed before its preexec: nothing to undo then.
+    with contextlib.suppress(OSError):
+        linux.umount(str(rootfs / "proc"))

@@ -1,0 +1,138 @@
+"""The container provisioner's names, patches and refusals, without starting a node.
+
+Refusals happen before anything is created: each bad input leaves no state directory. The one test
+that touches the host's routing adds a blackhole route for a random 10.2xx.y.0/24 and removes it in
+a ``finally``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import random
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ichor.machined.platform import Layout, Platform
+from ichor.machinery import proc
+from ichor.machinery.errors import MachineryError
+from ichor.machinery.yamlio import load_documents, to_plain
+from ichor.provision import _cluster, _container
+from ichor.provision import _network as net
+from ichor.provision._record import ClusterRecord, NodeRecord
+
+ROOT_AND_TOOLS = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("dnsmasq") is None,
+    reason="needs root, iproute2 and dnsmasq",
+)
+
+
+def test_bridge_is_named_as_talos_names_its_cluster_bridges() -> None:
+    # Talos's QEMU provisioner: "talos" + the first 8 hex digits of sha256(network name).
+    assert net.bridge_name("talos-default") == "talos" + hashlib.sha256(b"talos-default").hexdigest()[:8]
+    assert len(net.bridge_name("x" * 200)) <= 15
+
+
+def test_node_macs_are_unicast_locally_administered_and_stable() -> None:
+    macs = {net.node_mac("c", f"c-worker-{i}") for i in range(50)}
+    assert len(macs) == 50
+    for mac in macs:
+        first = int(mac.split(":")[0], 16)
+        assert first & 0x02 and not first & 0x01
+    assert net.node_mac("c", "n") == net.node_mac("c", "n") != net.node_mac("d", "n")
+    assert len(net.veth_name("c" * 100, "n" * 100)) <= 15
+
+
+def test_addresses_start_after_the_gateway() -> None:
+    assert net.gateway("10.5.0.0/24") == "10.5.0.1"
+    assert net.node_addresses("10.5.0.0/24", 3) == ["10.5.0.2", "10.5.0.3", "10.5.0.4"]
+    with pytest.raises(MachineryError, match="room for 1 nodes, 2 asked"):
+        net.node_addresses("10.5.0.0/30", 2)
+
+
+@pytest.mark.parametrize(
+    ("cidr", "message", "hint"),
+    [
+        ("127.5.0.0/24", "not a range a bridge can serve", "--provisioner process"),
+        ("fd00::/64", "is IPv6", "IPv4 --cidr"),
+        ("10.5.0.0/33", "invalid CIDR", "--cidr like 10.5.0.0/24"),
+        ("169.254.0.0/24", "not a range a bridge can serve", "private range"),
+    ],
+)
+def test_a_cidr_a_bridge_cannot_serve_is_refused(cidr: str, message: str, hint: str) -> None:
+    with pytest.raises(MachineryError, match=message) as caught:
+        net.node_addresses(cidr, 1)
+    assert hint in (caught.value.hint or "")
+
+
+def test_the_static_address_patch_gives_eth0_its_address_and_the_default_route() -> None:
+    record = ClusterRecord("c", "10.9.8.0/24", "/x", mtu=1400, nameservers=["10.9.8.1"])
+    text = _container.static_address_patch(record, NodeRecord("c-worker-1", "worker", "10.9.8.3", "/x"))
+    patch = to_plain(load_documents(text)[0])
+    network = patch["machine"]["network"]
+    assert network["interfaces"] == [{
+        "interface": "eth0", "addresses": ["10.9.8.3/24"], "mtu": 1400,
+        "routes": [{"network": "0.0.0.0/0", "gateway": "10.9.8.1"}],
+    }]  # fmt: skip
+    assert network["nameservers"] == ["10.9.8.1"]
+
+
+def test_process_nodes_say_process_and_run_in_container_mode() -> None:
+    assert Layout(root=Path("/x"), address="127.0.0.2").platform is Platform.PROCESS
+    assert (Platform.PROCESS.mode, Platform.CONTAINER.mode, Platform.METAL.mode) == (
+        "container",
+        "container",
+        "metal",
+    )
+
+
+def _create(tmp_path: Path, **kw: Any) -> ClusterRecord:
+    args: dict[str, Any] = dict(name="c", cidr="10.222.1.0/24", controlplanes=1, workers=0, state=tmp_path / "s",
+                                talosconfig=tmp_path / "talosconfig", provisioner="container", progress=lambda _: None)  # fmt: skip
+    args.update(kw)
+    return _cluster.create(**args)
+
+
+@pytest.mark.parametrize(
+    ("kw", "message", "hint"),
+    [
+        ({"mtu": 20}, "--mtu 20 is out of range", "between 68 and 65535"),
+        ({"registry_mirrors": ["docker.io"]}, "is not <registry>=<endpoint>", "--registry-mirror docker.io="),
+        ({"nameservers": ["dns.example"]}, "is not an IP address", "--nameservers 8.8.8.8"),
+        ({"cidr": "127.0.0.0/24"}, "not a range a bridge can serve", "--provisioner process"),
+        ({"config_patches": ["[{not yaml"]}, "--config-patch", ""),
+    ],
+)
+@ROOT_AND_TOOLS
+def test_bad_container_flags_are_refused_before_anything_starts(
+    tmp_path: Path, kw: dict[str, Any], message: str, hint: str
+) -> None:
+    with pytest.raises(MachineryError, match=message) as caught:
+        _create(tmp_path, **kw)
+    assert hint in (caught.value.hint or "") + str(caught.value)
+    assert not (tmp_path / "s").exists()
+
+
+def test_container_nodes_without_root_say_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(MachineryError, match="container nodes need root") as caught:
+        _create(tmp_path)
+    assert "--provisioner process" in (caught.value.hint or "")
+
+
+@ROOT_AND_TOOLS
+def test_a_cidr_this_machine_already_routes_is_refused(tmp_path: Path) -> None:
+    cidr = f"10.{random.randint(200, 250)}.{random.randint(0, 255)}.0/24"
+    proc.run(["ip", "route", "add", "blackhole", cidr, "metric", str(net.BLACKHOLE_METRIC)])
+    try:
+        with pytest.raises(
+            MachineryError, match=f"--cidr {cidr} overlaps a blackhole route to {cidr}"
+        ) as caught:
+            _create(tmp_path, cidr=cidr)
+        assert "pick a --cidr nothing on this machine uses" in (caught.value.hint or "")
+        assert not (tmp_path / "s").exists()
+    finally:
+        proc.run(["ip", "route", "del", "blackhole", cidr, "metric", str(net.BLACKHOLE_METRIC)])

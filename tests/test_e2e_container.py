@@ -1,0 +1,190 @@
+"""End to end: ``talosctl cluster create --provisioner container`` (root only, as CI runs).
+
+A 1+1 cluster on a random 10.2xx.y.0/24 nothing else on the machine uses: the blackhole route for it
+must be there before the test sends anything, the nodes answer on their eth0 addresses, a rebooted
+node comes back in the same namespaces, and after destroy nothing is left: no process carrying the
+cluster's marks, no network namespace, no mount under the state directory, no bridge or veth, no
+route (the blackhole included). Whatever happens, the fixture removes all of it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from cluster_helpers import cli_env
+from cluster_helpers import talosctl_in as _talosctl
+
+from ichor.machinery import proc
+from ichor.provision._network import BLACKHOLE_METRIC, bridge_name, veth_name
+from ichor.provision._processes import find, signal_and_wait
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.skipif(
+        os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("dnsmasq") is None,
+        reason="container nodes need root, iproute2 and dnsmasq (bash run.sh installs dnsmasq-base as root)",
+    ),
+]
+
+NAME = "ctr"
+
+
+@dataclass
+class Cluster:
+    home: Path
+    state: Path
+    cidr: str
+    cp: str
+    worker: str
+
+    @property
+    def state_dir(self) -> Path:
+        return (self.state / NAME).resolve()
+
+
+def _routes(cidr: str) -> list[dict[str, object]]:
+    shown = proc.run(["ip", "-j", "route", "show", "table", "all", "to", "match", cidr.replace("0/24", "9")])
+    return [r for r in json.loads(shown.stdout or "[]") if r.get("dst") == cidr]
+
+
+def _links() -> str:
+    return proc.run(["ip", "-br", "link"]).stdout
+
+
+def _free_cidr() -> str:
+    taken = proc.run(["ip", "-4", "route", "show", "table", "all"]).stdout
+    while True:
+        cidr = f"10.{random.randint(200, 250)}.{random.randint(0, 255)}.0/24"
+        if cidr.rsplit(".", 1)[0] + "." not in taken:
+            return cidr
+
+
+def _leftovers(cluster: Cluster) -> list[str]:
+    """Everything of the cluster still on the machine, described."""
+    left = [f"process {p.describe()}" for p in find(cluster.state_dir)]
+    mounts = Path("/proc/self/mountinfo").read_text()
+    left += [f"mount {line.split()[4]}" for line in mounts.splitlines() if str(cluster.state_dir) in line]
+    links = _links()
+    names = [
+        bridge_name(NAME),
+        veth_name(NAME, f"{NAME}-controlplane-1"),
+        veth_name(NAME, f"{NAME}-worker-1"),
+    ]
+    left += [f"link {name}" for name in names if name in links]
+    left += [f"route {r}" for r in _routes(cluster.cidr)]
+    return left
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    cidr = _free_cidr()
+    prefix = cidr.rsplit(".", 1)[0]
+    made = Cluster(tmp_path / "home", tmp_path / "clusters", cidr, f"{prefix}.2", f"{prefix}.3")
+    made.home.mkdir()
+    try:
+        yield made
+    finally:
+        _talosctl(
+            made.home,
+            "cluster",
+            "destroy",
+            "--name",
+            NAME,
+            "--state",
+            str(made.state),
+            "--force",
+            timeout=120,
+        )
+        # Whatever destroy could not do, by PID and by name, the blackhole last.
+        signal_and_wait([p.id for p in find(made.state_dir)], signal.SIGKILL, 10)
+        proc.run(["ip", "link", "del", bridge_name(NAME)], check=False)
+        proc.run(["ip", "route", "del", "blackhole", cidr, "metric", str(BLACKHOLE_METRIC)], check=False)
+
+
+def _namespaces(pid: int) -> dict[str, int]:
+    return {ns: os.stat(f"/proc/{pid}/ns/{ns}").st_ino for ns in ("net", "mnt", "uts", "ipc")}
+
+
+def test_container_cluster_create_reboot_destroy_leaves_nothing(cluster: Cluster) -> None:
+    created = _talosctl(cluster.home, "cluster", "create", "--provisioner", "container", "--name", NAME,
+                        "--state", str(cluster.state), "--cidr", cluster.cidr, "--wait-timeout", "3m",
+                        timeout=300)  # fmt: skip
+    assert created.exit_code == 0, created.stderr
+    # The blackhole is there before this test sends anything, and went in before the bridge.
+    blackholes = [r for r in _routes(cluster.cidr) if r.get("type") == "blackhole"]
+    assert blackholes and blackholes[0].get("metric") == BLACKHOLE_METRIC, _routes(cluster.cidr)
+    lines = created.stderr.splitlines()
+    first = next(i for i, line in enumerate(lines) if "blackhole" in line)
+    assert first < next(i for i, line in enumerate(lines) if "creating bridge" in line)
+    assert "provisioner container (as asked with --provisioner)" in created.stderr
+    assert "etcd is healthy on 1 control plane(s)" in created.stderr
+    assert bridge_name(NAME) in _links()
+
+    addresses = _talosctl(cluster.home, "-n", cluster.worker, "get", "addresses")
+    assert f"eth0/{cluster.worker}/24" in addresses.stdout, addresses.stdout + addresses.stderr
+    # machined is PID 1 of the node, and the node's own localhost is its own.
+    processes = _talosctl(cluster.home, "-n", cluster.cp, "processes")
+    assert any(
+        line.split()[1] == "1" and "ichor.machined" in line for line in processes.stdout.splitlines()[1:]
+    )
+    links = _talosctl(cluster.home, "-n", cluster.cp, "get", "links")
+    assert " eth0 " in links.stdout and " lo " in links.stdout, links.stdout
+    members = _talosctl(cluster.home, "-n", cluster.cp, "etcd", "members")
+    assert f"https://{cluster.cp}:2380" in members.stdout, members.stdout + members.stderr
+
+    launchers = [p for p in find(cluster.state_dir) if p.role == "launcher"]
+    worker_launcher = next(p for p in launchers if p.node == f"{NAME}-worker-1")
+    before = _namespaces(worker_launcher.id.pid)
+    rebooted = _talosctl(cluster.home, "-n", cluster.worker, "reboot", timeout=120)
+    assert rebooted.exit_code == 0 and "back up" in rebooted.stdout + rebooted.stderr, rebooted.stderr
+    assert _namespaces(worker_launcher.id.pid) == before
+    again = _talosctl(cluster.home, "-n", cluster.worker, "get", "addresses")
+    assert f"eth0/{cluster.worker}/24" in again.stdout, again.stdout + again.stderr
+
+    node_namespaces = {ns for p in launchers for ns in _namespaces(p.id.pid).values()}
+    destroyed = _talosctl(cluster.home, "cluster", "destroy", "--name", NAME, "--state", str(cluster.state),
+                          timeout=120)  # fmt: skip
+    assert destroyed.exit_code == 0, destroyed.stderr
+    assert destroyed.stderr.splitlines()[-2].startswith("removed the blackhole route"), destroyed.stderr
+    assert _leftovers(cluster) == []
+    listed = proc.run(["lsns", "-n", "-o", "NS"]).stdout.split()
+    assert node_namespaces.isdisjoint(int(ns) for ns in listed)
+
+
+def test_a_failed_create_removes_the_network_and_keeps_the_logs(cluster: Cluster) -> None:
+    failed = _talosctl(cluster.home, "cluster", "create", "--provisioner", "container", "--name", NAME,
+                       "--state", str(cluster.state), "--cidr", cluster.cidr, "--wait-timeout", "1s")  # fmt: skip
+    assert failed.exit_code != 0 and "hint: raise --wait-timeout" in failed.stderr, failed.stderr
+    assert f"removed the blackhole route for {cluster.cidr}" in failed.stderr
+    assert _leftovers(cluster) == []
+    assert (cluster.state_dir / f"{NAME}-controlplane-1.log").exists()
+
+
+def test_ctrl_c_during_create_removes_everything(cluster: Cluster) -> None:
+    output = cluster.home / "create.log"
+    create = proc.start([sys.executable, "-m", "ichor", "cluster", "create", "--provisioner", "container",
+                         "--name", NAME, "--state", str(cluster.state), "--cidr", cluster.cidr],
+                        output=output, env=cli_env(cluster.home), cwd=cluster.home)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while "in its own namespaces" not in (output.read_text() if output.exists() else ""):
+            assert time.monotonic() < deadline and create.poll() is None, output.read_text()
+            time.sleep(0.05)
+        os.kill(create.pid, signal.SIGINT)
+        assert create.wait(timeout=90) != 0
+    finally:
+        create.stop(timeout=5)
+    text = output.read_text()
+    assert "interrupted: removing what create started" in text and "removed the blackhole route" in text, text
+    assert _leftovers(cluster) == []
+    assert not cluster.state_dir.exists()
