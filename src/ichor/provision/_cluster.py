@@ -205,6 +205,8 @@ def _bring_up(
     container = record.provisioner == CONTAINER
     for node in record.nodes:
         hostname = load_patches([f"machine:\n  network:\n    hostname: {node.name}\n"])
+        if container:
+            hostname += load_patches([_container.time_server_patch(record)])
         if container and record.static_addresses:
             hostname += load_patches([_container.static_address_patch(record, node)])
         output = OutputType.CONTROLPLANE if node.type == "controlplane" else OutputType.WORKER

@@ -25,7 +25,14 @@ from ichor.provision._namespaces import network_namespace_of
 from ichor.provision._processes import ProcessId, tags
 from ichor.provision._record import ClusterRecord, NodeRecord, cluster_flags, launcher_state_file
 
-__all__ = ["check_host", "create_network", "remove_network", "start_nodes", "static_address_patch"]
+__all__ = [
+    "check_host",
+    "create_network",
+    "remove_network",
+    "start_nodes",
+    "static_address_patch",
+    "time_server_patch",
+]
 
 NAMESPACE_TIMEOUT = 30.0
 """How long a launcher may take to make its namespaces."""
@@ -82,6 +89,12 @@ def static_address_patch(record: ClusterRecord, node: NodeRecord) -> str:
     return text
 
 
+def time_server_patch(record: ClusterRecord) -> str:
+    """The nodes ask the cluster's own time server (chronyd on the bridge), as Talos's QEMU clusters
+    do with theirs: nothing outside the machine is reachable, so time.cloudflare.com never answers."""
+    return f"machine:\n  time:\n    servers: [{net.gateway(record.cidr)}]\n"
+
+
 def create_network(record: ClusterRecord, progress: Callable[[str], None]) -> None:
     """Blackhole route, bridge and DHCP server, each recorded as soon as it exists."""
     progress(
@@ -102,6 +115,9 @@ def create_network(record: ClusterRecord, progress: Callable[[str], None]) -> No
     )
     record.save()
     progress(f"DHCP server (dnsmasq) on {bridge}: {len(reservations)} reservation(s) by MAC")
+    record.ntp_pid = net.start_ntp(state_dir, record.cidr)
+    record.save()
+    progress(f"time server (chronyd, never setting the clock) on {net.gateway(record.cidr)}")
 
 
 def _start_launcher(node: NodeRecord, state_dir: Path, config: Path) -> proc.Background:

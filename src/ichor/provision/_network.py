@@ -53,6 +53,7 @@ DEFAULT_NAMESERVERS = ("8.8.8.8", "1.1.1.1", "2001:4860:4860::8888", "2606:4700:
 """``talosctl cluster create``'s defaults (handed out by DHCP; nothing forwards them off the bridge)."""
 BLACKHOLE_METRIC = 4294967295
 DHCP_TIMEOUT = 10.0
+CHRONY_HINT = "install it (Debian: `apt-get install -y chrony`; `bash run.sh` does it as root)"
 DNSMASQ_HINT = "install it (Debian: `apt-get install -y dnsmasq-base`; `bash run.sh` does it as root)"
 
 
@@ -213,6 +214,37 @@ def start_dhcp(
             raise MachineryError(
                 f"dnsmasq (the cluster's DHCP server) did not start on {bridge}: {log.read_text().strip()[-400:]}",
                 hint=f"see {log}; is another DHCP server bound to {bridge}?",
+            )
+        time.sleep(0.05)
+    return child.pid
+
+
+def start_ntp(state_dir: Path, cidr: str) -> int:
+    """chronyd serving NTP on the bridge's gateway address to the cluster's CIDR, the time server
+    container nodes query (they never set the clock: it is the host's). ``-x``: chronyd never
+    touches the host's clock either; it serves its own (``local stratum 8``). Marked as the
+    cluster's process. Returns its PID."""
+    binary = shutil.which("chronyd")
+    if binary is None:
+        raise MachineryError(
+            "chronyd (the container cluster's time server) is not installed", hint=CHRONY_HINT
+        )
+    conf = state_dir / "chrony.conf"
+    conf.write_text(
+        f"bindaddress {gateway(cidr)}\nallow {_network(cidr)}\nlocal stratum 8\ncmdport 0\n"
+        f"bindcmdaddress /\npidfile {state_dir / 'chronyd.pid'}\ndriftfile {state_dir / 'chrony.drift'}\n"
+    )
+    log = state_dir / "chronyd.log"
+    child = proc.start([binary, "-d", "-x", "-u", "root", "-f", str(conf)], output=log, env=tags(state_dir),
+                       hint=CHRONY_HINT)  # fmt: skip
+    deadline = time.monotonic() + DHCP_TIMEOUT
+    while "Disabled control of system clock" not in (log.read_text() if log.exists() else ""):
+        if child.poll() is not None or time.monotonic() > deadline:
+            child.stop(timeout=2)
+            raise MachineryError(
+                f"chronyd (the cluster's time server) did not start on {gateway(cidr)}: "
+                f"{log.read_text().strip()[-400:] if log.exists() else 'no output'}",
+                hint=f"see {log}",
             )
         time.sleep(0.05)
     return child.pid

@@ -65,6 +65,7 @@ class ClusterRecord:
     bridge: str = ""
     """The bridge create made ("" until it did)."""
     dhcp_pid: int = 0
+    ntp_pid: int = 0
 
     @property
     def file(self) -> Path:
