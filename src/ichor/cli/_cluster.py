@@ -78,9 +78,9 @@ def _choose_provisioner(asked: str | None) -> tuple[str, str]:
 )
 @click.option(
     "--static-addresses/--no-static-addresses",
-    default=True,
+    default=False,
     hidden=True,
-    help="container nodes also get eth0's address from their machine config, not only from DHCP",
+    help="container nodes get eth0's address from their machine config instead of the cluster's DHCP server",
 )
 @click.option(
     "--config-patch",

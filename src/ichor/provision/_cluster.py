@@ -74,7 +74,7 @@ def create(
     mtu: int = 1500,
     nameservers: Sequence[str] = (),
     registry_mirrors: Sequence[str] = (),
-    static_addresses: bool = True,
+    static_addresses: bool = False,
 ) -> ClusterRecord:
     """Create a cluster of process nodes, as a user would: boot, apply configs, merge talosconfig,
     bootstrap; then (``wait``) wait until every node's API answers and etcd is healthy on every
@@ -207,8 +207,9 @@ def _bring_up(
         hostname = load_patches([f"machine:\n  network:\n    hostname: {node.name}\n"])
         if container:
             hostname += load_patches([_container.time_server_patch(record)])
-        if container and record.static_addresses:
-            hostname += load_patches([_container.static_address_patch(record, node)])
+        if container:
+            patch = _container.static_address_patch if record.static_addresses else _container.dhcp_patch
+            hostname += load_patches([patch(record, node)])
         output = OutputType.CONTROLPLANE if node.type == "controlplane" else OutputType.WORKER
         text = generate(bundle, opts, output_types=[output], patches=[*discovery, *patches.common, *hostname],
                         controlplane_patches=patches.controlplane, worker_patches=patches.worker,

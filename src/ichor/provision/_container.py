@@ -77,7 +77,7 @@ def check_cidr(name: str, cidr: str, state: Path) -> None:
 
 def static_address_patch(record: ClusterRecord, node: NodeRecord) -> str:
     """eth0's address and the default route through the bridge, as machine config (the
-    ``--static-addresses`` switch: until machined's DHCP client answers dnsmasq)."""
+    hidden ``--static-addresses`` switch, instead of :func:`dhcp_patch`)."""
     prefix = ipaddress.ip_network(record.cidr, strict=False).prefixlen
     text = (
         "machine:\n  network:\n    interfaces:\n      - interface: eth0\n"
@@ -87,6 +87,12 @@ def static_address_patch(record: ClusterRecord, node: NodeRecord) -> str:
     if record.nameservers:
         text += f"    nameservers: [{', '.join(record.nameservers)}]\n"
     return text
+
+
+def dhcp_patch(record: ClusterRecord, node: NodeRecord) -> str:
+    """eth0 by DHCP from the cluster's dnsmasq (a reservation per MAC). Talos's default DHCP covers
+    physical links only and eth0 is a veth, so the config names it, as a user of a bridged VM would."""
+    return f"machine:\n  network:\n    interfaces:\n      - interface: eth0\n        dhcp: true\n        mtu: {record.mtu}\n"
 
 
 def time_server_patch(record: ClusterRecord) -> str:

@@ -58,7 +58,7 @@ class ClusterRecord:
     nameservers: list[str] = field(default_factory=list)
     registry_mirrors: list[str] = field(default_factory=list)
     """``--registry-mirror`` values (``<registry>=<endpoint>``), for the nodes' CRI."""
-    static_addresses: bool = True
+    static_addresses: bool = False
     """Container nodes get eth0's address from their machine config (else from DHCP alone)."""
     blackhole: str = ""
     """The CIDR whose blackhole route create installed (removed last, by destroy)."""
