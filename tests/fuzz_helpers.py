@@ -9,10 +9,7 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-from hypothesis import settings
-
 #: Derandomized, no example database, no per-example deadline: the same run in CI as locally.
-BUDGET = settings(derandomize=True, deadline=None, database=None, print_blob=False)
 
 
 class Live:

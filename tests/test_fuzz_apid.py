@@ -23,7 +23,8 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from fuzz_helpers import BUDGET, Live, collecting_tracebacks
+from fuzz_budget import budget
+from fuzz_helpers import Live, collecting_tracebacks
 from grpclib.client import Channel
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
@@ -49,7 +50,7 @@ _keys = st.sampled_from(["node", "nodes", "proxyfrom", "talos-role", "x-other"])
 _values = st.one_of(st.text(max_size=40), st.binary(max_size=40), st.sampled_from([A, B, "", "a:1", "[::1]"]))
 
 
-@settings(BUDGET, max_examples=400)
+@budget(400)
 @given(
     method=st.one_of(st.sampled_from(sorted(METHODS)), st.text(max_size=60)),
     metadata=st.lists(st.tuples(_keys, _values), max_size=6),
@@ -71,7 +72,7 @@ def test_routing_metadata_gives_a_route_or_a_clear_refusal(
 # -- reply edits ----------------------------------------------------------------------------
 
 
-@settings(BUDGET, max_examples=400)
+@budget(400)
 @given(reply=st.binary(max_size=200), target=st.text(max_size=40), streaming=st.booleans())
 def test_any_backend_reply_is_tagged_or_refused_as_malformed(
     reply: bytes, target: str, streaming: bool
@@ -84,7 +85,7 @@ def test_any_backend_reply_is_tagged_or_refused_as_malformed(
     assert len(tagged) > len(reply) or not target
 
 
-@settings(BUDGET, max_examples=200)
+@budget(200)
 @given(data=st.binary(max_size=100), target=st.text(max_size=40))
 def test_a_one_element_reply_keeps_its_element_and_gains_the_hostname(data: bytes, target: str) -> None:
     element = common_pb2.Data(metadata=common_pb2.Metadata(error="e"), bytes=data)
@@ -184,7 +185,7 @@ async def _call(
         channel.close()
 
 
-@settings(BUDGET, max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(budget(60), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     path=st.sampled_from(["/machine.MachineService/Version", "/machine.MachineService/EtcdRecover"]),
     role=st.sampled_from(["os:admin", "os:admin", "os:reader", ""]),

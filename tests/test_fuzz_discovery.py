@@ -20,7 +20,8 @@ from typing import Any
 
 import pytest
 from clock_helpers import FakeClock
-from fuzz_helpers import BUDGET, Live, collecting_tracebacks
+from fuzz_budget import budget
+from fuzz_helpers import Live, collecting_tracebacks
 from google.protobuf.duration_pb2 import Duration
 from grpclib.client import Channel
 from grpclib.const import Cardinality, Status
@@ -79,7 +80,7 @@ _ops = st.one_of(
 )  # fmt: skip
 
 
-@settings(BUDGET, max_examples=300)
+@budget(300)
 @given(ops=st.lists(_ops, max_size=40))
 def test_the_store_keeps_what_a_model_keeps_within_its_quotas(ops: list[tuple[Any, ...]]) -> None:
     clock = FakeClock(datetime(2026, 1, 1, tzinfo=UTC))
@@ -190,7 +191,7 @@ def _calls(draw: st.DrawFn) -> list[tuple[str, bytes | None]]:
     return calls
 
 
-@settings(BUDGET, max_examples=80, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(budget(80), suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(calls=_calls())
 def test_any_request_ends_with_a_clear_status(live: Live, calls: list[tuple[str, bytes | None]]) -> None:
     tracemalloc.start()
