@@ -337,7 +337,19 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     with contextlib.ExitStack() as stack:
         home = args.home or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="soak-")))
-        _talosctl(home, "cluster", "create", "--name", CLUSTER, "--cidr", cidr, "--workers", "1")
+        _talosctl(
+            home,
+            "cluster",
+            "create",
+            "--provisioner",
+            "process",
+            "--name",
+            CLUSTER,
+            "--cidr",
+            cidr,
+            "--workers",
+            "1",
+        )
         print(f"cluster create 1+1 on {cidr}: {time.perf_counter() - started:.1f} s", flush=True)
         try:
             record = ClusterRecord.load(home / ".talos/clusters", CLUSTER)

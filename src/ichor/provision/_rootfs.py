@@ -98,6 +98,10 @@ def build(rootfs: Path, node_root: Path) -> None:
         host = Path("/") / link
         if host.is_symlink():
             (rootfs / link).symlink_to(os.readlink(host))
+    # /tmp and /run first: a checkout or virtualenv under /tmp (a CI clone) is bound on top of them,
+    # not hidden under them.
+    _tmpfs(rootfs / "tmp", 0o1777)
+    _tmpfs(rootfs / "run")
     for path in host_paths():
         _bind(path, rootfs / path.relative_to("/"), read_only=True)
 
@@ -113,8 +117,6 @@ def build(rootfs: Path, node_root: Path) -> None:
     (rootfs / "sys").mkdir()
     flags = linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC
     linux.mount("sysfs", str(rootfs / "sys"), "sysfs", flags)
-    _tmpfs(rootfs / "tmp", 0o1777)
-    _tmpfs(rootfs / "run")
 
     for disk in disk_dirs(node_root):
         _bind(disk, rootfs / disk.relative_to(node_root))
