@@ -6,9 +6,9 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 # Container nodes (`cluster create --provisioner container`, the default as root) need iproute2 and a
-# DHCP and a time server for their bridge: dnsmasq and chrony from Debian. Installed only as root, only when missing.
+# DHCP and a time server for their bridge: dnsmasq and chrony from Debian, and nft for the nodes' firewall. Installed only as root, only when missing.
 container_tools() {
-    if [ "$(id -u)" -ne 0 ] || { command -v dnsmasq >/dev/null && command -v chronyd >/dev/null; }; then
+    if [ "$(id -u)" -ne 0 ] || { command -v dnsmasq >/dev/null && command -v chronyd >/dev/null && command -v nft >/dev/null; }; then
         return 0
     fi
     if ! command -v apt-get >/dev/null; then
@@ -22,7 +22,7 @@ container_tools() {
     if [ ! -e "$policy" ]; then
         printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && made_policy=1
     fi
-    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsmasq-base chrony iproute2 >/dev/null; }; then
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsmasq-base chrony iproute2 nftables >/dev/null; }; then
         echo "run.sh: could not install dnsmasq-base/chrony; container clusters (and their tests) will say what is missing" >&2
     fi
     if [ "$made_policy" -eq 1 ]; then rm -f "$policy"; fi

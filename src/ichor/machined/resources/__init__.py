@@ -160,6 +160,7 @@ from ichor.machined.resources._secrets import (
     PEMCertificate,
     PEMCertificateAndKey,
 )
+from ichor.machined.resources.nftables import NFTABLES_CHAINS
 
 __all__ = [
     "ACQUIRE_CONFIG_STATUSES",
@@ -214,6 +215,7 @@ __all__ = [
     "NETWORK_NAMESPACE",
     "NETWORK_STATUSES",
     "NETWORK_STATUS_ID",
+    "NFTABLES_CHAINS",
     "NODE_ADDRESSES",
     "NODE_ADDRESS_ACCUMULATIVE_ID",
     "NODE_ADDRESS_CURRENT_ID",
@@ -338,6 +340,7 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     NETWORK_STATUSES,
     TIME_SERVER_SPECS,
     TIME_SERVER_STATUSES,
+    NFTABLES_CHAINS,
     ETC_FILE_SPECS,
     ETC_FILE_STATUSES,
     ETCD_ROOT_SECRETS,

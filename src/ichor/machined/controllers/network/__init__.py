@@ -10,6 +10,8 @@ The graph (as ``talosctl inspect dependencies`` draws it)::
         (only on a node with a network namespace of its own)
     LinkSpecs, AddressSpecs, RouteSpecs --*SpecController--> the kernel, over netlink
         (only on a node with a network namespace of its own)
+    MachineConfig --NfTablesChainConfigController--> NfTablesChains --NfTablesChainController-->
+        table inet talos in the node's nftables (own network namespace only)
     HostnameSpec, ResolverSpec, TimeServerSpec --*SpecController--> HostnameStatus, ResolverStatus,
         TimeServerStatus
     the kernel --LinkStatus/AddressStatus/RouteStatusController--> links, addresses, routes
@@ -49,6 +51,7 @@ from ichor.machined.controllers.network.etcfiles import (
     render_hosts,
     render_resolv_conf,
 )
+from ichor.machined.controllers.network.firewall import nftables_chain_config_controller
 from ichor.machined.controllers.network.hostname import (
     DEFAULT_RESOLVERS,
     default_hostname,
@@ -62,6 +65,7 @@ from ichor.machined.controllers.network.hostname import (
     resolver_merge_controller,
     resolver_spec_controller,
 )
+from ichor.machined.controllers.network.nftables import NfTablesChainController
 from ichor.machined.controllers.network.operator import OperatorSpecController, lease_specs
 from ichor.machined.controllers.network.status import (
     KernelObserver,
@@ -85,6 +89,7 @@ __all__ = [
     "EtcFileWriter",
     "KernelObserver",
     "LinkSpecController",
+    "NfTablesChainController",
     "OperatorSpecController",
     "RouteSpecController",
     "address_config_controller",
@@ -105,6 +110,7 @@ __all__ = [
     "merge_controller",
     "netlink_for",
     "network_controllers",
+    "nftables_chain_config_controller",
     "node_address_controller",
     "operator_config_controller",
     "parse_address",
@@ -158,6 +164,8 @@ def network_controllers(
         transports = dhcp_transports or (raw_transports if netlink is None else None)
         if transports is not None:
             applying.append(OperatorSpecController(transports))
+        if netlink is None:  # the node's own kernel: never nft in a test's (the host's) namespace
+            applying.append(NfTablesChainController())
     return [
         *hostname_controllers(layout),
         *resolver_controllers(),
@@ -166,6 +174,7 @@ def network_controllers(
         address_config_controller(),
         route_config_controller(),
         operator_config_controller(),
+        nftables_chain_config_controller(),
         *spec_merge_controllers(),
         *applying,
         link_status_controller(kernel),
