@@ -73,6 +73,14 @@ from ichor.machined.resources._files import (
     EtcFileSpecSpec,
     EtcFileStatusSpec,
 )
+from ichor.machined.resources._hostdns import (
+    DNS_RESOLVE_CACHES,
+    HOST_DNS_CONFIG_ID,
+    HOST_DNS_CONFIGS,
+    HOSTDNS_TYPES,
+    DNSResolveCacheSpec,
+    HostDNSConfigSpec,
+)
 from ichor.machined.resources._network import (
     ADDRESS_STATUSES,
     HOSTNAME_STATUS_ID,
@@ -182,6 +190,7 @@ __all__ = [
     "DISCOVERY_CONFIG_ID",
     "DISCOVERY_STATUSES",
     "DISCOVERY_STATUS_ID",
+    "DNS_RESOLVE_CACHES",
     "ENDPOINTS",
     "ETCD_CONFIGS",
     "ETCD_ID",
@@ -192,9 +201,12 @@ __all__ = [
     "ETC_FILE_SPECS",
     "ETC_FILE_STATUSES",
     "FILES_NAMESPACE",
+    "HOSTDNS_TYPES",
     "HOSTNAME_SPECS",
     "HOSTNAME_STATUSES",
     "HOSTNAME_STATUS_ID",
+    "HOST_DNS_CONFIGS",
+    "HOST_DNS_CONFIG_ID",
     "IDENTITIES",
     "INFOS",
     "INFO_ID",
@@ -248,6 +260,7 @@ __all__ = [
     "ConfigLayer",
     "ControlPlaneSpec",
     "DHCP4OperatorSpec",
+    "DNSResolveCacheSpec",
     "DiscoveryConfigSpec",
     "DiscoveryStatusSpec",
     "EndpointSpec",
@@ -256,6 +269,7 @@ __all__ = [
     "EtcdConfigSpec",
     "EtcdRootSpec",
     "EtcdSpecSpec",
+    "HostDNSConfigSpec",
     "HostnameSpecSpec",
     "HostnameStatusSpec",
     "IPAddress",
@@ -344,6 +358,7 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     ETCD_CONFIGS,
     ETCD_SPECS,
     *CLUSTER_TYPES,
+    *HOSTDNS_TYPES,
 )
 
 
