@@ -73,6 +73,14 @@ from ichor.machined.resources._files import (
     EtcFileSpecSpec,
     EtcFileStatusSpec,
 )
+from ichor.machined.resources._hostdns import (
+    DNS_RESOLVE_CACHES,
+    HOST_DNS_CONFIG_ID,
+    HOST_DNS_CONFIGS,
+    HOSTDNS_TYPES,
+    DNSResolveCacheSpec,
+    HostDNSConfigSpec,
+)
 from ichor.machined.resources._network import (
     ADDRESS_STATUSES,
     HOSTNAME_STATUS_ID,
@@ -183,6 +191,7 @@ __all__ = [
     "DISCOVERY_CONFIG_ID",
     "DISCOVERY_STATUSES",
     "DISCOVERY_STATUS_ID",
+    "DNS_RESOLVE_CACHES",
     "ENDPOINTS",
     "ETCD_CONFIGS",
     "ETCD_ID",
@@ -193,9 +202,12 @@ __all__ = [
     "ETC_FILE_SPECS",
     "ETC_FILE_STATUSES",
     "FILES_NAMESPACE",
+    "HOSTDNS_TYPES",
     "HOSTNAME_SPECS",
     "HOSTNAME_STATUSES",
     "HOSTNAME_STATUS_ID",
+    "HOST_DNS_CONFIGS",
+    "HOST_DNS_CONFIG_ID",
     "IDENTITIES",
     "INFOS",
     "INFO_ID",
@@ -250,6 +262,7 @@ __all__ = [
     "ConfigLayer",
     "ControlPlaneSpec",
     "DHCP4OperatorSpec",
+    "DNSResolveCacheSpec",
     "DiscoveryConfigSpec",
     "DiscoveryStatusSpec",
     "EndpointSpec",
@@ -258,6 +271,7 @@ __all__ = [
     "EtcdConfigSpec",
     "EtcdRootSpec",
     "EtcdSpecSpec",
+    "HostDNSConfigSpec",
     "HostnameSpecSpec",
     "HostnameStatusSpec",
     "IPAddress",
@@ -347,6 +361,7 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     ETCD_CONFIGS,
     ETCD_SPECS,
     *CLUSTER_TYPES,
+    *HOSTDNS_TYPES,
 )
 
 

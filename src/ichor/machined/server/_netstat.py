@@ -26,7 +26,7 @@ from grpclib.exceptions import GRPCError
 from grpclib.server import Stream
 
 from ichor.api.gen.machine import machine_pb2
-from ichor.machined.server import _files
+from ichor.machined.server import _files, _pcap
 
 PROTOCOLS = ("tcp", "tcp6", "udp", "udp6", "udplite", "udplite6", "raw", "raw6")
 
@@ -171,6 +171,9 @@ class NetstatMethods:
         await stream.send_message(
             machine_pb2.NetstatResponse(messages=[machine_pb2.Netstat(connectrecord=records)])
         )
+
+    async def PacketCapture(self, stream: Stream[Any, Any]) -> None:
+        await _pcap.packet_capture(self._node, await self._request(stream, "PacketCapture"), stream)
 
     async def Stats(self, stream: Stream[Any, Any]) -> None:
         await self._request(stream, "Stats")

@@ -16,7 +16,9 @@ The graph (as ``talosctl inspect dependencies`` draws it)::
         TimeServerStatus
     the kernel --LinkStatus/AddressStatus/RouteStatusController--> links, addresses, routes
     AddressStatuses + LinkStatuses --NodeAddressController--> NodeAddresses
-    HostnameStatus + NodeAddress + ResolverStatus --EtcFileController--> EtcFileSpecs hosts,
+    MachineConfig --HostDNSConfigController--> HostDNSConfig; + ResolverStatus
+        --DNSResolveCacheController--> the caching resolver on 127.0.0.53 (own netns only)
+    HostnameStatus + NodeAddress + ResolverStatus + HostDNSConfig --EtcFileController--> EtcFileSpecs hosts,
         resolv.conf --files.EtcFileController--> /etc in the node, EtcFileStatuses
     NodeAddresses + RouteStatuses + HostnameStatus + EtcFileStatuses --StatusController--> NetworkStatus
 
@@ -52,6 +54,7 @@ from ichor.machined.controllers.network.etcfiles import (
     render_resolv_conf,
 )
 from ichor.machined.controllers.network.firewall import nftables_chain_config_controller
+from ichor.machined.controllers.network.hostdns import host_dns_controllers
 from ichor.machined.controllers.network.hostname import (
     DEFAULT_RESOLVERS,
     default_hostname,
@@ -98,6 +101,7 @@ __all__ = [
     "config_or_none",
     "default_hostname",
     "etc_file_spec_controller",
+    "host_dns_controllers",
     "hostname_config_controller",
     "hostname_controllers",
     "hostname_merge_controller",
@@ -170,6 +174,7 @@ def network_controllers(
         *hostname_controllers(layout),
         *resolver_controllers(),
         *time_server_controllers(),
+        *host_dns_controllers(layout),
         link_config_controller(),
         address_config_controller(),
         route_config_controller(),

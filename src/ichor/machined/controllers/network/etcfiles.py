@@ -3,6 +3,7 @@
 * ``network.EtcFileController``: HostnameStatus + NodeAddress ``default`` + ResolverStatus (+ the
   machine config's ``extraHostEntries`` and ``disableSearchDomain``) -> EtcFileSpecs ``hosts`` and
   ``resolv.conf`` (namespace ``files``);
+  With host DNS enabled (HostDNSConfig ``config``) ``resolv.conf`` names ``127.0.0.53`` only, as Talos's;
 * ``files.EtcFileController``: EtcFileSpecs -> the files under the node's ``/etc`` (through
   :class:`~ichor.machined.platform.Layout`: the real ``/etc`` on a node with its own mount
   namespace, ``<root>/etc`` on a process node, never the host's) -> EtcFileStatuses.
@@ -31,6 +32,8 @@ from ichor.machined.platform import Layout
 from ichor.machined.resources import (
     ETC_FILE_SPECS,
     ETC_FILE_STATUSES,
+    HOST_DNS_CONFIG_ID,
+    HOST_DNS_CONFIGS,
     HOSTNAME_STATUS_ID,
     HOSTNAME_STATUSES,
     NODE_ADDRESS_DEFAULT_ID,
@@ -88,15 +91,20 @@ def etc_file_spec_controller() -> TransformController[EtcFileSpecSpec]:
         hostname = ctx.get_or_none(HOSTNAME_STATUSES, HOSTNAME_STATUS_ID)
         address = ctx.get_or_none(NODE_ADDRESSES, NODE_ADDRESS_DEFAULT_ID)
         resolvers = ctx.get_or_none(RESOLVER_STATUSES, RESOLVER_ID)
+        host_dns = ctx.get_or_none(HOST_DNS_CONFIGS, HOST_DNS_CONFIG_ID)
         files: dict[str, EtcFileSpecSpec] = {}
         if resolvers is not None:
             network = config.machine.network if config is not None and config.machine is not None else None
             no_search = network is not None and bool(network.disable_search_domain)
             domain = hostname.spec.domainname if hostname is not None and not no_search else ""
             search = (domain, *resolvers.spec.search_domains)
-            files["resolv.conf"] = EtcFileSpecSpec(
-                contents=render_resolv_conf(resolvers.spec.dns_servers, search)
+            # with host DNS the node asks its own cache, which forwards to the resolvers
+            servers = (
+                ("127.0.0.53",)
+                if host_dns is not None and host_dns.spec.enabled
+                else resolvers.spec.dns_servers
             )
+            files["resolv.conf"] = EtcFileSpecSpec(contents=render_resolv_conf(servers, search))
         if hostname is not None and address is not None and address.spec.addresses:
             ip = str(address.spec.addresses[0].ip)
             files["hosts"] = EtcFileSpecSpec(contents=render_hosts(hostname.spec, ip, config))
@@ -105,7 +113,8 @@ def etc_file_spec_controller() -> TransformController[EtcFileSpecSpec]:
     return TransformController(
         "network.EtcFileController",
         inputs=[ACTIVE_CONFIG, Input(HOSTNAME_STATUSES, id=HOSTNAME_STATUS_ID),
-                Input(NODE_ADDRESSES, id=NODE_ADDRESS_DEFAULT_ID), Input(RESOLVER_STATUSES, id=RESOLVER_ID)],
+                Input(NODE_ADDRESSES, id=NODE_ADDRESS_DEFAULT_ID), Input(RESOLVER_STATUSES, id=RESOLVER_ID),
+                Input(HOST_DNS_CONFIGS, id=HOST_DNS_CONFIG_ID)],
         output=ETC_FILE_SPECS, map_inputs=derive, output_kind=OutputKind.SHARED,
     )  # fmt: skip
 
