@@ -8,6 +8,8 @@ The graph (as ``talosctl inspect dependencies`` draws it)::
         HostnameSpec, ResolverSpec, TimeServerSpec (namespace network)
     OperatorSpecs + LinkStatuses --OperatorSpecController (DHCPv4 leases)--> operator-layer specs
         (only on a node with a network namespace of its own)
+    OperatorSpecs vip/<link> + etcd service --VIPOperatorController (etcd election)--> operator-layer
+        AddressSpec <ip>/32 + gratuitous ARP (a node with its own network namespace and etcd access)
     LinkSpecs, AddressSpecs, RouteSpecs --*SpecController--> the kernel, over netlink
         (only on a node with a network namespace of its own)
     HostnameSpec, ResolverSpec, TimeServerSpec --*SpecController--> HostnameStatus, ResolverStatus,
@@ -72,6 +74,7 @@ from ichor.machined.controllers.network.status import (
     status_controller,
 )
 from ichor.machined.controllers.network.timeservers import DEFAULT_TIME_SERVERS, time_server_controllers
+from ichor.machined.controllers.network.vip import StoreFactory, VIPOperatorController
 from ichor.machined.cosi import Controller
 from ichor.machined.dhcp4 import TransportFactory, raw_transports
 from ichor.machined.netlink import KernelNetlink, Netlink, ProcessNodeView
@@ -87,6 +90,8 @@ __all__ = [
     "LinkSpecController",
     "OperatorSpecController",
     "RouteSpecController",
+    "StoreFactory",
+    "VIPOperatorController",
     "address_config_controller",
     "address_status_controller",
     "config_controller",
@@ -144,6 +149,7 @@ def network_controllers(
     layout: Layout,
     netlink: Netlink | None = None,
     dhcp_transports: Callable[[str], TransportFactory] | None = None,
+    vip_store: StoreFactory | None = None,
 ) -> list[Controller]:
     """Every network controller of a node, in registration order.
 
@@ -158,6 +164,8 @@ def network_controllers(
         transports = dhcp_transports or (raw_transports if netlink is None else None)
         if transports is not None:
             applying.append(OperatorSpecController(transports))
+        if vip_store is not None and netlink is None:
+            applying.append(VIPOperatorController(vip_store))
     return [
         *hostname_controllers(layout),
         *resolver_controllers(),
