@@ -14,6 +14,8 @@ from controller_helpers import apply, run, running
 from network_helpers import FakeNetlink, ether
 
 from ichor.etcd import KV, EtcdUnavailableError, RangeResult
+from ichor.machined.controllers import config as config_area
+from ichor.machined.controllers import etcd as etcd_area
 from ichor.machined.controllers import network
 from ichor.machined.controllers.network import vip
 from ichor.machined.cosi import State, assert_no_resource, assert_resource
@@ -21,7 +23,9 @@ from ichor.machined.platform import Layout
 from ichor.machined.resources import (
     ADDRESS_SPECS,
     ADDRESS_STATUSES,
+    ETCD_SPECS,
     NETWORK_CONFIG_NAMESPACE,
+    NODE_ADDRESSES,
     OPERATOR_SPECS,
     SERVICES,
     ServiceSpec,
@@ -270,3 +274,31 @@ def test_gratuitous_arp_frame_is_a_broadcast_request_for_the_ip_itself() -> None
     assert arp[6:8] == b"\x00\x01"  # request
     assert arp[8:14] == mac and arp[14:18] == arp[24:28] == ipaddress.IPv4Address(IP).packed
     assert len(frame) == 42
+
+
+def test_etcd_never_advertises_or_listens_on_the_vip(tmp_path: Path) -> None:
+    etcd = FakeEtcd()
+    node = _Node("cp-1", etcd, tmp_path)
+    node.controllers += [
+        config_area.machine_type_controller(),
+        etcd_area.etcd_config_controller(),
+        etcd_area.etcd_spec_controller(),
+    ]
+
+    async def main() -> None:
+        async with node.up() as state:
+            set_etcd(state, healthy=True)
+            await assert_resource(
+                state, NODE_ADDRESSES, "current", lambda r: IP in {str(p.ip) for p in r.spec.addresses}
+            )
+            await assert_resource(state, ETCD_SPECS, "etcd")
+            await asyncio.sleep(0.5)  # the spec controller has seen the VIP among the node's addresses
+            spec = state.get("etcd", ETCD_SPECS, "etcd").spec
+            # The VIP moves between nodes: were it an etcd address, etcd would restart each time it moved.
+            assert spec.advertised_addresses == ("10.77.0.1",)
+            assert (spec.listen_client_addresses, spec.listen_peer_addresses) == (
+                ("10.77.0.1",),
+                ("10.77.0.1",),
+            )
+
+    run(main)

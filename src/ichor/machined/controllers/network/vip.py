@@ -178,6 +178,8 @@ class VIPOperatorController(Controller):
                 await self._campaign(ctx, spec, mac, hostname, leading)
             except (EtcdError, OSError, _LeaseLost) as err:
                 ctx.logger.warning(f"VIP campaign for {spec.vip.ip}: {err}", id=spec.id)
+            except Exception as err:  # a bug here must not end the campaign for good
+                ctx.logger.error(f"VIP campaign for {spec.vip.ip} failed: {err!r}", id=spec.id)
             await self._sleep(RETRY_AFTER)
 
     async def _campaign(self, ctx: ControllerContext, spec: OperatorSpecSpec, mac: bytes, hostname: str,
