@@ -220,10 +220,17 @@ class VIPOperatorController(Controller):
         leading[spec.id] = spec
         ctx.logger.info("enabled shared IP", ip=spec.vip.ip, link=spec.link_name)
         ctx.wake()
-        async with asyncio.TaskGroup() as tg:
-            if spec.vip.gratuitous_arp:
-                tg.create_task(self._announce_all(ctx, spec, mac))
+        # Announcing never fails (it logs), so it runs beside the watch and ends with it; an etcd error
+        # from the watch stays an EtcdError for the campaign loop.
+        announcing = (
+            asyncio.create_task(self._announce_all(ctx, spec, mac)) if spec.vip.gratuitous_arp else None
+        )
+        try:
             await store.wait_deleted(key, after=created, timeout=_WATCH_TIMEOUT)
+        finally:
+            if announcing is not None:
+                announcing.cancel()
+                await asyncio.gather(announcing, return_exceptions=True)
         raise _LeaseLost(f"election key {key} was deleted")
 
     async def _announce_all(self, ctx: ControllerContext, spec: OperatorSpecSpec, mac: bytes) -> None:
