@@ -67,6 +67,29 @@ def test_kv_roundtrip_and_prefix(single: EtcdCluster) -> None:
     asyncio.run(main())
 
 
+def test_lease_create_if_absent_and_waiting_for_deletion(single: EtcdCluster) -> None:
+    async def main() -> None:
+        async with single.client() as client:
+            lease = await client.lease_grant(5)
+            created = await client.create("/ichor/vip/a", "cp-1", lease=lease)
+            assert created is not None
+            assert await client.create("/ichor/vip/a", "cp-2") is None  # already there: untouched
+            got = (await client.get("/ichor/vip/a")).kvs[0]
+            assert (got.value, got.lease, got.create_revision) == (b"cp-1", lease, created)
+            assert await client.lease_keepalive(lease) == 5
+            waiter = asyncio.create_task(client.wait_deleted("/ichor/vip/a", after=created, timeout=10))
+            await asyncio.sleep(0.2)
+            assert not waiter.done()
+            await client.lease_revoke(lease)  # deletes every key written with the lease
+            deleted_at = await waiter
+            assert deleted_at > created and (await client.get("/ichor/vip/a")).count == 0
+            assert await client.lease_keepalive(lease) == 0  # gone: nothing to renew
+            # A deletion that already happened is replayed from history.
+            assert await client.wait_deleted("/ichor/vip/a", after=created, timeout=5) == deleted_at
+
+    asyncio.run(main())
+
+
 def test_status_alarms_defragment_health(single: EtcdCluster) -> None:
     member = single.members[0]
 

@@ -14,6 +14,7 @@ import ast
 import asyncio
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -161,6 +162,10 @@ def _short(rtype: object, namespace: str, id: str | None = None) -> str:
     return f"{name}/{id}" if id else name
 
 
+def _never_opened() -> Any:
+    raise AssertionError("the controller table only lists controllers; none runs")
+
+
 def controller_table(tmp_path: Path) -> str:
     """ARCHITECTURE.md's controller table, from the registration list (a node with its own network)."""
     rows = ["| controller | inputs | outputs |", "|---|---|---|"]
@@ -169,6 +174,7 @@ def controller_table(tmp_path: Path) -> str:
         stage=Source("stage", MachineStage.BOOTING),
         services=Source("services", {}),
         events=EventBus(),
+        vip_store=_never_opened,
     )
     for c in controllers:
         inputs = ", ".join(_short(i.type, i.ns, i.id) for i in c.inputs) or c.reads or "-"

@@ -32,7 +32,6 @@ from ichor.api.gen.etcd import kv_pb2, rpc_grpc, rpc_pb2
 from ichor.etcd._connection import DEFAULT_CONNECT_TIMEOUT as DEFAULT_CONNECT_TIMEOUT
 from ichor.etcd._connection import DEFAULT_TIMEOUT as DEFAULT_TIMEOUT
 from ichor.etcd._connection import (
-    _Connection,
     _describe_connect_failure,
     parse_endpoint,
     translate_grpc_error,
@@ -42,6 +41,7 @@ from ichor.etcd._errors import (
     EtcdError,
     EtcdUnavailableError,
 )
+from ichor.etcd._lease import LeaseCalls
 from ichor.etcd._types import KV, Alarm, HealthResult, Member, RangeResult, Status
 
 HEALTH_KEY = b"health"  # what `etcdctl endpoint health` reads
@@ -69,7 +69,7 @@ def _member(pb: rpc_pb2.Member) -> Member:
     return Member(pb.ID, pb.name, tuple(pb.peerURLs), tuple(pb.clientURLs), pb.isLearner)
 
 
-class EtcdClient(_Connection):
+class EtcdClient(LeaseCalls):
     """etcd over mutual TLS; use ``async with EtcdClient(...) as client`` (or call :meth:`close`).
 
     ``ca``, ``cert`` and ``key`` are PEM bytes (the etcd CA certificate and, on a node, the

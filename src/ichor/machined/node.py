@@ -17,7 +17,7 @@ import contextlib
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ichor.api.gen.machine import machine_pb2
 from ichor.machined.configstore import CONFIG_HISTORY, ConfigStore, LoadedConfig
@@ -31,6 +31,9 @@ from ichor.machined.resources import MACHINE_CONFIGS, MachineStage, register_nod
 from ichor.machined.sequencer import NodeParts, Sequencer
 from ichor.machined.services import Service, ServiceInfo, Supervisor
 from ichor.machinery.constants import TALOS_VERSION
+
+if TYPE_CHECKING:
+    from ichor.machined.services.etcd import EtcdService
 
 __all__ = ["Node"]
 
@@ -82,7 +85,13 @@ class Node:
         runtime = Runtime(
             state, registry=self.registry, clock=self.clock, log_path=layout.controller_runtime_log
         )
-        controllers = node_controllers(layout, stage=self.stage, services=self.services, events=self.events)
+        from ichor.machined.services.etcd import EtcdService
+
+        etcd = EtcdService(layout, state, say, self.clock)
+        controllers = node_controllers(
+            layout, stage=self.stage, services=self.services, events=self.events,
+            vip_store=lambda: etcd.client(etcd.control_plane_endpoints(include_self=True), timeout=5.0),
+        )  # fmt: skip
         for controller in controllers:
             runtime.register(controller)
         say(f"Ichor {TALOS_VERSION}-compatible node booting on {layout.address} (root {layout.root})")
@@ -92,7 +101,7 @@ class Node:
                 _running(runtime),
                 Supervisor(layout, clock=self.clock, on_change=self._on_service_change) as supervisor,
             ):
-                system = _SystemServices(self, runtime, supervisor, store, say)
+                system = _SystemServices(self, runtime, supervisor, store, etcd)
                 self.sequencer = Sequencer(NodeParts(
                     layout=layout, state=state, events=self.events, store=store, supervisor=supervisor,
                     stage=self.stage, say=say, clock=self.clock, services=system.for_config,
@@ -130,16 +139,15 @@ class _SystemServices:
         runtime: Runtime,
         supervisor: Supervisor,
         store: ConfigStore,
-        say: Callable[[str], None],
+        etcd: EtcdService,
     ) -> None:
         from ichor.machined.server._etcd_ops import EtcdOperations
-        from ichor.machined.services.etcd import EtcdService
 
         self.node = node
         self.runtime = runtime
         self.supervisor = supervisor
         self.store = store
-        self.etcd = EtcdService(node.layout, node.state, say, node.clock)
+        self.etcd = etcd
         self.etcd_ops = EtcdOperations(self.etcd, supervisor)
         self.lifecycle: Any = None
 

@@ -235,8 +235,12 @@ class Apid:
         local_addresses: Iterable[str] = (),
         dial_timeout: float = DIAL_TIMEOUT,
         max_message_size: int = MAX_MESSAGE_SIZE,
+        listen_address: str | None = None,
     ) -> None:
         self.address = address
+        # A node with its own network namespace listens on every address, as Talos's apid does (a
+        # shared VIP it holds answers too); a process node only on its own loopback address.
+        self.listen_address = listen_address or address
         self.port = port
         self.rbac = rbac
         self.max_message_size = max_message_size
@@ -264,8 +268,8 @@ class Apid:
     async def start(self) -> None:
         if self._server is not None:
             raise RuntimeError("apid is already started")
-        family = socket.AF_INET6 if ipaddress.ip_address(self.address).version == 6 else socket.AF_INET
-        sock = socket.create_server((self.address, self.port), family=family, backlog=128)
+        family = socket.AF_INET6 if ipaddress.ip_address(self.listen_address).version == 6 else socket.AF_INET
+        sock = socket.create_server((self.listen_address, self.port), family=family, backlog=128)
         # Accepted sockets inherit TCP_NODELAY; asyncio would not set it on them (proto 0), and
         # without it a reply's headers/data/trailers wait on delayed ACKs (~40 ms per call).
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -45,12 +45,13 @@ def node_controllers(
     discovery_client: cluster.ClientFactory | None = None,
     request_certificate: secrets.RequestCertificate | None = None,
     netlink: Netlink | None = None,
+    vip_store: network.StoreFactory | None = None,
 ) -> list[Controller]:
     """Every controller of a node, in registration order."""
     return [
         config.machine_type_controller(),
         config.acquire_status_controller(),
-        *network.network_controllers(layout, netlink),
+        *network.network_controllers(layout, netlink, vip_store=vip_store),
         secrets.os_root_controller(),
         secrets.etcd_root_controller(),
         secrets.cert_san_controller(),

@@ -3,7 +3,8 @@
 * ``etcd.ConfigController``: MachineConfig + MachineType -> EtcdConfig ``etcd`` (control planes only);
 * ``etcd.SpecController``: EtcdConfig + HostnameStatus + NodeAddresses -> EtcdSpec ``etcd``: the
   member name and the advertised/listen addresses picked by ``advertisedSubnets``/``listenSubnets``.
-  A subnet that matches no address of the node is a wait naming the key to fix.
+  A subnet that matches no address of the node is a wait naming the key to fix. A shared IP (a
+  ``vip`` OperatorSpec) is never one of them: it moves between nodes, and etcd would restart with it.
 
 The etcd service (:mod:`ichor.machined.services.etcd`) runs from EtcdSpec and restarts when it changes.
 """
@@ -23,6 +24,7 @@ from ichor.machined.resources import (
     MACHINE_TYPES,
     NODE_ADDRESS_CURRENT_ID,
     NODE_ADDRESSES,
+    OPERATOR_SPECS,
     EtcdConfigSpec,
     EtcdSpecSpec,
     MachineTypeSpec,
@@ -72,9 +74,10 @@ def etcd_spec_controller() -> TransformController[EtcdSpecSpec]:
         addresses = ctx.get_or_none(NODE_ADDRESSES, NODE_ADDRESS_CURRENT_ID)
         if hostname is None or addresses is None:
             raise SkipReconcile
+        shared = {r.spec.vip.ip for r in ctx.list(OPERATOR_SPECS) if r.spec.operator == "vip"}
         try:
             selected = etcdlib.select_addresses(
-                [str(p.ip) for p in addresses.spec.addresses], advertised_subnets=config.spec.advertised_subnets,
+                [str(p.ip) for p in addresses.spec.addresses if str(p.ip) not in shared], advertised_subnets=config.spec.advertised_subnets,
                 listen_subnets=config.spec.listen_subnets, exclusive=True,
             )  # fmt: skip
         except etcdlib.EtcdConfigError as err:
@@ -88,6 +91,6 @@ def etcd_spec_controller() -> TransformController[EtcdSpecSpec]:
     return TransformController(
         "etcd.SpecController",
         inputs=[Input(ETCD_CONFIGS, id=ETCD_ID), Input(HOSTNAME_STATUSES, id=HOSTNAME_STATUS_ID),
-                Input(NODE_ADDRESSES, id=NODE_ADDRESS_CURRENT_ID)],
+                Input(NODE_ADDRESSES, id=NODE_ADDRESS_CURRENT_ID), Input(OPERATOR_SPECS)],
         output=ETCD_SPECS, map_inputs=derive,
     )  # fmt: skip

@@ -133,6 +133,7 @@ from ichor.machined.resources._network_stack import (
     RoutingTable,
     TimeServerSpecSpec,
     TimeServerStatusSpec,
+    VIPOperatorSpec,
     layered_id,
 )
 from ichor.machined.resources._runtime import (
@@ -305,6 +306,7 @@ __all__ = [
     "TimeServerStatusSpec",
     "TimeStatusSpec",
     "UnmetCondition",
+    "VIPOperatorSpec",
     "layered_id",
     "register_node_types",
 ]

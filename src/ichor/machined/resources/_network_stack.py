@@ -279,13 +279,21 @@ class DHCP4OperatorSpec:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class VIPOperatorSpec:
+    ip: str = ""
+    gratuitous_arp: bool = True
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class OperatorSpecSpec:
-    """An operator to run on a link (``dhcp4``: the DHCPv4 client of ``network.OperatorSpecController``)."""
+    """An operator to run on a link (``dhcp4``: the DHCPv4 client of ``network.OperatorSpecController``;
+    ``vip``: the shared-IP election of ``network.VIPOperatorController``)."""
 
     operator: str
     link_name: str
     require_up: bool = False
     dhcp4: DHCP4OperatorSpec = dataclasses.field(default_factory=DHCP4OperatorSpec)
+    vip: VIPOperatorSpec = dataclasses.field(default_factory=VIPOperatorSpec)
     layer: ConfigLayer = ConfigLayer.DEFAULT
 
     @property

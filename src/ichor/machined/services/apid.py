@@ -37,9 +37,9 @@ def apid_service(layout: Layout, state: State) -> Service:
             server_cert=pki.CertKey(certs.server.crt, certs.server.key),
             accepted_cas=tuple(c.crt for c in certs.accepted_cas),
             client_cert=pki.CertKey(certs.client.crt, certs.client.key) if certs.client else None,
-            rbac=rbac, local_addresses=[hostname.fqdn],
+            rbac=rbac, local_addresses=[hostname.fqdn], listen_address="0.0.0.0" if layout.own_netns else None,
         )  # fmt: skip
-        log_file.write(f"apid serving on {layout.address}:50000\n")
+        log_file.write(f"apid serving on {server.listen_address}:50000\n")
         log_file.flush()
         await server.serve()
 

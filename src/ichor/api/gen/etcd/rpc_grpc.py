@@ -133,6 +133,66 @@ class WatchStub:
         )
 
 
+class LeaseBase(abc.ABC):
+
+    @abc.abstractmethod
+    async def LeaseGrant(self, stream: 'grpclib.server.Stream[ichor.api.gen.etcd.rpc_pb2.LeaseGrantRequest, ichor.api.gen.etcd.rpc_pb2.LeaseGrantResponse]') -> None:
+        pass
+
+    @abc.abstractmethod
+    async def LeaseRevoke(self, stream: 'grpclib.server.Stream[ichor.api.gen.etcd.rpc_pb2.LeaseRevokeRequest, ichor.api.gen.etcd.rpc_pb2.LeaseRevokeResponse]') -> None:
+        pass
+
+    @abc.abstractmethod
+    async def LeaseKeepAlive(self, stream: 'grpclib.server.Stream[ichor.api.gen.etcd.rpc_pb2.LeaseKeepAliveRequest, ichor.api.gen.etcd.rpc_pb2.LeaseKeepAliveResponse]') -> None:
+        pass
+
+    def __mapping__(self) -> typing.Dict[str, grpclib.const.Handler]:
+        return {
+            '/etcdserverpb.Lease/LeaseGrant': grpclib.const.Handler(
+                self.LeaseGrant,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                ichor.api.gen.etcd.rpc_pb2.LeaseGrantRequest,
+                ichor.api.gen.etcd.rpc_pb2.LeaseGrantResponse,
+            ),
+            '/etcdserverpb.Lease/LeaseRevoke': grpclib.const.Handler(
+                self.LeaseRevoke,
+                grpclib.const.Cardinality.UNARY_UNARY,
+                ichor.api.gen.etcd.rpc_pb2.LeaseRevokeRequest,
+                ichor.api.gen.etcd.rpc_pb2.LeaseRevokeResponse,
+            ),
+            '/etcdserverpb.Lease/LeaseKeepAlive': grpclib.const.Handler(
+                self.LeaseKeepAlive,
+                grpclib.const.Cardinality.STREAM_STREAM,
+                ichor.api.gen.etcd.rpc_pb2.LeaseKeepAliveRequest,
+                ichor.api.gen.etcd.rpc_pb2.LeaseKeepAliveResponse,
+            ),
+        }
+
+
+class LeaseStub:
+
+    def __init__(self, channel: grpclib.client.Channel) -> None:
+        self.LeaseGrant = grpclib.client.UnaryUnaryMethod(
+            channel,
+            '/etcdserverpb.Lease/LeaseGrant',
+            ichor.api.gen.etcd.rpc_pb2.LeaseGrantRequest,
+            ichor.api.gen.etcd.rpc_pb2.LeaseGrantResponse,
+        )
+        self.LeaseRevoke = grpclib.client.UnaryUnaryMethod(
+            channel,
+            '/etcdserverpb.Lease/LeaseRevoke',
+            ichor.api.gen.etcd.rpc_pb2.LeaseRevokeRequest,
+            ichor.api.gen.etcd.rpc_pb2.LeaseRevokeResponse,
+        )
+        self.LeaseKeepAlive = grpclib.client.StreamStreamMethod(
+            channel,
+            '/etcdserverpb.Lease/LeaseKeepAlive',
+            ichor.api.gen.etcd.rpc_pb2.LeaseKeepAliveRequest,
+            ichor.api.gen.etcd.rpc_pb2.LeaseKeepAliveResponse,
+        )
+
+
 class ClusterBase(abc.ABC):
 
     @abc.abstractmethod

@@ -8,6 +8,8 @@ The graph (as ``talosctl inspect dependencies`` draws it)::
         HostnameSpec, ResolverSpec, TimeServerSpec (namespace network)
     OperatorSpecs + LinkStatuses --OperatorSpecController (DHCPv4 leases)--> operator-layer specs
         (only on a node with a network namespace of its own)
+    OperatorSpecs vip/<link> + etcd service --VIPOperatorController (etcd election)--> operator-layer
+        AddressSpec <ip>/32 + gratuitous ARP (a node with its own network namespace and etcd access)
     LinkSpecs, AddressSpecs, RouteSpecs --*SpecController--> the kernel, over netlink
         (only on a node with a network namespace of its own)
     MachineConfig --NfTablesChainConfigController--> NfTablesChains --NfTablesChainController-->
@@ -79,6 +81,7 @@ from ichor.machined.controllers.network.status import (
     status_controller,
 )
 from ichor.machined.controllers.network.timeservers import DEFAULT_TIME_SERVERS, time_server_controllers
+from ichor.machined.controllers.network.vip import StoreFactory, VIPOperatorController
 from ichor.machined.cosi import Controller
 from ichor.machined.dhcp4 import TransportFactory, raw_transports
 from ichor.machined.netlink import KernelNetlink, Netlink, ProcessNodeView
@@ -95,6 +98,8 @@ __all__ = [
     "NfTablesChainController",
     "OperatorSpecController",
     "RouteSpecController",
+    "StoreFactory",
+    "VIPOperatorController",
     "address_config_controller",
     "address_status_controller",
     "config_controller",
@@ -154,6 +159,7 @@ def network_controllers(
     layout: Layout,
     netlink: Netlink | None = None,
     dhcp_transports: Callable[[str], TransportFactory] | None = None,
+    vip_store: StoreFactory | None = None,
 ) -> list[Controller]:
     """Every network controller of a node, in registration order.
 
@@ -170,6 +176,8 @@ def network_controllers(
             applying.append(OperatorSpecController(transports))
         if netlink is None:  # the node's own kernel: never nft in a test's (the host's) namespace
             applying.append(NfTablesChainController())
+        if vip_store is not None and netlink is None:
+            applying.append(VIPOperatorController(vip_store))
     return [
         *hostname_controllers(layout),
         *resolver_controllers(),

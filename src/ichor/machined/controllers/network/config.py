@@ -33,6 +33,7 @@ from ichor.machined.resources import (
     LinkStatusSpec,
     OperatorSpecSpec,
     RouteSpecSpec,
+    VIPOperatorSpec,
 )
 from ichor.machinery.config import Config
 from ichor.machinery.config._models import Device
@@ -211,5 +212,15 @@ def operator_config_controller() -> TransformController[OperatorSpecSpec]:
             spec = OperatorSpecSpec(operator="dhcp4", link_name=name, require_up=True,
                                     dhcp4=DHCP4OperatorSpec(route_metric=metric), layer=_CONFIGURATION)  # fmt: skip
             yield spec.id, spec
+        control_plane = (
+            config is not None
+            and config.machine is not None
+            and config.machine.type in ("controlplane", "init")
+        )
+        for name, device in _configured(config, links) if control_plane else ():
+            if device.vip is not None and device.vip.ip:
+                spec = OperatorSpecSpec(operator="vip", link_name=name, require_up=True,
+                                        vip=VIPOperatorSpec(ip=device.vip.ip), layer=_CONFIGURATION)  # fmt: skip
+                yield spec.id, spec
 
     return config_controller("network.OperatorConfigController", OPERATOR_SPECS, _INPUTS, derive)
