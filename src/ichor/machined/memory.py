@@ -1,5 +1,12 @@
-"""machined's memory after load: give freed heap back to the kernel once the node is idle, and an
-opt-in tracemalloc dump for finding what Python holds.
+"""machined's memory after load: a bound on what HTTP/2 connections remember, freed heap given back
+to the kernel once the node is idle, and an opt-in tracemalloc dump for finding what Python holds.
+
+h2 remembers how each closed stream of a connection ended, up to 65536 streams per connection: on
+the connections that live as long as the node (apid to machined, both ends in this process, and
+apid to other nodes) that grew by ~100 bytes a call to ~8 MiB each, most of what a soak left behind
+(``tracemalloc``: +725 KiB after 8000 calls, all in ``H2Connection._closed_streams``).
+:func:`bound_h2_closed_streams` keeps the last :data:`H2_CLOSED_STREAMS` instead: what a late frame
+on a stream this end reset needs is the streams closed within one round trip.
 
 glibc keeps memory freed by Python in its malloc arenas: after a burst of API calls the node's RSS
 stays up by tens of MiB although nothing holds it (measured in ``benchmarks/soak.py``: 100 clients
@@ -8,13 +15,14 @@ left a control plane at 1.6x its idle RSS, ``malloc_trim(0)`` took a third of th
 busy, so the trim never competes with calls under load and an idle node is not trimmed again and
 again. "Idle" is the process's own CPU use over the last window, which covers API calls,
 controllers and everything else the node does without a hook in each of them.
+``ICHOR_MALLOC_TRIM=0`` in machined's environment turns it off (to measure the node without it).
 
 ``ICHOR_TRACEMALLOC=<frames>`` in machined's environment starts :mod:`tracemalloc` with that many
 frames per traceback; then ``kill -USR1 <machined PID>`` writes a snapshot to
 ``<node root>/system/run/tracemalloc-<n>.snapshot`` (load it with ``tracemalloc.Snapshot.load``
 and compare two with ``compare_to``). Debugging only: tracemalloc slows every allocation.
 
-This module must not change what the node does: it only frees memory nobody holds.
+Nothing here changes what the node answers: it bounds and frees memory nobody needs.
 """
 
 from __future__ import annotations
@@ -27,24 +35,46 @@ import os
 import signal
 import time
 import tracemalloc
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-__all__ = ["TRACEMALLOC_ENV", "IdleTrimmer", "glibc_trim", "start_tracemalloc_from_env"]
+__all__ = [
+    "H2_CLOSED_STREAMS",
+    "MALLOC_TRIM_ENV",
+    "TRACEMALLOC_ENV",
+    "IdleTrimmer",
+    "bound_h2_closed_streams",
+    "glibc_trim",
+    "start_tracemalloc_from_env",
+]
 
 log = logging.getLogger(__name__)
 
 TRACEMALLOC_ENV = "ICHOR_TRACEMALLOC"
+MALLOC_TRIM_ENV = "ICHOR_MALLOC_TRIM"
 #: Seconds of the window over which the node's CPU use decides whether it is idle: the trim comes
 #: 2-4 s after the load ends.
 IDLE_WINDOW = 2.0
 #: The node is idle below this share of one CPU over :data:`IDLE_WINDOW` (an idle node's
 #: controllers and health checks use about 1%; 20 clients keep it above 50%).
 IDLE_CPU_SHARE = 0.05
+#: Closed streams an HTTP/2 connection remembers (h2's default: 65536): ten seconds of calls at the
+#: ~400 calls/s a node serves, far more than can close while a reset stream's late frames arrive.
+H2_CLOSED_STREAMS = 4096
 
 
-def glibc_trim() -> Callable[[], int] | None:
-    """``malloc_trim(0)`` of the C library, or None where there is none (musl has no such call)."""
+def bound_h2_closed_streams(limit: int = H2_CLOSED_STREAMS) -> None:
+    """Make every HTTP/2 connection this process opens from now on remember ``limit`` closed streams."""
+    from h2.connection import H2Connection
+
+    H2Connection.MAX_CLOSED_STREAMS = limit
+
+
+def glibc_trim(environ: Mapping[str, str] | None = None) -> Callable[[], int] | None:
+    """``malloc_trim(0)`` of the C library, or None where there is none (musl has no such call) or
+    ``ICHOR_MALLOC_TRIM=0`` turns it off (to measure the node without it)."""
+    if (os.environ if environ is None else environ).get(MALLOC_TRIM_ENV) == "0":
+        return None
     name = ctypes.util.find_library("c")
     if name is None:
         return None
@@ -107,7 +137,7 @@ class IdleTrimmer:
             self.tick()
 
 
-def start_tracemalloc_from_env(root: Path, environ: dict[str, str] | None = None) -> bool:
+def start_tracemalloc_from_env(root: Path, environ: Mapping[str, str] | None = None) -> bool:
     """Start tracemalloc and the SIGUSR1 snapshot dump if ``ICHOR_TRACEMALLOC`` asks for it."""
     value = (os.environ if environ is None else environ).get(TRACEMALLOC_ENV, "")
     if not value:
