@@ -11,8 +11,9 @@ on a stream this end reset needs is the streams closed within one round trip.
 glibc keeps memory freed by Python in its malloc arenas: after a burst of API calls the node's RSS
 stays up by tens of MiB although nothing holds it (measured in ``benchmarks/soak.py``: 100 clients
 left a control plane at 1.6x its idle RSS, ``malloc_trim(0)`` took a third of that back).
-:class:`IdleTrimmer` calls ``malloc_trim(0)`` once the node has been idle for a while after being
-busy, so the trim never competes with calls under load and an idle node is not trimmed again and
+:class:`IdleTrimmer` runs a full garbage collection (cycles left by a burst, such as the
+tracebacks of failed calls, would otherwise wait for a rare full collection) and ``malloc_trim(0)``
+once the node has been idle for a while after being busy, so the trim never competes with calls under load and an idle node is not trimmed again and
 again. "Idle" is the process's own CPU use over the last window, which covers API calls,
 controllers and everything else the node does without a hook in each of them.
 ``ICHOR_MALLOC_TRIM=0`` in machined's environment turns it off (to measure the node without it).
@@ -30,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import ctypes.util
+import gc
 import logging
 import os
 import signal
@@ -71,7 +73,7 @@ def bound_h2_closed_streams(limit: int = H2_CLOSED_STREAMS) -> None:
 
 
 def glibc_trim(environ: Mapping[str, str] | None = None) -> Callable[[], int] | None:
-    """``malloc_trim(0)`` of the C library, or None where there is none (musl has no such call) or
+    """A full ``gc.collect()`` then ``malloc_trim(0)`` of the C library, or None where there is none (musl has no such call) or
     ``ICHOR_MALLOC_TRIM=0`` turns it off (to measure the node without it)."""
     if (os.environ if environ is None else environ).get(MALLOC_TRIM_ENV) == "0":
         return None
@@ -84,7 +86,12 @@ def glibc_trim(environ: Mapping[str, str] | None = None) -> Callable[[], int] | 
         return None
     trim.argtypes = [ctypes.c_size_t]
     trim.restype = ctypes.c_int
-    return lambda: int(trim(0))
+
+    def collect_and_trim() -> int:
+        gc.collect()
+        return int(trim(0))
+
+    return collect_and_trim
 
 
 class IdleTrimmer:
