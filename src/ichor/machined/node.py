@@ -26,6 +26,7 @@ from ichor.machined.controllers import node_controllers
 from ichor.machined.controllers.network import default_hostname
 from ichor.machined.cosi import Registry, Runtime, Source, State
 from ichor.machined.events import EventBus
+from ichor.machined.memory import IdleTrimmer, glibc_trim
 from ichor.machined.platform import Layout
 from ichor.machined.resources import MACHINE_CONFIGS, MachineStage, register_node_types
 from ichor.machined.sequencer import NodeParts, Sequencer
@@ -98,7 +99,8 @@ class Node:
         store = ConfigStore(layout, state, self.events, say=say, clock=self.clock, source=self.config_source)
         try:
             async with (
-                _running(runtime),
+                _running(runtime.run(), "controller-runtime"),
+                _running(_trimming_when_idle(), "malloc-trim"),
                 Supervisor(layout, clock=self.clock, on_change=self._on_service_change) as supervisor,
             ):
                 system = _SystemServices(self, runtime, supervisor, store, etcd)
@@ -119,15 +121,24 @@ class Node:
 
 
 @contextlib.asynccontextmanager
-async def _running(runtime: Runtime) -> Any:
-    """The controller runtime, for exactly as long as the node runs."""
-    task = asyncio.get_running_loop().create_task(runtime.run(), name="controller-runtime")
+async def _running(work: Coroutine[Any, Any, None] | None, name: str) -> Any:
+    """``work`` as a task, for exactly as long as the node runs (nothing when None)."""
+    if work is None:
+        yield
+        return
+    task = asyncio.get_running_loop().create_task(work, name=name)
     try:
         yield
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+def _trimming_when_idle() -> Coroutine[Any, Any, None] | None:
+    """Give freed heap back to the kernel when the node goes idle after load (glibc only)."""
+    trim = glibc_trim()
+    return IdleTrimmer(trim).run() if trim is not None else None
 
 
 class _SystemServices:
