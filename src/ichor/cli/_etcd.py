@@ -66,6 +66,20 @@ def _go_bool(value: bool) -> str:
     return "true" if value else "false"
 
 
+MEMBER_HEADER = ["ID", "HOSTNAME", "PEER URLS", "CLIENT URLS", "LEARNER"]
+
+
+def member_cells(member: Any) -> list[str]:
+    """One row of ``etcd members`` (without the NODE column)."""
+    return [
+        format_member_id(member.id),
+        member.hostname,
+        ",".join(member.peer_urls),
+        ",".join(member.client_urls),
+        _go_bool(member.is_learner),
+    ]
+
+
 def _empty() -> Any:
     from google.protobuf import empty_pb2
 
@@ -96,15 +110,8 @@ def members() -> None:
         for node, message in good:
             for member in message.members:
                 if not rows:
-                    header = ["ID", "HOSTNAME", "PEER URLS", "CLIENT URLS", "LEARNER"]
-                    rows.append(["NODE", *header] if named else header)
-                cells = [
-                    format_member_id(member.id),
-                    member.hostname,
-                    ",".join(member.peer_urls),
-                    ",".join(member.client_urls),
-                    _go_bool(member.is_learner),
-                ]
+                    rows.append(["NODE", *MEMBER_HEADER] if named else [*MEMBER_HEADER])
+                cells = member_cells(member)
                 rows.append([node, *cells] if named else cells)
         if rows:
             click.echo(render_table(rows), nl=False)

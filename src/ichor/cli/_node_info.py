@@ -6,6 +6,7 @@ Each one only asks the node and prints; apply-config, services and power are in 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -138,29 +139,39 @@ def read(path: str) -> None:
     run(work)
 
 
+MOUNT_HEADER = ["FILESYSTEM", "SIZE(GB)", "USED(GB)", "AVAILABLE(GB)", "PERCENT USED", "MOUNTED ON"]
+PROCESS_HEADER = ["PID", "STATE", "THREADS", "CPU-TIME", "VIRTMEM", "RESMEM", "COMMAND"]
+
+
+def mount_cells(s: Any) -> list[str]:
+    """One row of ``mounts`` (without the NODE column): sizes in GB, as talosctl prints them."""
+    used = s.size - s.available
+    pct = f"{100 * used / s.size:.2f}%" if s.size else "0.00%"
+    return [
+        s.filesystem,
+        f"{s.size / 1e9:.2f}",
+        f"{used / 1e9:.2f}",
+        f"{s.available / 1e9:.2f}",
+        pct,
+        s.mounted_on,
+    ]
+
+
+def process_cells(p: Any, memory: Callable[[int], str] = str) -> list[str]:
+    """One row of ``processes`` (without the NODE column); ``memory`` formats the two sizes."""
+    return [str(p.pid), p.state, str(p.threads), f"{p.cpu_time:.2f}", memory(p.virtual_memory),
+            memory(p.resident_memory), p.args or p.command]  # fmt: skip
+
+
 @click.command("mounts", help="List mounts")
 def mounts() -> None:
     from ichor.client import render_table
 
     async def work(client: Any) -> None:
         response = await client.machine.Mounts(_empty())
-        rows = [["NODE", "FILESYSTEM", "SIZE(GB)", "USED(GB)", "AVAILABLE(GB)", "PERCENT USED", "MOUNTED ON"]]
+        rows = [["NODE", *MOUNT_HEADER]]
         for node, message in replies(client, response, "error getting mounts"):
-            for s in message.stats:
-                used = s.size - s.available
-                pct = f"{100 * used / s.size:.2f}%" if s.size else "0.00%"
-                gb = 1e9
-                rows.append(
-                    [
-                        node,
-                        s.filesystem,
-                        f"{s.size / gb:.2f}",
-                        f"{used / gb:.2f}",
-                        f"{s.available / gb:.2f}",
-                        pct,
-                        s.mounted_on,
-                    ]
-                )
+            rows.extend([node, *mount_cells(s)] for s in message.stats)
         click.echo(render_table(rows), nl=False)
 
     run(work)
@@ -197,11 +208,9 @@ def processes() -> None:
 
     async def work(client: Any) -> None:
         response = await client.machine.Processes(_empty())
-        rows = [["NODE", "PID", "STATE", "THREADS", "CPU-TIME", "VIRTMEM", "RESMEM", "COMMAND"]]
+        rows = [["NODE", *PROCESS_HEADER]]
         for node, message in replies(client, response, "error getting processes"):
-            for p in message.processes:
-                rows.append([node, str(p.pid), p.state, str(p.threads), f"{p.cpu_time:.2f}",
-                             str(p.virtual_memory), str(p.resident_memory), p.args or p.command])  # fmt: skip
+            rows.extend([node, *process_cells(p)] for p in message.processes)
         click.echo(render_table(rows), nl=False)
 
     run(work)

@@ -131,22 +131,20 @@ async def node_collectors(client: Any, node: str) -> list[Collector]:
         return render_dependencies([e for m in reply.messages for e in m.edges]).encode()
 
     async def mounts() -> bytes:
-        rows = [["FILESYSTEM", "SIZE(GB)", "USED(GB)", "AVAILABLE(GB)", "PERCENT USED", "MOUNTED ON"]]
+        from ichor.cli._node_info import MOUNT_HEADER, mount_cells
+
+        rows = [[*MOUNT_HEADER]]
         for m in (await machine.Mounts(_empty())).messages:
-            for s in m.stats:
-                used = s.size - s.available
-                rows.append([s.filesystem, f"{s.size / 1e9:.2f}", f"{used / 1e9:.2f}", f"{s.available / 1e9:.2f}",
-                             f"{100 * used / s.size:.2f}%" if s.size else "0.00%", s.mounted_on])  # fmt: skip
+            rows.extend(mount_cells(s) for s in m.stats)
         return _table(rows)
 
     async def processes() -> bytes:
         from ichor.cli._etcd import humanize_bytes
+        from ichor.cli._node_info import PROCESS_HEADER, process_cells
 
-        rows = [["PID", "STATE", "THREADS", "CPU-TIME", "VIRTMEM", "RESMEM", "COMMAND"]]
+        rows = [[*PROCESS_HEADER]]
         for m in (await machine.Processes(_empty())).messages:
-            for p in m.processes:
-                rows.append([str(p.pid), p.state, str(p.threads), f"{p.cpu_time:.2f}", humanize_bytes(p.virtual_memory),
-                             humanize_bytes(p.resident_memory), p.args or p.command])  # fmt: skip
+            rows.extend(process_cells(p, humanize_bytes) for p in m.processes)
         return _table(rows)
 
     async def summary() -> bytes:
@@ -167,14 +165,12 @@ async def node_collectors(client: Any, node: str) -> list[Collector]:
         return redact_config(texts[0]).encode() if texts else None
 
     async def etcd_members() -> bytes:
-        from ichor.cli._etcd import format_member_id
+        from ichor.cli._etcd import MEMBER_HEADER, member_cells
 
-        rows = [["ID", "HOSTNAME", "PEER URLS", "CLIENT URLS", "LEARNER"]]
+        rows = [[*MEMBER_HEADER]]
         reply = await machine.EtcdMemberList(machine_pb2.EtcdMemberListRequest(query_local=True))
         for m in reply.messages:
-            for member in m.members:
-                rows.append([format_member_id(member.id), member.hostname, ",".join(member.peer_urls),
-                             ",".join(member.client_urls), "true" if member.is_learner else "false"])  # fmt: skip
+            rows.extend(member_cells(member) for member in m.members)
         return _table(rows)
 
     out = [Collector(node, path, collect) for path, collect in (
