@@ -207,16 +207,23 @@ def start_dhcp(
     command += [f"--dhcp-host={mac},{address},{hostname}" for mac, address, hostname in reservations]
     log = state_dir / "dnsmasq.log"
     child = proc.start(command, output=log, env=tags(state_dir), hint=DNSMASQ_HINT)
+    _wait_until_logged(
+        child, log, "DHCP, ", f"dnsmasq (the cluster's DHCP server) did not start on {bridge}",
+        hint=f"see {log}; is another DHCP server bound to {bridge}?",
+    )  # fmt: skip
+    return child.pid
+
+
+def _wait_until_logged(child: proc.Background, log: Path, marker: str, failure: str, *, hint: str) -> None:
+    """Until the server started as ``child`` writes ``marker`` to ``log``; if it exits or takes over
+    :data:`DHCP_TIMEOUT`, stop it and raise ``failure`` with the log's tail."""
     deadline = time.monotonic() + DHCP_TIMEOUT
-    while "DHCP, " not in (log.read_text() if log.exists() else ""):
+    while marker not in (log.read_text() if log.exists() else ""):
         if child.poll() is not None or time.monotonic() > deadline:
             child.stop(timeout=2)
-            raise MachineryError(
-                f"dnsmasq (the cluster's DHCP server) did not start on {bridge}: {log.read_text().strip()[-400:]}",
-                hint=f"see {log}; is another DHCP server bound to {bridge}?",
-            )
+            tail = log.read_text().strip()[-400:] if log.exists() else "no output"
+            raise MachineryError(f"{failure}: {tail}", hint=hint)
         time.sleep(0.05)
-    return child.pid
 
 
 def start_ntp(state_dir: Path, cidr: str) -> int:
@@ -237,14 +244,8 @@ def start_ntp(state_dir: Path, cidr: str) -> int:
     log = state_dir / "chronyd.log"
     child = proc.start([binary, "-d", "-x", "-u", "root", "-f", str(conf)], output=log, env=tags(state_dir),
                        hint=CHRONY_HINT)  # fmt: skip
-    deadline = time.monotonic() + DHCP_TIMEOUT
-    while "Disabled control of system clock" not in (log.read_text() if log.exists() else ""):
-        if child.poll() is not None or time.monotonic() > deadline:
-            child.stop(timeout=2)
-            raise MachineryError(
-                f"chronyd (the cluster's time server) did not start on {gateway(cidr)}: "
-                f"{log.read_text().strip()[-400:] if log.exists() else 'no output'}",
-                hint=f"see {log}",
-            )
-        time.sleep(0.05)
+    _wait_until_logged(
+        child, log, "Disabled control of system clock",
+        f"chronyd (the cluster's time server) did not start on {gateway(cidr)}", hint=f"see {log}",
+    )  # fmt: skip
     return child.pid
