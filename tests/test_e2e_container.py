@@ -9,10 +9,7 @@ route (the blackhole included). Whatever happens, the fixture removes all of it.
 
 from __future__ import annotations
 
-import json
 import os
-import random
-import shutil
 import signal
 import sys
 import time
@@ -23,18 +20,13 @@ from pathlib import Path
 import pytest
 from cluster_helpers import cli_env
 from cluster_helpers import talosctl_in as _talosctl
+from container_helpers import CONTAINER_NODES, ContainerCluster, free_cidr, routes_to
 
 from ichor.machinery import proc
 from ichor.provision._network import BLACKHOLE_METRIC, bridge_name, veth_name
-from ichor.provision._processes import find, signal_and_wait
+from ichor.provision._processes import find
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.skipif(
-        os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("dnsmasq") is None,
-        reason="container nodes need root, iproute2 and dnsmasq (bash run.sh installs dnsmasq-base as root)",
-    ),
-]
+pytestmark = [pytest.mark.e2e, CONTAINER_NODES]
 
 NAME = "ctr"
 
@@ -52,21 +44,8 @@ class Cluster:
         return (self.state / NAME).resolve()
 
 
-def _routes(cidr: str) -> list[dict[str, object]]:
-    shown = proc.run(["ip", "-j", "route", "show", "table", "all", "to", "match", cidr.replace("0/24", "9")])
-    return [r for r in json.loads(shown.stdout or "[]") if r.get("dst") == cidr]
-
-
 def _links() -> str:
     return proc.run(["ip", "-br", "link"]).stdout
-
-
-def _free_cidr() -> str:
-    taken = proc.run(["ip", "-4", "route", "show", "table", "all"]).stdout
-    while True:
-        cidr = f"10.{random.randint(200, 250)}.{random.randint(0, 255)}.0/24"
-        if cidr.rsplit(".", 1)[0] + "." not in taken:
-            return cidr
 
 
 def _leftovers(cluster: Cluster) -> list[str]:
@@ -81,34 +60,20 @@ def _leftovers(cluster: Cluster) -> list[str]:
         veth_name(NAME, f"{NAME}-worker-1"),
     ]
     left += [f"link {name}" for name in names if name in links]
-    left += [f"route {r}" for r in _routes(cluster.cidr)]
+    left += [f"route {r}" for r in routes_to(cluster.cidr)]
     return left
 
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    cidr = _free_cidr()
+    cidr = free_cidr()
     prefix = cidr.rsplit(".", 1)[0]
     made = Cluster(tmp_path / "home", tmp_path / "clusters", cidr, f"{prefix}.2", f"{prefix}.3")
     made.home.mkdir()
     try:
         yield made
     finally:
-        _talosctl(
-            made.home,
-            "cluster",
-            "destroy",
-            "--name",
-            NAME,
-            "--state",
-            str(made.state),
-            "--force",
-            timeout=120,
-        )
-        # Whatever destroy could not do, by PID and by name, the blackhole last.
-        signal_and_wait([p.id for p in find(made.state_dir)], signal.SIGKILL, 10)
-        proc.run(["ip", "link", "del", bridge_name(NAME)], check=False)
-        proc.run(["ip", "route", "del", "blackhole", cidr, "metric", str(BLACKHOLE_METRIC)], check=False)
+        ContainerCluster(NAME, made.home, made.state, cidr).destroy()
 
 
 def _namespaces(pid: int) -> dict[str, int]:
@@ -121,8 +86,8 @@ def test_container_cluster_create_reboot_destroy_leaves_nothing(cluster: Cluster
                         timeout=300)  # fmt: skip
     assert created.exit_code == 0, created.stderr
     # The blackhole is there before this test sends anything, and went in before the bridge.
-    blackholes = [r for r in _routes(cluster.cidr) if r.get("type") == "blackhole"]
-    assert blackholes and blackholes[0].get("metric") == BLACKHOLE_METRIC, _routes(cluster.cidr)
+    blackholes = [r for r in routes_to(cluster.cidr) if r.get("type") == "blackhole"]
+    assert blackholes and blackholes[0].get("metric") == BLACKHOLE_METRIC, routes_to(cluster.cidr)
     lines = created.stderr.splitlines()
     first = next(i for i, line in enumerate(lines) if "blackhole" in line)
     assert first < next(i for i, line in enumerate(lines) if "creating bridge" in line)

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 from cluster_helpers import talosctl_in as _talosctl
-from test_e2e_container import _free_cidr, pytestmark  # noqa: F401 - the same root/tools skip
+from container_helpers import CONTAINER_NODES, ContainerCluster, free_cidr
 
-from ichor.machinery import proc
-from ichor.provision._network import BLACKHOLE_METRIC, bridge_name
 from ichor.provision._processes import find, signal_and_wait
+
+pytestmark = [pytest.mark.e2e, CONTAINER_NODES]
 
 NAME = "vip"
 CONTROL_PLANES = 3
@@ -30,16 +30,13 @@ CONTROL_PLANES = 3
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[tuple[Path, Path, str]]:
-    cidr = _free_cidr()
+    cidr = free_cidr()
     home, state = tmp_path / "home", tmp_path / "clusters"
     home.mkdir()
     try:
         yield home, state, cidr
     finally:
-        _talosctl(home, "cluster", "destroy", "--name", NAME, "--state", str(state), "--force", timeout=120)
-        signal_and_wait([p.id for p in find((state / NAME).resolve())], signal.SIGKILL, 10)
-        proc.run(["ip", "link", "del", bridge_name(NAME)], check=False)
-        proc.run(["ip", "route", "del", "blackhole", cidr, "metric", str(BLACKHOLE_METRIC)], check=False)
+        ContainerCluster(NAME, home, state, cidr).destroy()
 
 
 def _answers(ip: str, timeout: float = 0.5) -> bool:

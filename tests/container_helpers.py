@@ -1,0 +1,106 @@
+"""Container clusters for end-to-end tests (root only, as CI runs): one place that creates them on a
+CIDR nothing else on the machine routes, runs commands inside a node, and removes everything.
+
+``ContainerCluster.create(...)`` runs ``talosctl cluster create --provisioner container``; the
+``container_cluster`` context manager destroys the cluster whatever happens and then removes by PID
+and by name what destroy could not (processes carrying the cluster's marks, the bridge, the
+blackhole route last). Tests address only the cluster's own hosts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from cluster_helpers import talosctl_in
+
+from ichor.machinery import proc
+from ichor.provision._network import BLACKHOLE_METRIC, bridge_name
+from ichor.provision._processes import find, signal_and_wait
+
+CONTAINER_NODES = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("ip") is None or shutil.which("dnsmasq") is None,
+    reason="container nodes need root, iproute2 and dnsmasq (bash run.sh installs dnsmasq-base as root)",
+)
+
+
+def free_cidr() -> str:
+    """A random 10.2xx.y.0/24 that no route of this machine covers yet."""
+    taken = proc.run(["ip", "-4", "route", "show", "table", "all"]).stdout
+    while True:
+        cidr = f"10.{random.randint(200, 250)}.{random.randint(0, 255)}.0/24"
+        if cidr.rsplit(".", 1)[0] + "." not in taken:
+            return cidr
+
+
+def routes_to(cidr: str) -> list[dict[str, object]]:
+    shown = proc.run(["ip", "-j", "route", "show", "table", "all", "to", "match", cidr.replace("0/24", "9")])
+    return [r for r in json.loads(shown.stdout or "[]") if r.get("dst") == cidr]
+
+
+@dataclass
+class ContainerCluster:
+    name: str
+    home: Path
+    state: Path
+    cidr: str
+
+    @property
+    def state_dir(self) -> Path:
+        return (self.state / self.name).resolve()
+
+    def address(self, host: int) -> str:
+        """``host`` within the CIDR: 1 is the gateway, 2 the first control plane, and so on."""
+        return f"{self.cidr.rsplit('.', 1)[0]}.{host}"
+
+    def talosctl(self, *args: str, timeout: float = 180) -> proc.Completed:
+        return talosctl_in(self.home, *args, timeout=timeout)
+
+    def create(self, *args: str, timeout: float = 300) -> proc.Completed:
+        """``cluster create --provisioner container`` with this cluster's name, state and CIDR plus
+        ``args``; asserts it succeeded."""
+        created = self.talosctl(
+            "cluster", "create", "--provisioner", "container", "--name", self.name, "--state", str(self.state),
+            "--cidr", self.cidr, "--wait-timeout", "3m", *args, timeout=timeout,
+        )  # fmt: skip
+        assert created.exit_code == 0, created.stdout + created.stderr
+        return created
+
+    def launcher_pid(self, node: str) -> int:
+        """The PID (in the root namespace) of ``node``'s launcher, whose namespaces are the node's."""
+        for process in find(self.state_dir):
+            if process.role == "launcher" and process.node == node:
+                return process.id.pid
+        raise AssertionError(f"no launcher for {node} under {self.state_dir}")
+
+    def in_node(self, node: str, *command: str, timeout: float = 30, check: bool = False) -> proc.Completed:
+        """``command`` run in ``node``'s network namespace (nsenter; the host's filesystem)."""
+        pid = self.launcher_pid(node)
+        return proc.run(["nsenter", f"--net=/proc/{pid}/ns/net", *command], check=check, timeout=timeout)
+
+    def destroy(self) -> None:
+        """Destroy, then remove by PID and by name whatever destroy left, the blackhole route last."""
+        self.talosctl("cluster", "destroy", "--name", self.name, "--state", str(self.state), "--force",
+                      timeout=120)  # fmt: skip
+        signal_and_wait([p.id for p in find(self.state_dir)], signal.SIGKILL, 10)
+        proc.run(["ip", "link", "del", bridge_name(self.name)], check=False)
+        proc.run(["ip", "route", "del", "blackhole", self.cidr, "metric", str(BLACKHOLE_METRIC)], check=False)
+
+
+@contextmanager
+def container_cluster(tmp_path: Path, name: str) -> Iterator[ContainerCluster]:
+    """A not-yet-created cluster named ``name`` on a free CIDR; destroyed on exit whatever happened."""
+    made = ContainerCluster(name, tmp_path / "home", tmp_path / "clusters", free_cidr())
+    made.home.mkdir(parents=True)
+    try:
+        yield made
+    finally:
+        made.destroy()
