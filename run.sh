@@ -6,24 +6,29 @@ set -euo pipefail
 cd "$(dirname "$0")"
 
 # Container nodes (`cluster create --provisioner container`, the default as root) need iproute2 and a
-# DHCP and a time server for their bridge: dnsmasq and chrony from Debian, and nft for the nodes' firewall. Installed only as root, only when missing.
+# DHCP and a time server for their bridge: dnsmasq and chrony from Debian, and nft for the nodes' firewall;
+# their containers need containerd and runc, and the air-gapped registry and images docker-registry,
+# skopeo, umoci and busybox-static. Installed only as root, only when missing.
 container_tools() {
-    if [ "$(id -u)" -ne 0 ] || { command -v dnsmasq >/dev/null && command -v chronyd >/dev/null && command -v nft >/dev/null; }; then
+    if [ "$(id -u)" -ne 0 ] || { command -v dnsmasq >/dev/null && command -v chronyd >/dev/null && command -v nft >/dev/null \
+        && command -v containerd >/dev/null && command -v runc >/dev/null && command -v docker-registry >/dev/null \
+        && command -v skopeo >/dev/null && command -v umoci >/dev/null && [ -x /bin/busybox ]; }; then
         return 0
     fi
     if ! command -v apt-get >/dev/null; then
         echo "run.sh: dnsmasq is missing and this is not Debian: install dnsmasq for container clusters" >&2
         return 0
     fi
-    echo "run.sh: installing dnsmasq-base, chrony and iproute2 (the container clusters' DHCP and time servers, and ip)" >&2
+    echo "run.sh: installing dnsmasq-base, chrony, iproute2, nftables, containerd, runc, docker-registry, skopeo, umoci and busybox-static (container clusters and their containers)" >&2
     # Packages must not start their services: a host chronyd would set the clock this machine
-    # shares with everything else. policy-rc.d exiting 101 forbids it (kept if one is there).
+    # shares with everything else, a host containerd or registry would serve the host. policy-rc.d exiting 101 forbids it (kept if one is there).
     local policy=/usr/sbin/policy-rc.d made_policy=0
     if [ ! -e "$policy" ]; then
         printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && made_policy=1
     fi
-    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsmasq-base chrony iproute2 nftables >/dev/null; }; then
-        echo "run.sh: could not install dnsmasq-base/chrony; container clusters (and their tests) will say what is missing" >&2
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsmasq-base chrony iproute2 nftables \
+            containerd runc docker-registry skopeo umoci busybox-static >/dev/null; }; then
+        echo "run.sh: could not install the container tools; container clusters (and their tests) will say what is missing" >&2
     fi
     if [ "$made_policy" -eq 1 ]; then rm -f "$policy"; fi
 }
