@@ -77,6 +77,13 @@ def _choose_provisioner(asked: str | None) -> tuple[str, str]:
     help="list of registry mirrors to use in format: <registry host>=<mirror URL>",
 )
 @click.option(
+    "--with-registry",
+    metavar="HOSTS",
+    help="(Ichor) run an image registry (docker-registry, plain http) on the cluster network's gateway, port "
+    "5000, and mirror these registries to it (comma-separated, e.g. docker.io,ghcr.io): the Air-gapped guide's "
+    "internal registry; destroy stops it",
+)
+@click.option(
     "--static-addresses/--no-static-addresses",
     default=False,
     hidden=True,
@@ -100,7 +107,7 @@ def _choose_provisioner(asked: str | None) -> tuple[str, str]:
     "--wait-timeout", default="20m", show_default=True, help="timeout to wait for the cluster to be ready"
 )
 def create(name: str, state: str, provisioner: str | None, controlplanes: int, workers: int, cidr: str | None,
-           mtu: int, nameservers: str, registry_mirror: tuple[str, ...], static_addresses: bool,
+           mtu: int, nameservers: str, registry_mirror: tuple[str, ...], with_registry: str | None, static_addresses: bool,
            config_patch: tuple[str, ...], config_patch_control_plane: tuple[str, ...], config_patch_worker: tuple[str, ...],
            wait: bool, wait_timeout: str) -> None:  # fmt: skip
     from ichor.cli._nodecmd import parse_duration
@@ -116,7 +123,7 @@ def create(name: str, state: str, provisioner: str | None, controlplanes: int, w
         worker_patches=config_patch_worker, wait_timeout=timeout.total_seconds(), wait=wait,
         progress=lambda line: click.echo(line, err=True), provisioner=chosen, mtu=mtu,
         nameservers=[n.strip() for n in nameservers.split(",") if n.strip()], registry_mirrors=registry_mirror,
-        static_addresses=static_addresses,
+        static_addresses=static_addresses, with_registry=with_registry,
     )  # fmt: skip
 
 

@@ -21,6 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ichor.images import parse_mirror
 from ichor.machinery import proc
 from ichor.machinery.clientconfig import GlobalOptions
 from ichor.machinery.errors import MachineryError
@@ -30,6 +31,7 @@ from ichor.provision import _network as net
 from ichor.provision._addresses import DISCOVERY_PORT, allocate_addresses, check_free, discovery_address
 from ichor.provision._processes import ProcessId, tags
 from ichor.provision._record import ClusterRecord, NodeRecord, cluster_flags, launcher_state_file
+from ichor.provision._registry import mirrors_for, registry_log, start_registry
 from ichor.provision._teardown import context_digest, forget_context, stop_all
 
 if TYPE_CHECKING:
@@ -75,6 +77,7 @@ def create(
     nameservers: Sequence[str] = (),
     registry_mirrors: Sequence[str] = (),
     static_addresses: bool = False,
+    with_registry: str | None = None,
 ) -> ClusterRecord:
     """Create a cluster of process nodes, as a user would: boot, apply configs, merge talosconfig,
     bootstrap; then (``wait``) wait until every node's API answers and etcd is healthy on every
@@ -82,6 +85,11 @@ def create(
 
     ``provisioner`` is ``process`` (node processes on the loopback) or ``container`` (each node in
     namespaces of its own on a bridge, :mod:`._container`; root only).
+
+    ``registry_mirrors`` (``<registry host>=<mirror URL>``) become ``machine.registries.mirrors`` of
+    every node, as in Talos. ``with_registry`` (comma-separated registry hosts, an Ichor extension)
+    starts the cluster's own registry on the CIDR's first address (:mod:`._registry`) and adds a
+    mirror to it for each of those hosts.
 
     Everything a user can get wrong (counts, CIDR, patches, an address in use) is refused before
     anything starts. A create that fails later stops every process it started and takes its context
@@ -110,13 +118,9 @@ def create(
         raise MachineryError(
             f"--mtu {mtu} is out of range", hint="pass --mtu between 68 and 65535 (default 1500)"
         )
-    for mirror in registry_mirrors:
-        registry, _, endpoint = mirror.partition("=")
-        if not registry or not endpoint:
-            raise MachineryError(
-                f"--registry-mirror {mirror!r} is not <registry>=<endpoint>",
-                hint="pass e.g. --registry-mirror docker.io=http://10.5.0.1:5000",
-            )
+    mirrors = [parse_mirror(m) for m in registry_mirrors]
+    if with_registry is not None:
+        mirrors += mirrors_for(with_registry, net.gateway(cidr) if container else discovery_address(cidr))
     for server in nameservers:
         try:
             ipaddress.ip_address(server)
@@ -138,7 +142,8 @@ def create(
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     record = ClusterRecord(
         name=name, cidr=cidr, state_dir=str(state_dir), provisioner=provisioner, mtu=mtu,
-        nameservers=list(nameservers), registry_mirrors=list(registry_mirrors), static_addresses=static_addresses,
+        nameservers=list(nameservers), registry_mirrors=[f"{m.registry}={m.endpoint}" for m in mirrors],
+        static_addresses=static_addresses,
     )  # fmt: skip
     for i in range(controlplanes + workers):
         kind = "controlplane" if i < controlplanes else "worker"
@@ -152,6 +157,8 @@ def create(
     try:
         if container:
             _container.create_network(record, progress)
+        if with_registry is not None:
+            _start_registry(record, container, progress)
         _bring_up(record, patches, talosconfig.expanduser(), wait_timeout, bootstrap, wait, progress)
     except KeyboardInterrupt:
         progress("interrupted: removing what create started")
@@ -162,6 +169,25 @@ def create(
         _undo(record, state, progress, keep_logs=True)
         raise
     return record
+
+
+def _start_registry(record: ClusterRecord, container: bool, progress: Callable[[str], None]) -> None:
+    address = net.gateway(record.cidr) if container else discovery_address(record.cidr)
+    state_dir = Path(record.state_dir)
+    record.registry, child = start_registry(state_dir, address)
+    record.registry_pid = child.pid
+    record.save()
+    progress(
+        f"image registry (docker-registry) on http://{record.registry}, storing in {state_dir / 'registry'}, "
+        f"access log {registry_log(state_dir)}; push with e.g. `skopeo copy --dest-tls-verify=false "
+        f"oci:<layout>:<tag> docker://{record.registry}/library/busybox:1.36`"
+    )
+
+
+def registry_mirror_options(record: ClusterRecord) -> tuple[tuple[str, str], ...]:
+    """The record's ``--registry-mirror`` entries, as :class:`GenOptions` takes them (Talos appends
+    endpoints given for the same host in order)."""
+    return tuple((m.registry, m.endpoint) for m in map(parse_mirror, record.registry_mirrors))
 
 
 @dataclass(frozen=True)
@@ -200,7 +226,11 @@ def _bring_up(
     bundle = SecretsBundle.generate()
     write_atomic(state_dir / "secrets.yaml", bundle.to_yaml(), mode=0o600)
     cp_address = controlplanes[0].address
-    opts = GenOptions(cluster_name=name, endpoint=f"https://{cp_address}:6443")
+    opts = GenOptions(
+        cluster_name=name,
+        endpoint=f"https://{cp_address}:6443",
+        registry_mirrors=registry_mirror_options(record),
+    )
     configs: dict[str, bytes] = {}
     container = record.provisioner == CONTAINER
     for node in record.nodes:

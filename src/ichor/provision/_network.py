@@ -45,6 +45,7 @@ __all__ = [
     "remove_blackhole",
     "start_dhcp",
     "veth_name",
+    "wait_until_logged",
 ]
 
 DEFAULT_CIDR = "10.5.0.0/24"
@@ -207,14 +208,14 @@ def start_dhcp(
     command += [f"--dhcp-host={mac},{address},{hostname}" for mac, address, hostname in reservations]
     log = state_dir / "dnsmasq.log"
     child = proc.start(command, output=log, env=tags(state_dir), hint=DNSMASQ_HINT)
-    _wait_until_logged(
+    wait_until_logged(
         child, log, "DHCP, ", f"dnsmasq (the cluster's DHCP server) did not start on {bridge}",
         hint=f"see {log}; is another DHCP server bound to {bridge}?",
     )  # fmt: skip
     return child.pid
 
 
-def _wait_until_logged(child: proc.Background, log: Path, marker: str, failure: str, *, hint: str) -> None:
+def wait_until_logged(child: proc.Background, log: Path, marker: str, failure: str, *, hint: str) -> None:
     """Until the server started as ``child`` writes ``marker`` to ``log``; if it exits or takes over
     :data:`DHCP_TIMEOUT`, stop it and raise ``failure`` with the log's tail."""
     deadline = time.monotonic() + DHCP_TIMEOUT
@@ -244,7 +245,7 @@ def start_ntp(state_dir: Path, cidr: str) -> int:
     log = state_dir / "chronyd.log"
     child = proc.start([binary, "-d", "-x", "-u", "root", "-f", str(conf)], output=log, env=tags(state_dir),
                        hint=CHRONY_HINT)  # fmt: skip
-    _wait_until_logged(
+    wait_until_logged(
         child, log, "Disabled control of system clock",
         f"chronyd (the cluster's time server) did not start on {gateway(cidr)}", hint=f"see {log}",
     )  # fmt: skip

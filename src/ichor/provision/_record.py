@@ -66,6 +66,9 @@ class ClusterRecord:
     """The bridge create made ("" until it did)."""
     dhcp_pid: int = 0
     ntp_pid: int = 0
+    registry: str = ""
+    """``host:port`` of the cluster's own registry (``--with-registry``; "" when it has none)."""
+    registry_pid: int = 0
 
     @property
     def file(self) -> Path:

@@ -1,0 +1,47 @@
+"""Container images built and moved on this machine: a reproducible OCI image from a directory
+(:mod:`._build`), its push to a registry with skopeo and the registry's answers (:mod:`._registry`),
+and image references and ``--registry-mirror`` values (:mod:`._reference`).
+
+Nothing here comes from the internet: tests build their images from a busybox-static rootfs and
+push them to a registry of their own (the Air-gapped guide's procedure). This package imports only
+:mod:`ichor.machinery`.
+
+::
+
+    MachineryError
+    └── ImageError      a bad directory, reference, mirror value, or a registry that did not do its part
+"""
+
+from __future__ import annotations
+
+from ichor.images._build import DEFAULT_MAX_BYTES, BuiltImage, ImageSpec, build_layout, busybox_rootfs
+from ichor.images._errors import ImageError
+from ichor.images._reference import DOCKER_HUB, MirrorSpec, Reference, parse_mirror, parse_reference
+from ichor.images._registry import (
+    AccessLogEntry,
+    access_log,
+    catalog,
+    manifest_digest,
+    push,
+    registry_answers,
+)
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "DOCKER_HUB",
+    "AccessLogEntry",
+    "BuiltImage",
+    "ImageError",
+    "ImageSpec",
+    "MirrorSpec",
+    "Reference",
+    "access_log",
+    "build_layout",
+    "busybox_rootfs",
+    "catalog",
+    "manifest_digest",
+    "parse_mirror",
+    "parse_reference",
+    "push",
+    "registry_answers",
+]

@@ -1,0 +1,121 @@
+"""A cluster's own registry on a loopback address: started with the cluster's marks, an image built
+here pushed to it under the names a mirror serves, its HTTP API and access log read, and stopped by
+PID by the cluster's teardown. Plus the ``--registry-mirror``/``--with-registry`` flags refused
+when wrong, and turned into every node's ``machine.registries.mirrors``."""
+
+from __future__ import annotations
+
+import random
+import socket
+from pathlib import Path
+
+import pytest
+from cluster_helpers import talosctl_in
+from registry_helpers import REGISTRY_TOOLS, assert_served, publish_busybox
+
+from ichor.images import access_log, catalog, parse_reference, push, registry_answers
+from ichor.machinery.errors import MachineryError
+from ichor.provision._cluster import registry_mirror_options
+from ichor.provision._processes import find
+from ichor.provision._record import ClusterRecord
+from ichor.provision._registry import REGISTRY_PORT, mirrors_for, registry_log, start_registry
+from ichor.provision._teardown import stop_all
+
+
+def _loopback() -> str:
+    return f"127.{random.randint(100, 199)}.{random.randint(0, 255)}.1"
+
+
+@pytest.mark.e2e
+@REGISTRY_TOOLS
+def test_the_clusters_registry_serves_what_was_pushed_and_teardown_stops_it(tmp_path: Path) -> None:
+    state_dir = tmp_path / "cluster"
+    state_dir.mkdir()
+    endpoint, child = start_registry(state_dir, _loopback())
+    try:
+        assert endpoint.endswith(f".1:{REGISTRY_PORT}") and registry_answers(endpoint)
+        [process] = find(state_dir)
+        assert process.id.pid == child.pid and process.role == "docker-registry"
+        assert catalog(endpoint) == []
+
+        built = publish_busybox(tmp_path, endpoint)
+        # The guide: "images in the registry don't have the registry endpoint prefix anymore".
+        assert sorted(catalog(endpoint)) == ["library/busybox", "siderolabs/busybox"]
+        served = assert_served(registry_log(state_dir), "docker.io/library/busybox:1.36", "127.0.0.1")
+        assert {e.method for e in served} >= {"HEAD"}
+        pushes = [e for e in access_log(registry_log(state_dir)) if e.method == "PUT"]
+        assert any(e.path == "/v2/library/busybox/manifests/1.36" and e.status == 201 for e in pushes)
+        assert (state_dir / "registry" / "docker" / "registry" / "v2" / "repositories" / "library").is_dir()
+        assert built.content_bytes > 100_000
+    finally:
+        survivors = stop_all(None, state_dir, progress=lambda _: None)
+        child.wait(timeout=5)
+    assert survivors == [] and find(state_dir) == []
+    assert not registry_answers(endpoint)
+    with pytest.raises(MachineryError) as caught:
+        push(built, endpoint, parse_reference("busybox:1.36"))
+    assert "is the registry" in (caught.value.hint or "")
+
+
+@pytest.mark.e2e
+@REGISTRY_TOOLS
+def test_a_registry_port_in_use_is_reported_with_the_log(tmp_path: Path) -> None:
+    address = _loopback()
+    with socket.socket() as taken:
+        taken.bind((address, REGISTRY_PORT))
+        taken.listen()
+        with pytest.raises(MachineryError, match="registry did not start") as caught:
+            start_registry(tmp_path, address)
+    assert "in use" in (caught.value.hint or "") and "registry.log" in (caught.value.hint or "")
+    assert find(tmp_path) == []
+
+
+def test_no_docker_registry_installed_says_how_to_install_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(MachineryError, match=r"docker-registry \(.*\) is not installed") as caught:
+        start_registry(tmp_path, "127.0.0.1")
+    assert "apt-get install -y docker-registry" in (caught.value.hint or "")
+
+
+def test_with_registry_mirrors_each_host_to_the_gateway() -> None:
+    mirrors = mirrors_for("docker.io, ghcr.io", "10.5.0.1")
+    assert [(m.registry, m.endpoint) for m in mirrors] == [
+        ("docker.io", "http://10.5.0.1:5000"),
+        ("ghcr.io", "http://10.5.0.1:5000"),
+    ]
+    for bad, message in ((" , ", "names no registry"), ("bad host", "is not a registry host")):
+        with pytest.raises(MachineryError, match=message) as caught:
+            mirrors_for(bad, "10.5.0.1")
+        assert str(caught.value).startswith("--with-registry ") and caught.value.hint
+
+
+def test_mirrors_become_generation_options_in_order() -> None:
+    record = ClusterRecord(name="c", cidr="10.5.0.0/24", state_dir="/nowhere", registry_mirrors=[
+        "docker.io=http://10.5.0.1:5000", "docker.io=https://mirror.lan", "ghcr.io=http://10.5.0.1:5000",
+    ])  # fmt: skip
+    assert registry_mirror_options(record) == (
+        ("docker.io", "http://10.5.0.1:5000"),
+        ("docker.io", "https://mirror.lan"),
+        ("ghcr.io", "http://10.5.0.1:5000"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--registry-mirror", "foo"], "error: --registry-mirror 'foo' is not <registry>=<endpoint>"),
+        (["--registry-mirror", "docker.io=10.5.0.1:5000"], "is not an http:// or https:// URL"),
+        (["--with-registry", ","], "error: --with-registry ',' names no registry"),
+    ],
+)
+def test_bad_registry_flags_are_refused_before_anything_starts(
+    tmp_path: Path, flags: list[str], message: str
+) -> None:
+    state = tmp_path / "clusters"
+    created = talosctl_in(tmp_path, "cluster", "create", "--provisioner", "process", "--state", str(state),
+                          "--cidr", "127.77.0.0/24", *flags, timeout=60)  # fmt: skip
+    assert created.exit_code != 0
+    assert message in created.stderr and "hint: " in created.stderr
+    assert not (state / "talos-default").exists()
