@@ -15,7 +15,7 @@ from registry_helpers import REGISTRY_TOOLS, assert_served, publish_busybox
 
 from ichor.images import access_log, catalog, parse_reference, push, registry_answers
 from ichor.machinery.errors import MachineryError
-from ichor.provision._cluster import registry_mirror_options
+from ichor.provision._cluster import create, registry_mirror_options
 from ichor.provision._processes import find
 from ichor.provision._record import ClusterRecord
 from ichor.provision._registry import REGISTRY_PORT, mirrors_for, registry_log, start_registry
@@ -77,6 +77,20 @@ def test_no_docker_registry_installed_says_how_to_install_it(
     with pytest.raises(MachineryError, match=r"docker-registry \(.*\) is not installed") as caught:
         start_registry(tmp_path, "127.0.0.1")
     assert "apt-get install -y docker-registry" in (caught.value.hint or "")
+    assert find(tmp_path) == []
+
+
+def test_with_registry_and_no_docker_registry_is_refused_before_anything_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(
+        "shutil.which", lambda name: None if name == "docker-registry" else "/usr/bin/" + name
+    )
+    with pytest.raises(MachineryError, match=r"docker-registry \(.*\) is not installed"):
+        create(name="c", cidr="127.78.0.0/24", controlplanes=1, workers=0, state=tmp_path / "s",
+               talosconfig=tmp_path / "talosconfig", provisioner="process", with_registry="docker.io",
+               progress=lambda _: None)  # fmt: skip
+    assert not (tmp_path / "s").exists()
 
 
 def test_with_registry_mirrors_each_host_to_the_gateway() -> None:

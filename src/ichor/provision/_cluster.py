@@ -31,6 +31,7 @@ from ichor.provision import _network as net
 from ichor.provision._addresses import DISCOVERY_PORT, allocate_addresses, check_free, discovery_address
 from ichor.provision._processes import ProcessId, tags
 from ichor.provision._record import ClusterRecord, NodeRecord, cluster_flags, launcher_state_file
+from ichor.provision._registry import check_installed as check_registry_installed
 from ichor.provision._registry import mirrors_for, registry_log, start_registry
 from ichor.provision._teardown import context_digest, forget_context, stop_all
 
@@ -120,6 +121,7 @@ def create(
         )
     mirrors = [parse_mirror(m) for m in registry_mirrors]
     if with_registry is not None:
+        check_registry_installed()
         mirrors += mirrors_for(with_registry, net.gateway(cidr) if container else discovery_address(cidr))
     for server in nameservers:
         try:

@@ -25,7 +25,7 @@ from ichor.machinery.errors import MachineryError
 from ichor.provision._network import wait_until_logged
 from ichor.provision._processes import tags
 
-__all__ = ["REGISTRY_PORT", "mirrors_for", "registry_log", "start_registry"]
+__all__ = ["REGISTRY_PORT", "check_installed", "mirrors_for", "registry_log", "start_registry"]
 
 REGISTRY_PORT = 5000
 REGISTRY_HINT = "install it (Debian: `apt-get install -y docker-registry`; `bash run.sh` does it as root)"
@@ -44,6 +44,16 @@ def mirrors_for(hosts_text: str, address: str, *, flag: str = "--with-registry")
             hint=f"pass the registries whose images the cluster's registry serves, e.g. {flag} docker.io,ghcr.io",
         )
     return [parse_mirror(f"{host}=http://{address}:{REGISTRY_PORT}", flag=flag) for host in hosts]
+
+
+def check_installed() -> str:
+    """The ``docker-registry`` binary; refused, saying how to install it, when there is none."""
+    binary = shutil.which("docker-registry")
+    if binary is None:
+        raise MachineryError(
+            "docker-registry (the cluster's image registry) is not installed", hint=REGISTRY_HINT
+        )
+    return binary
 
 
 def _config(state_dir: Path, address: str) -> Path:
