@@ -117,7 +117,10 @@ def create(
                 f"--registry-mirror {mirror!r} is not <registry>=<endpoint>",
                 hint="pass e.g. --registry-mirror docker.io=http://10.5.0.1:5000",
             )
-    for server in nameservers:
+    if container:
+        nameservers = list(nameservers) or [net.gateway(cidr)]
+        net.check_nameservers(cidr, nameservers)
+    for server in () if container else nameservers:
         try:
             ipaddress.ip_address(server)
         except ValueError:
