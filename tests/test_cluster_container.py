@@ -160,6 +160,7 @@ def test_dnsmasq_serves_dns_on_the_bridge_for_the_nodes_names_only() -> None:
         "--no-resolv",
         "--no-hosts",
         "--local=/#/",
+        "--log-queries",
         "--interface=talosabc",
         "--bind-interfaces",
     } <= set(command)

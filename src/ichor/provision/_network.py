@@ -223,7 +223,7 @@ def dnsmasq_arguments(
     network = _network(cidr)
     command = [
         "--keep-in-foreground", "--conf-file=/dev/null", "--no-resolv", "--no-hosts", "--port=53",
-        "--local=/#/", "--no-poll",
+        "--local=/#/", "--no-poll", "--log-queries",
         f"--interface={bridge}", "--bind-interfaces", "--except-interface=lo", "--user=root", "--group=root",
         "--log-facility=-", "--log-dhcp", "--pid-file=", f"--dhcp-leasefile={state_dir / 'dnsmasq.leases'}",
         f"--dhcp-range={network.network_address},static,{network.netmask},1h",
