@@ -3,8 +3,8 @@ CIDR nothing else on the machine routes, runs commands inside a node, and remove
 
 ``ContainerCluster.create(...)`` runs ``talosctl cluster create --provisioner container``; the
 ``container_cluster`` context manager destroys the cluster whatever happens and then removes by PID
-and by name what destroy could not (processes carrying the cluster's marks, the bridge, the
-blackhole route last). Tests address only the cluster's own hosts.
+and by name what destroy could not (processes carrying the cluster's marks, the bridge, its
+nftables table, the blackhole route last). Tests address only the cluster's own hosts.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import pytest
 from cluster_helpers import talosctl_in
 
 from ichor.machinery import proc
-from ichor.provision._network import BLACKHOLE_METRIC, bridge_name
+from ichor.provision._network import BLACKHOLE_METRIC, bridge_name, firewall_table
 from ichor.provision._processes import find, signal_and_wait
 
 CONTAINER_NODES = pytest.mark.skipif(
@@ -92,6 +92,7 @@ class ContainerCluster:
                       timeout=120)  # fmt: skip
         signal_and_wait([p.id for p in find(self.state_dir)], signal.SIGKILL, 10)
         proc.run(["ip", "link", "del", bridge_name(self.name)], check=False)
+        proc.run(["nft", "delete", "table", "inet", firewall_table(bridge_name(self.name))], check=False)
         proc.run(["ip", "route", "del", "blackhole", self.cidr, "metric", str(BLACKHOLE_METRIC)], check=False)
 
 

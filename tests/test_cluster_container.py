@@ -101,7 +101,17 @@ def _create(tmp_path: Path, **kw: Any) -> ClusterRecord:
     [
         ({"mtu": 20}, "--mtu 20 is out of range", "between 68 and 65535"),
         ({"registry_mirrors": ["docker.io"]}, "is not <registry>=<endpoint>", "--registry-mirror docker.io="),
-        ({"nameservers": ["dns.example"]}, "is not an IP address", "--nameservers 8.8.8.8"),
+        ({"nameservers": ["dns.example"]}, "is not an IP address", "--nameservers 10.222.1.1"),
+        (
+            {"nameservers": ["10.222.1.1", "8.8.8.8"]},
+            "8.8.8.8 is outside the cluster's --cidr",
+            "leave --nameservers out",
+        ),
+        (
+            {"nameservers": ["2606:4700:4700::1111"]},
+            "outside the cluster's --cidr 10.222.1.0/24",
+            "--nameservers",
+        ),
         ({"cidr": "127.0.0.0/24"}, "not a range a bridge can serve", "--provisioner process"),
         ({"config_patches": ["[{not yaml"]}, "--config-patch", ""),
     ],
@@ -136,3 +146,62 @@ def test_a_cidr_this_machine_already_routes_is_refused(tmp_path: Path) -> None:
         assert not (tmp_path / "s").exists()
     finally:
         proc.run(["ip", "route", "del", "blackhole", cidr, "metric", str(net.BLACKHOLE_METRIC)])
+
+
+def test_dnsmasq_serves_dns_on_the_bridge_for_the_nodes_names_only() -> None:
+    reservations = [
+        ("02:00:00:00:00:02", "10.9.8.2", "c-controlplane-1"),
+        ("02:00:00:00:00:03", "10.9.8.3", "c-worker-1"),
+    ]
+    command = net.dnsmasq_arguments(Path("/s"), "talosabc", "10.9.8.0/24", reservations, ["10.9.8.1"], 1400)
+    # DNS on the bridge alone, no upstream, every name but the nodes' is NXDOMAIN.
+    assert {
+        "--port=53",
+        "--no-resolv",
+        "--no-hosts",
+        "--local=/#/",
+        "--log-queries",
+        "--interface=talosabc",
+        "--bind-interfaces",
+    } <= set(command)
+    assert not [c for c in command if c.startswith(("--server", "--resolv-file", "--port=0"))]
+    assert "--host-record=c-controlplane-1,10.9.8.2" in command
+    assert "--host-record=c-worker-1,10.9.8.3" in command
+    assert "--dhcp-host=02:00:00:00:00:03,10.9.8.3,c-worker-1" in command
+    assert "--dhcp-option=option:dns-server,10.9.8.1" in command
+    assert "--dhcp-option=option:router,10.9.8.1" in command
+
+
+def test_explicit_nameservers_inside_the_cidr_are_honoured_and_outside_refused() -> None:
+    net.check_nameservers("10.9.8.0/24", ["10.9.8.1", "10.9.8.53"])
+    with pytest.raises(
+        MachineryError, match=r"1\.1\.1\.1 is outside the cluster.s --cidr 10\.9\.8\.0/24"
+    ) as caught:
+        net.check_nameservers("10.9.8.0/24", ["10.9.8.1", "1.1.1.1"])
+    assert "--nameservers" in (caught.value.hint or "")
+    with pytest.raises(MachineryError, match="'ns1' is not an IP address"):
+        net.check_nameservers("10.9.8.0/24", ["ns1"])
+
+
+def test_the_forwarding_guard_drops_what_the_host_would_route_for_the_bridge() -> None:
+    text = net.firewall_ruleset("talosabc")
+    assert net.firewall_table("talosabc") == "ichor-talosabc"
+    lines = [line.strip() for line in text.splitlines()]
+    assert lines[0] == "table inet ichor-talosabc {"
+    assert "type filter hook forward priority filter - 10; policy accept;" in lines
+    rules = [line for line in lines if line.startswith(("iifname", "oifname"))]
+    # Node to node over the bridge first, then everything else in or out of the bridge dropped.
+    assert rules == [
+        'iifname "talosabc" oifname "talosabc" accept',
+        'iifname "talosabc" drop',
+        'oifname "talosabc" drop',
+    ]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("nft") is None, reason="needs root and nft")
+def test_nft_accepts_the_forwarding_guard_as_written() -> None:
+    # --check parses and validates against the kernel without changing anything.
+    checked = proc.run(
+        ["nft", "--check", "-f", "-"], input=net.firewall_ruleset("talos0badc0de"), check=False
+    )
+    assert checked.exit_code == 0, checked.stderr

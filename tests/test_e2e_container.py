@@ -4,7 +4,7 @@ A 1+1 cluster on a random 10.2xx.y.0/24 nothing else on the machine uses: the bl
 must be there before the test sends anything, the nodes answer on their eth0 addresses, a rebooted
 node comes back in the same namespaces, and after destroy nothing is left: no process carrying the
 cluster's marks, no network namespace, no mount under the state directory, no bridge or veth, no
-route (the blackhole included). Whatever happens, the fixture removes all of it.
+route (the blackhole included), no nftables table. Whatever happens, the fixture removes all of it.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from cluster_helpers import talosctl_in as _talosctl
 from container_helpers import CONTAINER_NODES, ContainerCluster, free_cidr, routes_to
 
 from ichor.machinery import proc
-from ichor.provision._network import BLACKHOLE_METRIC, bridge_name, veth_name
+from ichor.provision._network import BLACKHOLE_METRIC, bridge_name, firewall_table, veth_name
 from ichor.provision._processes import find
 
 pytestmark = [pytest.mark.e2e, CONTAINER_NODES]
@@ -61,6 +61,9 @@ def _leftovers(cluster: Cluster) -> list[str]:
     ]
     left += [f"link {name}" for name in names if name in links]
     left += [f"route {r}" for r in routes_to(cluster.cidr)]
+    table = firewall_table(bridge_name(NAME))
+    if proc.run(["nft", "list", "table", "inet", table], check=False).exit_code == 0:
+        left.append(f"nftables table inet {table}")
     return left
 
 
@@ -94,6 +97,8 @@ def test_container_cluster_create_reboot_destroy_leaves_nothing(cluster: Cluster
     assert "provisioner container (as asked with --provisioner)" in created.stderr
     assert "etcd is healthy on 1 control plane(s)" in created.stderr
     assert bridge_name(NAME) in _links()
+    tables = proc.run(["nft", "list", "tables"]).stdout
+    assert f"table inet {firewall_table(bridge_name(NAME))}" in tables, tables
 
     addresses = _talosctl(cluster.home, "-n", cluster.worker, "get", "addresses")
     assert f"eth0/{cluster.worker}/24" in addresses.stdout, addresses.stdout + addresses.stderr

@@ -67,9 +67,10 @@ def _choose_provisioner(asked: str | None) -> tuple[str, str]:
 @click.option("--mtu", default=1500, show_default=True, type=int, help="MTU of the cluster network")
 @click.option(
     "--nameservers",
-    default="8.8.8.8,1.1.1.1,2001:4860:4860::8888,2606:4700:4700::1111",
-    show_default=True,
-    help="list of nameservers to use",
+    default="",
+    help="list of nameservers to use (container nodes: addresses inside --cidr only, default the "
+    "cluster's gateway, whose DNS server answers the nodes' hostnames and nothing else; unlike Talos's "
+    "8.8.8.8,1.1.1.1,... default, a container node never sends anything off this machine)",
 )
 @click.option(
     "--registry-mirror",

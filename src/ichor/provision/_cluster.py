@@ -123,7 +123,10 @@ def create(
     if with_registry is not None:
         check_registry_installed()
         mirrors += mirrors_for(with_registry, net.gateway(cidr) if container else discovery_address(cidr))
-    for server in nameservers:
+    if container:
+        nameservers = list(nameservers) or [net.gateway(cidr)]
+        net.check_nameservers(cidr, nameservers)
+    for server in () if container else nameservers:
         try:
             ipaddress.ip_address(server)
         except ValueError:

@@ -2,7 +2,8 @@
 
 A container node is machined as PID 1 of its own namespaces (:mod:`._namespaces`), run by a launcher
 in container mode; this module builds what lies outside the nodes, in the host's network namespace
-(:mod:`._network`): the blackhole route first, the bridge, dnsmasq on it, then each node's launcher
+(:mod:`._network`): the blackhole route first, the cluster's nftables table (the host forwards
+nothing for the bridge), the bridge, dnsmasq on it (DHCP, and DNS for the nodes' names), then each node's launcher
 and its veth. It boots every node with its machine config (as Talos's docker provisioner passes
 USERDATA), so no maintenance-mode step is needed. Removal is the reverse, the blackhole last, and only
 once every process of the cluster has gone (:func:`remove_network`).
@@ -53,6 +54,11 @@ def check_host() -> None:
         raise MachineryError(
             "dnsmasq (the container cluster's DHCP server) is not installed", hint=net.DNSMASQ_HINT
         )
+    if shutil.which("nft") is None:
+        raise MachineryError(
+            "nft (nftables: the container cluster's forwarding guard and the nodes' firewall) is not installed",
+            hint=net.NFT_HINT,
+        )
 
 
 def check_cidr(name: str, cidr: str, state: Path) -> None:
@@ -102,7 +108,7 @@ def time_server_patch(record: ClusterRecord) -> str:
 
 
 def create_network(record: ClusterRecord, progress: Callable[[str], None]) -> None:
-    """Blackhole route, bridge and DHCP server, each recorded as soon as it exists."""
+    """Blackhole route, forwarding guard, bridge and DHCP/DNS server, each recorded as soon as it exists."""
     progress(
         f"routing {record.cidr} to a blackhole (metric {net.BLACKHOLE_METRIC}) before anything can send there"
     )
@@ -110,17 +116,25 @@ def create_network(record: ClusterRecord, progress: Callable[[str], None]) -> No
     record.blackhole = record.cidr
     record.save()
     bridge = net.bridge_name(record.name)
+    record.firewall = net.firewall_table(bridge)
+    record.save()
+    net.install_firewall(bridge)
+    progress(f"nftables table inet {record.firewall}: the host forwards nothing from or to {bridge}")
     progress(f"creating bridge {bridge} with gateway {net.gateway(record.cidr)}")
     record.bridge = bridge
     record.save()
     net.create_bridge(bridge, record.cidr, record.mtu)
     state_dir = Path(record.state_dir)
     reservations = [(n.mac, n.address, n.name) for n in record.nodes]
-    record.dhcp_pid = net.start_dhcp(
+    arguments = net.dnsmasq_arguments(
         state_dir, bridge, record.cidr, reservations, record.nameservers, record.mtu
     )
+    record.dhcp_pid = net.start_dhcp(state_dir, bridge, arguments)
     record.save()
-    progress(f"DHCP server (dnsmasq) on {bridge}: {len(reservations)} reservation(s) by MAC")
+    progress(
+        f"DHCP server (dnsmasq) on {bridge}: {len(reservations)} reservation(s) by MAC; DNS on "
+        f"{net.gateway(record.cidr)} for the nodes' names only"
+    )
     record.ntp_pid = net.start_ntp(state_dir, record.cidr)
     record.save()
     progress(f"time server (chronyd, never setting the clock) on {net.gateway(record.cidr)}")
@@ -171,7 +185,7 @@ def _tail(path: Path) -> str:
 
 
 def remove_network(record: ClusterRecord, progress: Callable[[str], None]) -> None:
-    """The veths, the bridge, then the blackhole route, last. Only once no process of the cluster runs.
+    """The veths, the bridge, the forwarding guard, then the blackhole route, last. Only once no process of the cluster runs.
 
     A node's namespace goes when its last process has, but the kernel dismantles it a moment
     later: its veth is deleted here rather than left to that."""
@@ -180,6 +194,8 @@ def remove_network(record: ClusterRecord, progress: Callable[[str], None]) -> No
             net.delete_link(net.veth_name(record.name, node.name))
     if record.bridge and net.delete_link(record.bridge):
         progress(f"removed bridge {record.bridge}")
+    if record.firewall and net.remove_firewall(record.firewall):
+        progress(f"removed nftables table inet {record.firewall}")
     if record.blackhole:
         net.remove_blackhole(record.blackhole)
         progress(f"removed the blackhole route for {record.blackhole}")

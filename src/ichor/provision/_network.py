@@ -7,9 +7,13 @@ while the bridge exists, and whatever happens to the bridge a packet to a cluste
 leaves the machine by the default route. It is removed last, after the bridge, and only once every
 process of the cluster has gone. The bridge (``talos<8 hex of sha256(cluster name)>``, the name
 Talos's QEMU provisioner gives its bridge) holds the gateway, the CIDR's first address, and does not
-forward: nodes reach each other and the host, nothing beyond. Each node's veth has a deterministic
-MAC (:func:`node_mac`), so the DHCP server (dnsmasq, bound to the bridge only, no DNS) hands every
-node its reserved address.
+forward: nodes reach each other and the host, nothing beyond; a root-namespace nftables table of the
+cluster's own (``inet ichor-<bridge>``, :func:`firewall_ruleset`) drops whatever the host would
+forward from or to the bridge, whatever the host's ``ip_forward`` and other tables say. Each node's
+veth has a deterministic MAC (:func:`node_mac`), so the DHCP server (dnsmasq, bound to the bridge
+only) hands every node its reserved address, and the same dnsmasq is the nodes' DNS server on the
+gateway: it answers the nodes' hostnames and nothing else (no upstream, NXDOMAIN for every other
+name), so a node's resolver never sends a query off the machine.
 
 Everything here runs ``ip`` through :mod:`ichor.machinery.proc` and is idempotent on removal.
 """
@@ -31,18 +35,24 @@ from ichor.provision._processes import tags
 __all__ = [
     "BLACKHOLE_METRIC",
     "DEFAULT_CIDR",
-    "DEFAULT_NAMESERVERS",
     "add_veth",
     "bridge_name",
     "check_cidr",
+    "check_nameservers",
     "create_bridge",
     "delete_link",
+    "dnsmasq_arguments",
+    "firewall_ruleset",
+    "firewall_table",
     "gateway",
     "has_blackhole",
+    "has_firewall",
     "install_blackhole",
+    "install_firewall",
     "node_addresses",
     "node_mac",
     "remove_blackhole",
+    "remove_firewall",
     "start_dhcp",
     "veth_name",
     "wait_until_logged",
@@ -50,12 +60,11 @@ __all__ = [
 
 DEFAULT_CIDR = "10.5.0.0/24"
 """Talos's docker provisioner's default."""
-DEFAULT_NAMESERVERS = ("8.8.8.8", "1.1.1.1", "2001:4860:4860::8888", "2606:4700:4700::1111")
-"""``talosctl cluster create``'s defaults (handed out by DHCP; nothing forwards them off the bridge)."""
 BLACKHOLE_METRIC = 4294967295
 DHCP_TIMEOUT = 10.0
 CHRONY_HINT = "install it (Debian: `apt-get install -y chrony`; `bash run.sh` does it as root)"
 DNSMASQ_HINT = "install it (Debian: `apt-get install -y dnsmasq-base`; `bash run.sh` does it as root)"
+NFT_HINT = "install it (Debian: `apt-get install -y nftables`; `bash run.sh` does it as root)"
 
 
 def _ip(*args: str, check: bool = True) -> proc.Completed:
@@ -179,24 +188,43 @@ def add_veth(bridge: str, host_end: str, mac: str, pid: int, mtu: int) -> None:
     _ip("link", "set", host_end, "master", bridge, "up")
 
 
-def start_dhcp(
+def check_nameservers(cidr: str, nameservers: Sequence[str]) -> None:
+    """Container nodes may only be handed DNS servers inside the cluster's CIDR: nothing outside the
+    machine is reachable, and a node must never send anywhere but the cluster's own hosts."""
+    network = _network(cidr)
+    for server in nameservers:
+        try:
+            address = ipaddress.ip_address(server)
+        except ValueError:
+            raise MachineryError(
+                f"--nameservers entry {server!r} is not an IP address",
+                hint=f"pass addresses inside --cidr {cidr}, e.g. --nameservers {gateway(cidr)}",
+            ) from None
+        if address not in network:
+            raise MachineryError(
+                f"--nameservers entry {server} is outside the cluster's --cidr {network}: container nodes "
+                "send only to the cluster's own hosts",
+                hint=f"leave --nameservers out (the gateway {gateway(cidr)} answers the nodes' names) or "
+                f"pass a DNS server you run inside {network}",
+            )
+
+
+def dnsmasq_arguments(
     state_dir: Path,
     bridge: str,
     cidr: str,
     reservations: Sequence[tuple[str, str, str]],
     nameservers: Sequence[str],
     mtu: int,
-) -> int:
-    """dnsmasq serving DHCP on the bridge only, one reservation (MAC, address, hostname) per node
-    and no pool, no DNS; marked as the cluster's process. Returns its PID."""
-    binary = shutil.which("dnsmasq")
-    if binary is None:
-        raise MachineryError(
-            "dnsmasq (the container cluster's DHCP server) is not installed", hint=DNSMASQ_HINT
-        )
+) -> list[str]:
+    """dnsmasq's arguments: DHCP on the bridge only, one reservation (MAC, address, hostname) per
+    node and no pool; DNS on the gateway answering the nodes' hostnames alone (``--local=/#/``: every
+    other name is NXDOMAIN, ``--no-resolv``: no upstream at all); ``nameservers`` are handed out
+    as the DNS servers."""
     network = _network(cidr)
     command = [
-        binary, "--keep-in-foreground", "--conf-file=/dev/null", "--no-resolv", "--no-hosts", "--port=0",
+        "--keep-in-foreground", "--conf-file=/dev/null", "--no-resolv", "--no-hosts", "--port=53",
+        "--local=/#/", "--no-poll", "--log-queries",
         f"--interface={bridge}", "--bind-interfaces", "--except-interface=lo", "--user=root", "--group=root",
         "--log-facility=-", "--log-dhcp", "--pid-file=", f"--dhcp-leasefile={state_dir / 'dnsmasq.leases'}",
         f"--dhcp-range={network.network_address},static,{network.netmask},1h",
@@ -206,13 +234,70 @@ def start_dhcp(
     if ipv4:
         command.append(f"--dhcp-option=option:dns-server,{','.join(ipv4)}")
     command += [f"--dhcp-host={mac},{address},{hostname}" for mac, address, hostname in reservations]
+    command += [f"--host-record={hostname},{address}" for _, address, hostname in reservations]
+    return command
+
+
+def start_dhcp(state_dir: Path, bridge: str, arguments: Sequence[str]) -> int:
+    """dnsmasq with ``arguments`` (:func:`dnsmasq_arguments`) on the bridge, marked as the cluster's
+    process. Returns its PID."""
+    binary = shutil.which("dnsmasq")
+    if binary is None:
+        raise MachineryError(
+            "dnsmasq (the container cluster's DHCP server) is not installed", hint=DNSMASQ_HINT
+        )
+    command = [binary, *arguments]
     log = state_dir / "dnsmasq.log"
     child = proc.start(command, output=log, env=tags(state_dir), hint=DNSMASQ_HINT)
     wait_until_logged(
-        child, log, "DHCP, ", f"dnsmasq (the cluster's DHCP server) did not start on {bridge}",
-        hint=f"see {log}; is another DHCP server bound to {bridge}?",
+        child, log, "DHCP, ", f"dnsmasq (the cluster's DHCP and DNS server) did not start on {bridge}",
+        hint=f"see {log}; is another DHCP or DNS server bound to {bridge}?",
     )  # fmt: skip
     return child.pid
+
+
+def firewall_table(bridge: str) -> str:
+    """The name of the cluster's own nftables table in the root namespace (family ``inet``)."""
+    return f"ichor-{bridge}"
+
+
+def firewall_ruleset(bridge: str) -> str:
+    """nft text for :func:`firewall_table`: the host forwards nothing from or to the bridge. Frames
+    between two ports of the bridge (node to node) may pass the forward hook too (br_netfilter), so
+    bridge-to-bridge is accepted; traffic to and from the gateway itself never reaches this hook."""
+    return (
+        f"table inet {firewall_table(bridge)} {{\n"
+        "  chain forward {\n"
+        "    type filter hook forward priority filter - 10; policy accept;\n"
+        f'    iifname "{bridge}" oifname "{bridge}" accept\n'
+        f'    iifname "{bridge}" drop\n'
+        f'    oifname "{bridge}" drop\n'
+        "  }\n"
+        "}\n"
+    )
+
+
+def _nft(*args: str, text: str | None = None, check: bool = True) -> proc.Completed:
+    binary = shutil.which("nft")
+    if binary is None:
+        raise MachineryError("nft (nftables) is not installed", hint=NFT_HINT)
+    return proc.run([binary, *args], input=text, timeout=15, check=check)
+
+
+def install_firewall(bridge: str) -> None:
+    _nft("-f", "-", text=firewall_ruleset(bridge))
+
+
+def has_firewall(table: str) -> bool:
+    return _nft("list", "table", "inet", table, check=False).exit_code == 0
+
+
+def remove_firewall(table: str) -> bool:
+    """Delete the cluster's table; False when there was none."""
+    if not has_firewall(table):
+        return False
+    _nft("delete", "table", "inet", table)
+    return True
 
 
 def wait_until_logged(child: proc.Background, log: Path, marker: str, failure: str, *, hint: str) -> None:

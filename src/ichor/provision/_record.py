@@ -64,6 +64,8 @@ class ClusterRecord:
     """The CIDR whose blackhole route create installed (removed last, by destroy)."""
     bridge: str = ""
     """The bridge create made ("" until it did)."""
+    firewall: str = ""
+    """The root namespace's nftables table (``inet``) that stops the host forwarding for the bridge."""
     dhcp_pid: int = 0
     ntp_pid: int = 0
     registry: str = ""

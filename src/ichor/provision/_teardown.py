@@ -160,6 +160,8 @@ def _kept_network(record: ClusterRecord | None) -> str:
     if record is None or not (record.bridge or record.blackhole):
         return ""
     steps = [f"ip link del {record.bridge}"] if record.bridge else []
+    if record.firewall:
+        steps.append(f"nft delete table inet {record.firewall}")
     if record.blackhole:
         steps.append(f"ip route del blackhole {record.blackhole} metric {BLACKHOLE_METRIC}")
     return "; kept its network: remove it with `" + " && ".join(steps) + "`"
