@@ -163,3 +163,35 @@ def test_registry_files_follow_the_config_and_a_bad_entry_is_a_wait(tmp_path: Pa
             assert "http://10.5.0.1:6000" in (hosts / "docker.io/hosts.toml").read_text()
 
     run(main)
+
+
+def test_ctr_tables_are_read_back() -> None:
+    from ichor.machined.cri._ctr import parse_containers, parse_images, parse_size
+
+    images = parse_images(
+        "REF                TYPE                                        DIGEST        SIZE    PLATFORMS   LABELS\n"
+        "docker.io/l/bb:1   application/vnd.oci.image.manifest.v1+json  sha256:ab12   1.1 MiB linux/amd64 -\n"
+    )
+    assert [(i.name, i.digest, i.size) for i in images] == [
+        ("docker.io/l/bb:1", "sha256:ab12", int(1.1 * 2**20))
+    ]
+    assert parse_images("REF TYPE DIGEST SIZE PLATFORMS LABELS\n") == []
+    found = parse_containers(
+        "CONTAINER    IMAGE              RUNTIME\nt1   docker.io/l/bb:1   io.containerd.runc.v2\nt2 x io.containerd.runc.v2\n",
+        "TASK    PID     STATUS\nt1      4242    running\n",
+    )
+    assert [(c.id, c.pid, c.status) for c in found] == [("t1", 4242, "RUNNING"), ("t2", 0, "CREATED")]
+    with pytest.raises(cri.CRIError, match="cannot be read back"):
+        parse_size("lots")
+
+
+def test_image_sizes_print_as_talos_prints_them() -> None:
+    from ichor.cli._image import _bytes
+
+    assert [_bytes(n) for n in (0, 9, 999, 1_100_000, 12_345_678)] == [
+        "0 B",
+        "9 B",
+        "999 B",
+        "1.1 MB",
+        "12 MB",
+    ]
