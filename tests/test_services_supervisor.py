@@ -625,3 +625,19 @@ def test_load_keeps_the_first_definition(layout: Layout) -> None:
     assert [(i.id, i.description, i.state) for i in sup.list()] == [
         ("apid", "first", ServiceState.INITIALIZED)
     ]
+
+
+def test_a_process_node_shows_both_containerd_services_skipped_with_the_reason(layout: Layout) -> None:
+    from ichor.machined.services.containerd import PROCESS_NODE_REASON, containerd_services
+
+    async def main() -> None:
+        async with Supervisor(layout) as sup:
+            sup.load(*containerd_services(layout))
+            sup.start("containerd", "cri")
+            await until(lambda: all(sup.info(i).state is ServiceState.SKIPPED for i in ("containerd", "cri")))
+            for service in ("containerd", "cri"):
+                assert messages(sup, service)[-1] == f"Service skipped: {PROCESS_NODE_REASON}"
+                assert not sup.is_running(service)
+            assert not layout.path("/run/containerd").exists()  # nothing was started or written
+
+    run(main())

@@ -25,3 +25,70 @@ def image_default(kubernetes_version: str) -> None:
 
     for name in Images(kubernetes_version=kubernetes_version.removeprefix("v")).default_list():
         click.echo(name)
+
+
+_NAMESPACES = {"cri": 2, "system": 1}
+"""``--namespace`` to ``common.ContainerdNamespace`` (NS_CRI, NS_SYSTEM)."""
+
+
+def _bytes(size: int) -> str:
+    """go-humanize ``Bytes`` (SI units), as Talos prints an image's size."""
+    if size < 10:
+        return f"{size} B"
+    units = ["B", "kB", "MB", "GB", "TB", "PB", "EB"]
+    value, unit = float(size), 0
+    while value >= 1000 and unit < len(units) - 1:
+        value, unit = value / 1000, unit + 1
+    rounded = round(value * 10) / 10
+    return f"{rounded:.0f} {units[unit]}" if rounded >= 10 else f"{rounded:.1f} {units[unit]}"
+
+
+_namespace_option = click.option(
+    "--namespace", type=click.Choice(list(_NAMESPACES)), default="cri", show_default=True,
+    help="namespace to use: `system` (etcd and kubelet images) or `cri` for all Kubernetes workloads",
+)  # fmt: skip
+
+
+@image.command("list", help="List CRI images")
+@_namespace_option
+def image_list(namespace: str) -> None:
+    from typing import Any
+
+    from ichor.api.gen.machine import machine_pb2
+    from ichor.cli._nodecmd import node_error, run
+    from ichor.client import message_error, render_table
+
+    async def work(client: Any) -> None:
+        rows = [["NODE", "IMAGE", "DIGEST", "SIZE"]]
+        async with client.machine.ImageList.open() as call:
+            await call.send_message(machine_pb2.ImageListRequest(namespace=_NAMESPACES[namespace]), end=True)
+            async for message in call:
+                error = message_error(message, client.peer_host)
+                if error is not None:
+                    node_error(error)
+                    continue
+                node = message.metadata.hostname or client.peer_host
+                rows.append([node, message.name, message.digest, _bytes(message.size)])
+        click.echo(render_table(rows), nl=False)
+
+    run(work)
+
+
+image.add_alias("ls", "list")
+
+
+@image.command("pull", help="Pull an image into CRI")
+@_namespace_option
+@click.argument("reference")
+def image_pull(namespace: str, reference: str) -> None:
+    from typing import Any
+
+    from ichor.api.gen.machine import machine_pb2
+    from ichor.cli._nodecmd import replies, run
+
+    async def work(client: Any) -> None:
+        request = machine_pb2.ImagePullRequest(namespace=_NAMESPACES[namespace], reference=reference)
+        response = await client.machine.ImagePull(request)
+        replies(client, response, f"error pulling image {reference}")
+
+    run(work)

@@ -21,6 +21,10 @@ class LazyGroup(click.Group):
         for alias in aliases:
             self._aliases[alias] = name
 
+    def add_alias(self, alias: str, name: str) -> None:
+        """``alias`` runs the sub-command ``name`` (``image ls`` is ``image list``)."""
+        self._aliases[alias] = name
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted({*super().list_commands(ctx), *self._lazy})
 

@@ -164,11 +164,16 @@ class _SystemServices:
 
     def for_config(self, loaded: LoadedConfig) -> Sequence[Service]:
         from ichor.machined.services.apid import apid_service
+        from ichor.machined.services.containerd import containerd_services
         from ichor.machined.services.machined import machined_service
         from ichor.machined.services.trustd import trustd_service
 
         layout, state = self.node.layout, self.node.state
-        services = [machined_service(layout, self.handlers), apid_service(layout, state)]
+        services = [
+            machined_service(layout, self.handlers),
+            apid_service(layout, state),
+            *containerd_services(layout),
+        ]
         if loaded.is_control_plane:
             services += [trustd_service(layout, state), self.etcd.service()]
         return services

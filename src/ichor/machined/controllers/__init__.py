@@ -10,6 +10,7 @@ The graph, as ``talosctl inspect dependencies`` prints it:
 * secrets:  MachineConfig -> OSRootSecrets, EtcdRootSecrets; OSRoot + Hostname + NodeAddresses ->
             CertSANs; OSRoot + CertSANs -> ApiCertificates (signed here, or by trustd on workers)
 * etcd:     MachineConfig + MachineType -> EtcdConfig; EtcdConfig + Hostname + NodeAddresses -> EtcdSpec
+* cri:      MachineConfig -> RegistriesConfig -> /etc/cri/conf.d/hosts/<host>/hosts.toml (+ 01-registries.part)
 * cluster:  identity, DiscoveryConfig, Info -> local Affiliate -> discovery service -> raw
             Affiliates -> merged Affiliates -> Members -> Endpoints
 * runtime:  the sequencer's stage -> MachineStatus; the supervisor's services -> Services (+ waits);
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ichor.machined.controllers import cluster, config, etcd, network, runtime, secrets, timesync
+from ichor.machined.controllers import cluster, config, cri, etcd, network, runtime, secrets, timesync
 from ichor.machined.cosi import Controller, Source
 from ichor.machined.events import EventBus
 from ichor.machined.netlink import Netlink
@@ -58,6 +59,8 @@ def node_controllers(
         secrets.api_certificates_controller(layout, request_certificate),
         etcd.etcd_config_controller(),
         etcd.etcd_spec_controller(),
+        cri.registries_config_controller(),
+        cri.RegistryFilesController(layout),
         *cluster.cluster_controllers(layout, client_factory=discovery_client),
         runtime.MachineStatusController(stage, events),
         runtime.ServiceController(services),

@@ -55,6 +55,12 @@ from ichor.machined.resources._config import (
     MachineConfigSpec,
     MachineTypeSpec,
 )
+from ichor.machined.resources._cri import (
+    CRI_NAMESPACE,
+    REGISTRIES_CONFIG_ID,
+    REGISTRIES_CONFIGS,
+    RegistriesConfigSpec,
+)
 from ichor.machined.resources._etcd import (
     ETCD_CONFIGS,
     ETCD_ID,
@@ -186,6 +192,7 @@ __all__ = [
     "CLUSTER_TYPES",
     "CONFIG_NAMESPACE",
     "CONTROLPLANE_NAMESPACE",
+    "CRI_NAMESPACE",
     "DEFAULT_ROUTE_METRIC",
     "DISCOVERED_ENDPOINTS_ID",
     "DISCOVERY_CONFIGS",
@@ -239,6 +246,8 @@ __all__ = [
     "OS_ROOT_ID",
     "OS_ROOT_SECRETS",
     "RAW_NAMESPACE",
+    "REGISTRIES_CONFIGS",
+    "REGISTRIES_CONFIG_ID",
     "RESOLVER_ID",
     "RESOLVER_SPECS",
     "RESOLVER_STATUSES",
@@ -294,6 +303,7 @@ __all__ = [
     "OperatorSpecSpec",
     "PEMCertificate",
     "PEMCertificateAndKey",
+    "RegistriesConfigSpec",
     "ResolverSpecSpec",
     "ResolverStatusSpec",
     "RouteProtocol",
@@ -324,7 +334,7 @@ TALOS_NAMESPACES: dict[str, str] = {
     "kubespan": "KubeSpan resources.",
     NETWORK_NAMESPACE: "Networking resources.",
     "network-config": "Networking configuration resources.",
-    "cri": "CRI Seccomp resources.",
+    CRI_NAMESPACE: "CRI Seccomp resources.",
     SECRETS_NAMESPACE: "Resources with secret material.",
     "perf": "Stats resources.",
 }
@@ -362,6 +372,7 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     ETCD_ROOT_SECRETS,
     ETCD_CONFIGS,
     ETCD_SPECS,
+    REGISTRIES_CONFIGS,
     *CLUSTER_TYPES,
     *HOSTDNS_TYPES,
 )

@@ -24,6 +24,7 @@ from ichor.machined.events import EventBus
 from ichor.machined.logfile import follow_file
 from ichor.machined.platform import Layout
 from ichor.machined.server import _files
+from ichor.machined.server._containers import ContainerMethods
 from ichor.machined.server._etcd import EtcdMethods
 from ichor.machined.server._netstat import NetstatMethods
 from ichor.machined.services import (
@@ -115,7 +116,7 @@ def _service_error(exc: ServiceError) -> GRPCError:
     return GRPCError(Status.INTERNAL, str(exc))
 
 
-class MachineService(EtcdMethods, NetstatMethods, UnimplementedMachineService):  # type: ignore[misc,valid-type]
+class MachineService(ContainerMethods, EtcdMethods, NetstatMethods, UnimplementedMachineService):  # type: ignore[misc,valid-type]
     """The RPCs a process node serves; see the module docstring."""
 
     def __init__(self, node: NodeContext, *, roles_of: RolesOf) -> None:

@@ -77,6 +77,9 @@ class Service:
     restart_delay: float = DEFAULT_RESTART_DELAY
     stop_timeout: float = DEFAULT_STOP_TIMEOUT
     pre: Callable[[], Awaitable[None]] | None = field(default=None)
+    skip_reason: str = ""
+    """Why this node cannot run the service at all: it is shown as Skipped with this reason
+    (``Service skipped: ...``) instead of being started."""
 
     def __post_init__(self) -> None:
         if not _ID.match(self.id):

@@ -182,7 +182,8 @@ class _ServiceRunner:
         except Exception as err:
             raise _Failed(f"failed to create runner: {err}") from err
         if runner is None:
-            self.record(ServiceState.SKIPPED, "Service skipped")
+            reason = f": {service.skip_reason}" if service.skip_reason else ""
+            self.record(ServiceState.SKIPPED, f"Service skipped{reason}")
             return
         self.runner = runner
 

@@ -241,6 +241,14 @@ def _validate_v1alpha1(cfg: m.Config, mode: Mode, r: _Report) -> None:
         for key, mirror in (registries.mirrors or {}).items():
             if mirror is None:
                 r.error(["machine", "registries", "mirrors", key], f"registries.mirrors[{_q(key)}] is null")
+                continue
+            for i, endpoint in enumerate(mirror.endpoints or []):
+                endpoint_url = urllib.parse.urlsplit(str(endpoint))
+                if endpoint_url.scheme not in ("http", "https") or not endpoint_url.hostname:
+                    r.error(
+                        ["machine", "registries", "mirrors", key, "endpoints", i],
+                        f"invalid mirror endpoint {_q(endpoint)}: an http:// or https:// URL is expected",
+                    )
 
 
 def _disk_size(size: int | str | None) -> int:

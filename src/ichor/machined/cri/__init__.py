@@ -1,0 +1,56 @@
+"""The node's two containerd instances (system and CRI): their configuration files as Talos 1.7
+lays them out, registry mirrors as ``hosts.toml``, and a client over ``ctr``.
+
+Exceptions::
+
+    CRIError                        anything here; carries an optional ``hint``
+    ├── CRIConfigError              a configuration that cannot be rendered (names the config key)
+    └── ContainerdUnavailableError  containerd does not answer on its socket
+
+It renders files and talks to a running containerd; the services that run containerd are
+:mod:`ichor.machined.services.containerd`.
+"""
+
+from __future__ import annotations
+
+from ichor.machined.cri._config import (
+    CRI,
+    CRI_BASE_PART,
+    CRI_CONFD,
+    CRI_HOSTS_DIR,
+    CRI_MERGED_CONFIG,
+    CRI_REGISTRIES_PART,
+    SYSTEM,
+    Instance,
+    cri_base_part,
+    cri_config,
+    merge_parts,
+    system_config,
+)
+from ichor.machined.cri._ctr import Container, Ctr, Image
+from ichor.machined.cri._errors import ContainerdUnavailableError, CRIConfigError, CRIError
+from ichor.machined.cri._hosts import HostFiles, host_directory, render_registries
+
+__all__ = [
+    "CRI",
+    "CRI_BASE_PART",
+    "CRI_CONFD",
+    "CRI_HOSTS_DIR",
+    "CRI_MERGED_CONFIG",
+    "CRI_REGISTRIES_PART",
+    "SYSTEM",
+    "CRIConfigError",
+    "CRIError",
+    "Container",
+    "ContainerdUnavailableError",
+    "Ctr",
+    "HostFiles",
+    "Image",
+    "Instance",
+    "cri_base_part",
+    "cri_config",
+    "host_directory",
+    "merge_parts",
+    "render_registries",
+    "system_config",
+]
