@@ -66,6 +66,17 @@ from ichor.machined.resources._etcd import (
     EtcdRootSpec,
     EtcdSpecSpec,
 )
+from ichor.machined.resources._extensions import (
+    EXTENSION_SERVICE_CONFIG_STATUSES,
+    EXTENSION_SERVICE_CONFIGS,
+    EXTENSION_STATUSES,
+    EXTENSION_TYPES,
+    ExtensionMetadataSpec,
+    ExtensionServiceConfigFileSpec,
+    ExtensionServiceConfigSpec,
+    ExtensionServiceConfigStatusSpec,
+    ExtensionStatusSpec,
+)
 from ichor.machined.resources._files import (
     ETC_FILE_SPECS,
     ETC_FILE_STATUSES,
@@ -202,6 +213,9 @@ __all__ = [
     "ETCD_SPECS",
     "ETC_FILE_SPECS",
     "ETC_FILE_STATUSES",
+    "EXTENSION_SERVICE_CONFIGS",
+    "EXTENSION_SERVICE_CONFIG_STATUSES",
+    "EXTENSION_STATUSES",
     "FILES_NAMESPACE",
     "HOSTDNS_TYPES",
     "HOSTNAME_SPECS",
@@ -272,6 +286,11 @@ __all__ = [
     "EtcdConfigSpec",
     "EtcdRootSpec",
     "EtcdSpecSpec",
+    "ExtensionMetadataSpec",
+    "ExtensionServiceConfigFileSpec",
+    "ExtensionServiceConfigSpec",
+    "ExtensionServiceConfigStatusSpec",
+    "ExtensionStatusSpec",
     "HostDNSConfigSpec",
     "HostnameSpecSpec",
     "HostnameStatusSpec",
@@ -364,6 +383,7 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     ETCD_SPECS,
     *CLUSTER_TYPES,
     *HOSTDNS_TYPES,
+    *EXTENSION_TYPES,
 )
 
 
