@@ -28,6 +28,7 @@ from ichor.machinery.files import write_atomic
 from ichor.provision import _container
 from ichor.provision import _network as net
 from ichor.provision._addresses import DISCOVERY_PORT, allocate_addresses, check_free, discovery_address
+from ichor.provision._extensions import check_extensions
 from ichor.provision._processes import ProcessId, tags
 from ichor.provision._record import ClusterRecord, NodeRecord, cluster_flags, launcher_state_file
 from ichor.provision._teardown import context_digest, forget_context, stop_all
@@ -75,6 +76,7 @@ def create(
     nameservers: Sequence[str] = (),
     registry_mirrors: Sequence[str] = (),
     static_addresses: bool = False,
+    extensions: Sequence[str] = (),
 ) -> ClusterRecord:
     """Create a cluster of process nodes, as a user would: boot, apply configs, merge talosconfig,
     bootstrap; then (``wait``) wait until every node's API answers and etcd is healthy on every
@@ -130,6 +132,7 @@ def create(
         controlplane=load_patches(list(cp_patches), flag="--config-patch-control-plane"),
         worker=load_patches(list(worker_patches), flag="--config-patch-worker"),
     )
+    layers = check_extensions(extensions, container=container)
     if container:
         _container.check_cidr(name, cidr, state)
     else:
@@ -139,6 +142,7 @@ def create(
     record = ClusterRecord(
         name=name, cidr=cidr, state_dir=str(state_dir), provisioner=provisioner, mtu=mtu,
         nameservers=list(nameservers), registry_mirrors=list(registry_mirrors), static_addresses=static_addresses,
+        extensions=[str(ext.directory) for ext in layers],
     )  # fmt: skip
     for i in range(controlplanes + workers):
         kind = "controlplane" if i < controlplanes else "worker"
