@@ -143,7 +143,10 @@ def test_definitions_match_talos(registry: Registry) -> None:
         "DiscoveryConfigs.cluster.talos.dev",  # holds the cluster key
         "LinkSpecs.net.talos.dev",  # may carry wireguard keys
         "OperatorSpecs.net.talos.dev",  # may carry VIP API tokens
+        "ExtensionServiceConfigs.runtime.talos.dev",  # config files of extension services
+        "RegistriesConfigs.cri.talos.dev",  # registry auth and client keys
     }
+    assert "extensions" in facts["ExtensionStatuses.runtime.talos.dev"].aliases
     namespaces = {t: spec.default_namespace for t, spec in facts.items()}
     assert namespaces["MachineTypes.config.talos.dev"] == "config"
     assert namespaces["Services.v1alpha1.talos.dev"] == "runtime"

@@ -103,6 +103,12 @@ def _choose_provisioner(asked: str | None) -> tuple[str, str]:
 @click.option(
     "--config-patch-worker", multiple=True, help="patch generated machineconfigs (applied to 'worker' type)"
 )
+@click.option(
+    "--extension",
+    multiple=True,
+    help="a system extension directory (manifest.yaml + rootfs/) to layer into every container node "
+    "(repeatable)",
+)
 @click.option("--wait/--no-wait", default=True, help="wait for the cluster to be ready before returning")
 @click.option(
     "--wait-timeout", default="20m", show_default=True, help="timeout to wait for the cluster to be ready"
@@ -110,7 +116,7 @@ def _choose_provisioner(asked: str | None) -> tuple[str, str]:
 def create(name: str, state: str, provisioner: str | None, controlplanes: int, workers: int, cidr: str | None,
            mtu: int, nameservers: str, registry_mirror: tuple[str, ...], with_registry: str | None, static_addresses: bool,
            config_patch: tuple[str, ...], config_patch_control_plane: tuple[str, ...], config_patch_worker: tuple[str, ...],
-           wait: bool, wait_timeout: str) -> None:  # fmt: skip
+           extension: tuple[str, ...], wait: bool, wait_timeout: str) -> None:  # fmt: skip
     from ichor.cli._nodecmd import parse_duration
     from ichor.provision._cluster import create as create_cluster
 
@@ -124,7 +130,7 @@ def create(name: str, state: str, provisioner: str | None, controlplanes: int, w
         worker_patches=config_patch_worker, wait_timeout=timeout.total_seconds(), wait=wait,
         progress=lambda line: click.echo(line, err=True), provisioner=chosen, mtu=mtu,
         nameservers=[n.strip() for n in nameservers.split(",") if n.strip()], registry_mirrors=registry_mirror,
-        static_addresses=static_addresses, with_registry=with_registry,
+        static_addresses=static_addresses, with_registry=with_registry, extensions=extension,
     )  # fmt: skip
 
 

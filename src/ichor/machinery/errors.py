@@ -14,6 +14,8 @@
     ├── PKIError                    certificate / key material that cannot be parsed or issued
     ├── ClientConfigError           talosconfig problems (missing file, unknown context, ...)
     ├── ProcessError                a child process that failed, timed out or could not start (proc)
+    ├── ExtensionError              a system extension (manifest.yaml + rootfs/) that cannot be used
+    ├── ExtensionServiceError       an extension service spec (/usr/local/etc/containers/*.yaml) Talos refuses
     └── OutputExistsError           refusing to overwrite a file without ``--force``
 
 Each error's ``str()`` is the message a user sees after ``error:``; ``hint`` says how to fix it.
@@ -27,6 +29,8 @@ __all__ = [
     "ConfigError",
     "ConfigValidationError",
     "DurationError",
+    "ExtensionError",
+    "ExtensionServiceError",
     "InputLimitError",
     "MachineryError",
     "OutputExistsError",
@@ -113,6 +117,18 @@ class ProcessError(MachineryError):
         self.command = command
         self.exit_code = exit_code
         self.stderr_tail = stderr_tail
+
+
+class ExtensionError(MachineryError):
+    """A system extension directory that is not one Talos would install (manifest, rootfs, paths)."""
+
+
+class ExtensionServiceError(MachineryError):
+    """An extension service spec that Talos would not load; ``problems`` lists every finding."""
+
+    def __init__(self, message: str, problems: list[str], *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.problems = problems
 
 
 class OutputExistsError(MachineryError):

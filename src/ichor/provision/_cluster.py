@@ -29,6 +29,7 @@ from ichor.machinery.files import write_atomic
 from ichor.provision import _container
 from ichor.provision import _network as net
 from ichor.provision._addresses import DISCOVERY_PORT, allocate_addresses, check_free, discovery_address
+from ichor.provision._extensions import check_extensions
 from ichor.provision._processes import ProcessId, tags
 from ichor.provision._record import ClusterRecord, NodeRecord, cluster_flags, launcher_state_file
 from ichor.provision._registry import check_installed as check_registry_installed
@@ -79,6 +80,7 @@ def create(
     registry_mirrors: Sequence[str] = (),
     static_addresses: bool = False,
     with_registry: str | None = None,
+    extensions: Sequence[str] = (),
 ) -> ClusterRecord:
     """Create a cluster of process nodes, as a user would: boot, apply configs, merge talosconfig,
     bootstrap; then (``wait``) wait until every node's API answers and etcd is healthy on every
@@ -139,6 +141,7 @@ def create(
         controlplane=load_patches(list(cp_patches), flag="--config-patch-control-plane"),
         worker=load_patches(list(worker_patches), flag="--config-patch-worker"),
     )
+    layers = check_extensions(extensions, container=container)
     if container:
         _container.check_cidr(name, cidr, state)
     else:
@@ -148,7 +151,7 @@ def create(
     record = ClusterRecord(
         name=name, cidr=cidr, state_dir=str(state_dir), provisioner=provisioner, mtu=mtu,
         nameservers=list(nameservers), registry_mirrors=[f"{m.registry}={m.endpoint}" for m in mirrors],
-        static_addresses=static_addresses,
+        static_addresses=static_addresses, extensions=[str(ext.directory) for ext in layers],
     )  # fmt: skip
     for i in range(controlplanes + workers):
         kind = "controlplane" if i < controlplanes else "worker"

@@ -140,12 +140,15 @@ def create_network(record: ClusterRecord, progress: Callable[[str], None]) -> No
     progress(f"time server (chronyd, never setting the clock) on {net.gateway(record.cidr)}")
 
 
-def _start_launcher(node: NodeRecord, state_dir: Path, config: Path) -> proc.Background:
+def _start_launcher(
+    node: NodeRecord, state_dir: Path, config: Path, extensions: list[str]
+) -> proc.Background:
     command = [
         sys.executable, "-m", "ichor.provision.launcher", "--root", node.root, "--address", node.address,
         "--log", str(state_dir / f"{node.name}.log"),
         "--state-file", str(launcher_state_file(state_dir, node.name)),
         "--container", str(state_dir / f"{node.name}.rootfs"), "--hostname", node.name, "--config", str(config),
+        *(arg for ext in extensions for arg in ("--extension", ext)),
     ]  # fmt: skip
     background = proc.start(
         command, output=state_dir / f"{node.name}.launcher.log", env=tags(state_dir, node.name)
@@ -161,7 +164,7 @@ def start_nodes(record: ClusterRecord, progress: Callable[[str], None]) -> None:
     host_ns = network_namespace_of(os.getpid())
     for node in record.nodes:
         Path(node.root).mkdir(parents=True, exist_ok=True, mode=0o700)
-        launcher = _start_launcher(node, state_dir, state_dir / f"{node.name}.yaml")
+        launcher = _start_launcher(node, state_dir, state_dir / f"{node.name}.yaml", record.extensions)
         record.save()
         deadline = time.monotonic() + NAMESPACE_TIMEOUT
         while network_namespace_of(launcher.pid) in (host_ns, None):

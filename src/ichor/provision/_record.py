@@ -59,6 +59,8 @@ class ClusterRecord:
     registry_mirrors: list[str] = field(default_factory=list)
     """``--registry-mirror`` values (``<registry>=<endpoint>``), for the nodes' CRI."""
     static_addresses: bool = False
+    extensions: list[str] = field(default_factory=list)
+    """``--extension`` directories (resolved), layered into every container node."""
     """Container nodes get eth0's address from their machine config (else from DHCP alone)."""
     blackhole: str = ""
     """The CIDR whose blackhole route create installed (removed last, by destroy)."""

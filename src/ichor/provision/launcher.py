@@ -152,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="run the node in namespaces of its own, with its root built at ROOTFS")  # fmt: skip
     parser.add_argument("--hostname", help="the container node's initial hostname (--container)")
     parser.add_argument("--config", type=Path, help="the machine config the container node boots with")
+    parser.add_argument("--extension", action="append", default=[], metavar="DIR",
+                        help="a system extension to layer into the container node (repeatable)")  # fmt: skip
     args = parser.parse_args(argv)
     machined = [sys.executable, "-m", "ichor.machined", "--address", args.address]
     start_node: Callable[[], Node]
@@ -165,6 +167,9 @@ def main(argv: list[str] | None = None) -> int:
 
         namespaces = NodeNamespaces(args.container, args.root, args.hostname or "talos")
         namespaces.enter()
+        from ichor.provision._extensions import layer
+
+        layer(args.container, args.extension)
         inside = [*machined, "--root", "/", "--platform", "container"]
         if args.config is not None:
             # Into the node's tmpfs: STATE keeps it once machined has loaded it, as Talos's

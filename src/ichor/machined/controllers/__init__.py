@@ -15,6 +15,8 @@ The graph, as ``talosctl inspect dependencies`` prints it:
             Affiliates -> merged Affiliates -> Members -> Endpoints
 * runtime:  the sequencer's stage -> MachineStatus; the supervisor's services -> Services (+ waits);
             TimeStatus (synced by SNTP from TimeServerStatus on a node with its own network, else the host's)
+* extensions: /etc/extensions.yaml -> ExtensionStatuses; ExtensionServiceConfig documents ->
+            ExtensionServiceConfigs -> their files on disk -> ExtensionServiceConfigStatuses
 
 Only controllers write derived resources; the config store writes MachineConfig and the
 sequencer MachineResetSignal. Adding a controller: write it in its area's module, name it after
@@ -26,7 +28,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from ichor.machined.controllers import cluster, config, cri, etcd, network, runtime, secrets, timesync
+from ichor.machined.controllers import (
+    cluster,
+    config,
+    cri,
+    etcd,
+    extensions,
+    network,
+    runtime,
+    secrets,
+    timesync,
+)
 from ichor.machined.cosi import Controller, Source
 from ichor.machined.events import EventBus
 from ichor.machined.netlink import Netlink
@@ -65,4 +77,7 @@ def node_controllers(
         runtime.MachineStatusController(stage, events),
         runtime.ServiceController(services),
         timesync.TimeSyncController() if layout.own_netns else runtime.time_status_controller(),
+        extensions.extension_status_controller(layout),
+        extensions.extension_service_config_controller(),
+        extensions.ExtensionServiceConfigFilesController(layout),
     ]

@@ -72,6 +72,17 @@ from ichor.machined.resources._etcd import (
     EtcdRootSpec,
     EtcdSpecSpec,
 )
+from ichor.machined.resources._extensions import (
+    EXTENSION_SERVICE_CONFIG_STATUSES,
+    EXTENSION_SERVICE_CONFIGS,
+    EXTENSION_STATUSES,
+    EXTENSION_TYPES,
+    ExtensionMetadataSpec,
+    ExtensionServiceConfigFileSpec,
+    ExtensionServiceConfigSpec,
+    ExtensionServiceConfigStatusSpec,
+    ExtensionStatusSpec,
+)
 from ichor.machined.resources._files import (
     ETC_FILE_SPECS,
     ETC_FILE_STATUSES,
@@ -209,6 +220,9 @@ __all__ = [
     "ETCD_SPECS",
     "ETC_FILE_SPECS",
     "ETC_FILE_STATUSES",
+    "EXTENSION_SERVICE_CONFIGS",
+    "EXTENSION_SERVICE_CONFIG_STATUSES",
+    "EXTENSION_STATUSES",
     "FILES_NAMESPACE",
     "HOSTDNS_TYPES",
     "HOSTNAME_SPECS",
@@ -281,6 +295,11 @@ __all__ = [
     "EtcdConfigSpec",
     "EtcdRootSpec",
     "EtcdSpecSpec",
+    "ExtensionMetadataSpec",
+    "ExtensionServiceConfigFileSpec",
+    "ExtensionServiceConfigSpec",
+    "ExtensionServiceConfigStatusSpec",
+    "ExtensionStatusSpec",
     "HostDNSConfigSpec",
     "HostnameSpecSpec",
     "HostnameStatusSpec",
@@ -375,6 +394,7 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     REGISTRIES_CONFIGS,
     *CLUSTER_TYPES,
     *HOSTDNS_TYPES,
+    *EXTENSION_TYPES,
 )
 
 
