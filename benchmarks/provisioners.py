@@ -31,7 +31,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+
+import floor  # benchmarks/floor.py: the Talos-way floor
+
+from ichor.provision._processes import find
 
 PY = sys.executable
 HEALTHY = re.compile(
@@ -57,12 +62,42 @@ def _free_cidr(provisioner: str, n: int) -> str:
             return cidr
 
 
-def _one(home: Path, provisioner: str, cps: int, workers: int, n: int) -> tuple[float, float, float]:
-    """(create wall s, CLI's create s, destroy wall s); always destroys."""
-    name, state = f"bench{n}", str(home / "clusters")
+@dataclass(frozen=True)
+class Run:
+    create: float
+    """Wall seconds of ``cluster create``."""
+    cli: float
+    """The CLI's own "since create started" figure."""
+    destroy: float
+    machined: tuple[int, ...]
+    """RSS in bytes of each node's machined right after create."""
+    etcd: tuple[int, ...]
+    """RSS in bytes of each control plane's etcd right after create."""
+
+
+def _rss(pid: int) -> int:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    return 0  # a kernel thread or a zombie: no memory of its own
+
+
+def _node_rss(state_dir: Path) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """RSS of every node's machined and of every etcd, found by the cluster's marks (PID 1 of a
+    container node is seen from here under its host PID)."""
+    processes = [p for p in find(state_dir) if p.node]
+    machined = tuple(_rss(p.id.pid) for p in processes if p.role == "machined")
+    etcd = tuple(_rss(p.id.pid) for p in processes if p.role == "etcd")
+    return machined, etcd
+
+
+def _one(home: Path, provisioner: str, cps: int, workers: int, n: int) -> Run:
+    """One create (timed, then RSS measured) and destroy (timed); always destroys."""
+    name, state = f"bench{n}", home / "clusters"
     try:
         start = time.perf_counter()
-        r = _talosctl(home, "cluster", "create", "--provisioner", provisioner, "--name", name, "--state", state,
+        r = _talosctl(home, "cluster", "create", "--provisioner", provisioner, "--name", name, "--state", str(state),
                       "--cidr", _free_cidr(provisioner, n), "--controlplanes", str(cps), "--workers", str(workers))  # fmt: skip
         wall = time.perf_counter() - start
         if r.returncode != 0:
@@ -71,13 +106,20 @@ def _one(home: Path, provisioner: str, cps: int, workers: int, n: int) -> tuple[
         if match is None or match.group(1) != str(cps):
             raise RuntimeError(f"no 'etcd is healthy' line for {cps} control planes:\n{r.stderr[-2000:]}")
         cli = float(match.group(3))
+        machined, etcd = _node_rss((state / name).resolve())
+        if len(machined) != cps + workers or len(etcd) != cps:
+            raise RuntimeError(f"found {len(machined)} machined and {len(etcd)} etcd processes after create")
     finally:
         start = time.perf_counter()
-        d = _talosctl(home, "cluster", "destroy", "--name", name, "--state", state, timeout=180)
+        d = _talosctl(home, "cluster", "destroy", "--name", name, "--state", str(state), timeout=180)
         destroy = time.perf_counter() - start
         if d.returncode != 0 and "not found" not in d.stderr:
             print(f"warning: cluster destroy {name} failed: {d.stderr.strip()[-500:]}", file=sys.stderr)
-    return wall, cli, destroy
+    return Run(wall, cli, destroy, machined, etcd)
+
+
+def _mib(values: list[int]) -> float:
+    return statistics.median(values) / (1 << 20)
 
 
 def main() -> None:
@@ -88,14 +130,16 @@ def main() -> None:
     if os.geteuid() != 0:
         sys.exit("benchmarks/provisioners.py: container nodes need root")
     shapes = [tuple(int(x) for x in shape.split("+")) for shape in args.shapes.split(",")]
-    print(
-        f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {args.runs} run(s) per shape and provisioner"
-    )
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, {args.runs} run(s) per shape and provisioner, "
+          f"load average at start {os.getloadavg()[0]:.2f}")  # fmt: skip
     n = 0
+    ca = floor.new_ca()
     with tempfile.TemporaryDirectory(prefix="ichor-bench-prov-") as tmp:
-        print(f"{'shape':<6} {'provisioner':<10} {'create (wall)':>14} {'create (CLI)':>13} {'destroy':>8}")
+        print(f"{'shape':<6} {'provisioner':<10} {'create (wall)':>14} {'create (CLI)':>13} {'destroy':>8}"
+              f" {'machined RSS':>13} {'etcd RSS':>9}")  # fmt: skip
         for cps, workers in shapes:
-            results: dict[str, list[tuple[float, float, float]]] = {"process": [], "container": []}
+            results: dict[str, list[Run]] = {"process": [], "container": []}
+            floors: list[float] = []
             for run in range(args.runs):
                 order = ["process", "container"] if run % 2 == 0 else ["container", "process"]
                 for provisioner in order:
@@ -103,14 +147,30 @@ def main() -> None:
                     home = Path(tmp) / f"h{n}"
                     home.mkdir()
                     results[provisioner].append(_one(home, provisioner, cps, workers, n))
+                if cps == 3:
+                    n += 1
+                    floors.append(floor.talos_way(Path(tmp) / f"floor{n}", ca, f"{floor.NET}.{n % 250}"))
             medians = {
-                p: [statistics.median(r[i] for r in rs) for i in range(3)] for p, rs in results.items()
-            }
-            for provisioner, (wall, cli, destroy) in medians.items():
-                print(f"{cps}+{workers:<4} {provisioner:<10} {wall:>13.2f}s {cli:>12.2f}s {destroy:>7.2f}s")
+                p: [
+                    statistics.median(r.create for r in rs), statistics.median(r.cli for r in rs),
+                    statistics.median(r.destroy for r in rs),
+                    _mib([b for r in rs for b in r.machined]), _mib([b for r in rs for b in r.etcd]),
+                ]
+                for p, rs in results.items()
+            }  # fmt: skip
+            for provisioner, (wall, cli, destroy, machined, etcd) in medians.items():
+                print(f"{cps}+{workers:<4} {provisioner:<10} {wall:>13.2f}s {cli:>12.2f}s {destroy:>7.2f}s"
+                      f" {machined:>9.1f} MiB {etcd:>5.1f} MiB")  # fmt: skip
             ratios = [c / p for c, p in zip(medians["container"], medians["process"], strict=True)]
             print(f"{cps}+{workers:<4} {'ratio':<10} {ratios[0]:>13.2f}x {ratios[1]:>12.2f}x {ratios[2]:>7.2f}x"
-                  "   (container / process, medians)")  # fmt: skip
+                  f" {ratios[3]:>12.2f}x {ratios[4]:>8.2f}x   (container / process, medians; RSS per node)")  # fmt: skip
+            if floors:
+                low = statistics.median(floors)
+                print(f"{cps}+{workers:<4} {'floor':<10} {low:>13.2f}s   (Talos way by hand: 1 etcd bootstrapped, "
+                      f"2 learners added and promoted; runs {', '.join(f'{f:.2f}' for f in floors)})")  # fmt: skip
+                for p in ("container", "process"):
+                    print(f"{cps}+{workers:<4} {p + '/floor':<16} create (wall) {medians[p][0] / low:.2f}x, "
+                          f"create (CLI) {medians[p][1] / low:.2f}x")  # fmt: skip
 
 
 if __name__ == "__main__":
