@@ -4,15 +4,39 @@ For each shape (``--shapes``, default 1+1 and 3+2) and each run, both provisione
 cluster, in alternating order, through ``python -m ichor cluster create`` (a subprocess with its own
 HOME and state dir), until it returns: etcd bootstrapped and healthy on every control plane, all
 voting. Reported per provisioner: the wall time of create, the CLI's own "since create started"
-figure from its last progress line, and the wall time of ``cluster destroy`` (which for container
-nodes includes removing the veths, the bridge and the blackhole route). The figure is the ratio
+figure from its last progress line, the wall time of ``cluster destroy`` (which for container
+nodes includes removing the veths, the bridge and the blackhole route), and right after create the
+RSS of each node's machined and of each control plane's etcd (found by the cluster's marks,
+:func:`ichor.provision._processes.find`; median over nodes and runs). The figure is the ratio
 container / process of the medians: what a node in namespaces of its own, with a bridge, a DHCP
-server and real mounts, costs over a node process on the loopback.
+server and real mounts, costs over a node process on the loopback. For a shape with 3 control
+planes each run also times the Talos-way floor (``benchmarks/floor.py``: the same etcd binaries by
+hand, one bootstrapped, two learners added and promoted with etcdctl, mutual TLS, on 127.76.x) and
+prints both provisioners as ratios to it.
 
-Measured (2 CPUs shared, 2 runs): 1+1 create 9.7 s container vs 5.0 s process (1.9x), 3+2 19.2 s vs
-15.4 s (1.25x); destroy 1.75-1.8x. Most of the 1+1 gap is a worker asking the control plane's trustd
-for its certificate before that address answers: on a real link the first connect waits for ARP to
-give up (about 3 s) where the loopback refuses at once.
+Measured (2 CPUs shared with other work, load average 2.2-3.4, 2 runs):
+
+    shape provisioner create  (CLI)  destroy machined RSS  etcd RSS
+    1+1   process      7.64s  6.75s   0.49s    68.7 MiB   28.8 MiB
+    1+1   container    8.95s  8.20s   0.65s    77.6 MiB   28.6 MiB
+    1+1   ratio        1.17x  1.21x   1.32x     1.13x      0.99x
+    3+2   process     18.02s 17.45s   7.76s    70.4 MiB   33.1 MiB
+    3+2   container   17.94s 17.35s   7.61s    79.0 MiB   33.6 MiB
+    3+2   ratio        1.00x  0.99x   0.98x     1.12x      1.02x
+    3+2   floor        5.97s (runs 5.77, 6.17)
+    3+2   container / floor 3.00x, process / floor 3.02x (wall)
+
+A container node's machined holds about 9 MiB more than a process node's (the network stack it
+runs: netlink, DHCP, nftables, SNTP); etcd is the same binary either way. Most of the floor is
+etcd's own rule that a member is added only once every voter has been connected for 5 s (the
+second learner waits for the first one's promotion to age). Before the time sync fix (commit
+"A container node syncs its time as soon as DHCP gives it an address") a container node's first
+SNTP round ran before its DHCP lease, failed, and was retried 10 s later, holding back trustd and
+with it the worker's certificate: 1+1 container create, main vs the fix, interleaved, 3 runs each,
+14.96 s vs 7.25 s median (0.48x). The ~3 s ARP wait on the worker's first trustd connect noted
+here before was not seen in the node logs of the runs inspected after the fix: the worker asks
+only once it has its own lease (its certificate's SANs need its address), and the control plane,
+started first, has had its lease by then.
 
 Root only (container nodes need it). Addresses: process nodes on 127.78.x.0/24, container nodes on a
 10.2xx.y.0/24 the machine does not route (checked), whose blackhole route create installs first.
