@@ -96,7 +96,8 @@ class Member:
     def peer_url(self) -> str:
         return etcd_url(self.address, PEER_PORT)
 
-    def start(self, initial_cluster: str | None) -> None:
+    def start(self, initial_cluster: str | None, state: str = "new") -> None:
+        """Start etcd; ``state`` "existing" joins the members ``initial_cluster`` names."""
         pki = write_pki(self.root / "pki", self.certs)
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         args = build_args(
@@ -105,7 +106,7 @@ class Member:
             pki=pki,
             addresses=select_addresses([self.address], exclusive=True),
             initial_cluster=initial_cluster,
-            initial_cluster_state="new" if initial_cluster else None,
+            initial_cluster_state=state if initial_cluster else None,
             etcd_version=self.version,
         )
         self.process = proc.start(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import struct
 
 import pytest
@@ -10,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ichor.machined import sntp
-from ichor.machined.controllers import network
+from ichor.machined.controllers import network, timesync
 from ichor.machined.controllers.timesync import TimeSyncController
 from ichor.machined.cosi import WAIT_STATUSES, assert_resource
-from ichor.machined.resources import TIME_STATUSES
+from ichor.machined.resources import NODE_ADDRESS_CURRENT_ID, NODE_ADDRESSES, TIME_STATUSES, NodeAddressSpec
 
 NOW = 1_750_000_000.25
 SERVERS = (
@@ -106,5 +107,32 @@ def test_sync_controller_is_synced_after_an_answer_and_says_why_while_none_comes
             await assert_resource(
                 state, TIME_STATUSES, "node", lambda r: r.spec.synced and r.spec.sync_disabled
             )
+
+    run(main)
+
+
+def test_sync_controller_asks_again_as_soon_as_the_node_gets_an_address(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # At boot the first round runs before the DHCP lease: the servers are unreachable. The lease must
+    # not wait for the retry timer (here an hour, so only the address change can bring the answer).
+    monkeypatch.setattr(timesync, "RETRY_INTERVAL", 3600.0)
+    reachable = False
+
+    async def query(server: str) -> sntp.Sample:
+        if not reachable:
+            raise OSError(101, "Network is unreachable")
+        return sntp.Sample(offset=0.0, delay=0.001, stratum=8)
+
+    async def main() -> None:
+        nonlocal reachable
+        async with running(*network.time_server_controllers(), TimeSyncController(query)) as state:
+            apply(state, SERVERS)
+            await assert_resource(state, WAIT_STATUSES, "time.SyncController",
+                                  lambda r: "Network is unreachable" in str(r.spec))  # fmt: skip
+            reachable = True
+            leased = NodeAddressSpec((ipaddress.ip_interface("10.9.0.7/24"),))
+            state.create(NODE_ADDRESSES.new(NODE_ADDRESS_CURRENT_ID, leased))
+            await assert_resource(state, TIME_STATUSES, "node", lambda r: r.spec.synced)
 
     run(main)

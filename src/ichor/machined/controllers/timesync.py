@@ -1,8 +1,12 @@
 """Area ``time``: ``time.SyncController`` on a node with a network namespace of its own.
 
-TimeServerStatus ``timeservers`` + ``machine.time.disabled`` -> TimeStatus ``node``. The servers are
-asked in order with SNTP (:mod:`ichor.machined.sntp`) until one answers; the status is ``synced``
-from the first good answer on, and the servers are asked again every :data:`POLL_INTERVAL`. The
+TimeServerStatus ``timeservers`` + ``machine.time.disabled`` + NodeAddresses ``current`` ->
+TimeStatus ``node``. The servers are asked in order with SNTP (:mod:`ichor.machined.sntp`) until one
+answers; the status is ``synced`` from the first good answer on, and the servers are asked again
+every :data:`POLL_INTERVAL`. A change of the node's addresses asks again at once: at boot the first
+round runs before DHCP has given the node an address, fails with "network is unreachable", and
+waiting :data:`RETRY_INTERVAL` after the lease came would hold back everything that waits for time
+sync (trustd, etcd) by that much. The
 clock is never set: every node shares the host's kernel clock (Talos in a container does the same),
 so the offset is only logged. While no server answers, a wait says which servers failed and why.
 With ``machine.time.disabled`` the status is synced with sync disabled, as on a process node (whose
@@ -18,6 +22,8 @@ from ichor.machined.controllers.config import ACTIVE_CONFIG
 from ichor.machined.controllers.network.config import config_or_none
 from ichor.machined.cosi import Controller, ControllerContext, Input, Output
 from ichor.machined.resources import (
+    NODE_ADDRESS_CURRENT_ID,
+    NODE_ADDRESSES,
     TIME_SERVER_ID,
     TIME_SERVER_STATUSES,
     TIME_STATUS_ID,
@@ -30,14 +36,18 @@ __all__ = ["POLL_INTERVAL", "RETRY_INTERVAL", "TimeSyncController"]
 POLL_INTERVAL = 64.0
 """Seconds between queries once synced (NTP's minimum poll interval)."""
 RETRY_INTERVAL = 10.0
-"""Seconds between rounds while no server answers."""
+"""Seconds between rounds while no server answers (and the node's addresses do not change)."""
 
 Query = Callable[[str], Awaitable[sntp.Sample]]
 
 
 class TimeSyncController(Controller):
     name = "time.SyncController"
-    inputs = (ACTIVE_CONFIG, Input(TIME_SERVER_STATUSES, id=TIME_SERVER_ID))
+    inputs = (
+        ACTIVE_CONFIG,
+        Input(TIME_SERVER_STATUSES, id=TIME_SERVER_ID),
+        Input(NODE_ADDRESSES, id=NODE_ADDRESS_CURRENT_ID),
+    )
     outputs = (Output(TIME_STATUSES),)
     reads = "(NTP servers, SNTP)"
 
