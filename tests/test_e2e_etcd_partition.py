@@ -12,16 +12,14 @@ acknowledged during the cut, time to rejoin) are printed, not asserted against a
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from container_helpers import CONTAINER_NODES, ContainerCluster, container_cluster
+from container_helpers import CONTAINER_NODES, ContainerCluster, connects, container_cluster, until
 
 from ichor.etcd import EtcdClient, EtcdError
 from ichor.machinery import proc
@@ -74,22 +72,6 @@ def _admin(cluster: ContainerCluster) -> tuple[bytes, bytes, bytes]:
     return ca.crt, pair.crt, pair.key
 
 
-def _until(what: str, check: Callable[[], bool], limit: float) -> float:
-    start = time.monotonic()
-    while not check():
-        assert time.monotonic() - start < limit, f"{what}: not within {limit:g}s"
-        time.sleep(0.5)
-    return time.monotonic() - start
-
-
-def _connects(ip: str) -> bool:
-    try:
-        with socket.create_connection((ip, 2379), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 def _missing(endpoint: str, tls: tuple[bytes, bytes, bytes], keys: set[str]) -> set[str]:
     """``keys`` absent from ``endpoint``'s own store (a serializable read of the prefix)."""
 
@@ -116,12 +98,12 @@ def test_quorum_holds_while_a_control_plane_is_cut_off_and_it_rejoins(tmp_path: 
         thread = threading.Thread(target=writer.run, daemon=True)
         thread.start()
         try:
-            _until("the first writes are acknowledged", lambda: len(writer.acked) >= 10, 60)
+            until("the first writes are acknowledged", lambda: len(writer.acked) >= 10, 60)
             time.sleep(1)
             proc.run(["ip", "link", "set", veth, "down"], check=True)
             cut_at = time.monotonic()
             time.sleep(CUT_FOR / 2)
-            assert not _connects(cut), f"{cut} still answers with {veth} down"
+            assert not connects(cut, 2379), f"{cut} still answers with {veth} down"
             time.sleep(CUT_FOR / 2)
             proc.run(["ip", "link", "set", veth, "up"], check=True)
             up_at = time.monotonic()
@@ -138,11 +120,11 @@ def test_quorum_holds_while_a_control_plane_is_cut_off_and_it_rejoins(tmp_path: 
             status = cluster.talosctl("-n", cut, "etcd", "status", timeout=30)
             return status.exit_code == 0 and cut in status.stdout
 
-        _until("etcd status answers on the cut node", rejoined, 120)
+        until("etcd status answers on the cut node", rejoined, 120)
         answered = time.monotonic() - up_at
         keys = {name for _, name in writer.acked}
         for ip in nodes:
-            _until(f"every acknowledged key is in {ip}'s store",
+            until(f"every acknowledged key is in {ip}'s store",
                    lambda ip=ip: not _missing(f"https://{ip}:2379", tls, keys), 60)  # type: ignore[misc]  # fmt: skip
         members = cluster.talosctl("-n", cut, "etcd", "members")
         assert members.exit_code == 0, members.stderr
@@ -153,7 +135,7 @@ def test_quorum_holds_while_a_control_plane_is_cut_off_and_it_rejoins(tmp_path: 
             service = cluster.talosctl("-n", cut, "service", "etcd", timeout=30).stdout
             return "Running" in service and "HEALTH   OK" in service
 
-        _until("service etcd is healthy on the cut node", healthy, 120)
+        until("service etcd is healthy on the cut node", healthy, 120)
         took = time.monotonic() - up_at
         print(
             f"\netcd partition: {len(keys)} writes acknowledged, {during} of them during the {CUT_FOR:g}s cut, "

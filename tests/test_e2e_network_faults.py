@@ -12,25 +12,15 @@ assertions).
 from __future__ import annotations
 
 import json
-import socket
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from container_helpers import CONTAINER_NODES, ContainerCluster, container_cluster
+from container_helpers import CONTAINER_NODES, ContainerCluster, connects, container_cluster, until
 
 pytestmark = [pytest.mark.e2e, CONTAINER_NODES]
 
 TRY_TIMEOUT = 20.0
-
-
-def _until(what: str, check: Callable[[], bool], limit: float) -> float:
-    start = time.monotonic()
-    while not check():
-        assert time.monotonic() - start < limit, f"{what}: not within {limit:g}s"
-        time.sleep(0.25)
-    return time.monotonic() - start
 
 
 def _apply(
@@ -54,15 +44,6 @@ def _answers(cluster: ContainerCluster, node: str) -> bool:
     return cluster.talosctl("-n", node, "version", timeout=30).exit_code == 0
 
 
-def _connects(ip: str) -> bool:
-    """apid's port accepts a connection on ``ip`` within a second."""
-    try:
-        with socket.create_connection((ip, 50000), timeout=1):
-            return True
-    except OSError:
-        return False
-
-
 def test_bad_network_config_says_why_and_try_mode_reverts_a_cutoff(tmp_path: Path) -> None:
     with container_cluster(tmp_path, "nfault") as cluster:
         cluster.create()
@@ -81,9 +62,7 @@ def test_bad_network_config_says_why_and_try_mode_reverts_a_cutoff(tmp_path: Pat
             "machine.network.interfaces[1].interface",
         )
         assert gateway in warned and link in warned, warned
-        _until(
-            "the waits name both keys", lambda: gateway in (w := _waits(cluster, worker)) and link in w, 60
-        )
+        until("the waits name both keys", lambda: gateway in (w := _waits(cluster, worker)) and link in w, 60)
         assert "192.168.77.1 is outside every subnet on eth0" in _waits(cluster, worker)
         assert _answers(cluster, worker)
 
@@ -92,7 +71,7 @@ def test_bad_network_config_says_why_and_try_mode_reverts_a_cutoff(tmp_path: Pat
         key = "machine.network.interfaces[0].vip.ip"
         warned = _apply(cluster, cp, "controlplane-1", vip, "--mode", "no-reboot")
         assert key in warned, warned
-        _until("the wait names the VIP's key", lambda: key in _waits(cluster, cp), 60)
+        until("the wait names the VIP's key", lambda: key in _waits(cluster, cp), 60)
         assert "shared IP 10.99.0.100 is outside every subnet on eth0" in _waits(cluster, cp)
         assert _answers(cluster, cp)
 
@@ -102,8 +81,8 @@ def test_bad_network_config_says_why_and_try_mode_reverts_a_cutoff(tmp_path: Pat
         applied_at = time.monotonic()
         warned = _apply(cluster, worker, "worker-1", moved, "--mode", "try", "--timeout", f"{TRY_TIMEOUT:g}s")
         assert "machine.network.interfaces[0].addresses[0]" in warned and "--mode=try" in warned, warned
-        lost = _until("the worker is cut off", lambda: not _connects(worker), TRY_TIMEOUT)
-        _until("the worker answers again", lambda: _connects(worker), TRY_TIMEOUT + 90)
+        lost = until("the worker is cut off", lambda: not connects(worker, 50000), TRY_TIMEOUT)
+        until("the worker answers again", lambda: connects(worker, 50000), TRY_TIMEOUT + 90)
         since = time.monotonic() - applied_at
         print(
             f"\ntry mode ({TRY_TIMEOUT:g}s): lost {lost:.1f}s after apply, answering again {since:.1f}s after apply"
