@@ -136,12 +136,13 @@ def test_apply_warnings_list_every_problem_with_its_key() -> None:
     config = _loaded(_config(
         "    interfaces:\n"
         "      - interface: eth0\n        addresses: [10.9.9.2/24]\n        vip: {ip: 10.7.7.7}\n"
-        "        routes: [{network: 10.6.0.0/16, gateway: 10.9.9.1}, {network: 0.0.0.0/0, gateway: 10.8.0.1}]\n"
+        "        routes: [{network: 10.6.0.0/16, gateway: 10.9.9.1}, {network: 0.0.0.0/0, gateway: 10.8.0.1},\n"
+        "                 {network: '::/0', gateway: 'fe80::1'}]\n"
         "      - interface: wlan7\n        dhcp: true\n",
         "controlplane",
     ))  # fmt: skip
     warnings = apply_warnings(config, LINKS, _on("eth0", "10.5.0.3/24"))
-    keys = [w.split(":", 1)[0] for w in warnings]
+    keys = [w.split(": ", 1)[0] for w in warnings]
     assert keys == [
         "machine.network.interfaces[0].addresses[0]",
         "machine.network.interfaces[1].interface",

@@ -101,7 +101,12 @@ def unreachable_gateways(
                     gateway = ipaddress.ip_address((route.gateway or "").strip())
                 except ValueError:
                     continue
-                if subnets and not gateway.is_unspecified and _outside(gateway, subnets):
+                # A link-local gateway (IPv6's usual fe80::1) is on every link by definition.
+                if (
+                    subnets
+                    and not (gateway.is_unspecified or gateway.is_link_local)
+                    and _outside(gateway, subnets)
+                ):
                     problems.append(Problem(
                         f"{base}.routes[{m}].gateway",
                         f"gateway {gateway} is outside every subnet on {link} ({_shown(subnets)}): the kernel "
