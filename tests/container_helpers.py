@@ -14,7 +14,9 @@ import os
 import random
 import shutil
 import signal
-from collections.abc import Iterator
+import socket
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,6 +41,24 @@ def free_cidr() -> str:
         cidr = f"10.{random.randint(200, 250)}.{random.randint(0, 255)}.0/24"
         if cidr.rsplit(".", 1)[0] + "." not in taken:
             return cidr
+
+
+def until(what: str, check: Callable[[], bool], limit: float, interval: float = 0.25) -> float:
+    """Seconds until ``check()`` holds; fails naming ``what`` after ``limit`` seconds."""
+    start = time.monotonic()
+    while not check():
+        assert time.monotonic() - start < limit, f"{what}: not within {limit:g}s"
+        time.sleep(interval)
+    return time.monotonic() - start
+
+
+def connects(ip: str, port: int, timeout: float = 1.0) -> bool:
+    """A TCP connection to ``ip:port`` is accepted within ``timeout`` seconds."""
+    try:
+        with socket.create_connection((ip, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def routes_to(cidr: str) -> list[dict[str, object]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import ipaddress
 import threading
 import time
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from grpclib.client import Channel
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 from grpclib.server import Server
+from network_helpers import ether
 
 from ichor.api.gen.machine import machine_grpc, machine_pb2
 from ichor.machined.configstore import ConfigStore
@@ -24,7 +26,13 @@ from ichor.machined.configstore import load as _load
 from ichor.machined.cosi import State
 from ichor.machined.events import EventBus
 from ichor.machined.platform import Layout
-from ichor.machined.resources import MACHINE_CONFIGS
+from ichor.machined.resources import (
+    ADDRESS_STATUSES,
+    LINK_STATUSES,
+    MACHINE_CONFIGS,
+    AddressFamily,
+    AddressStatusSpec,
+)
 from ichor.machined.server._maintenance import MaintenanceService
 from ichor.machinery.errors import MachineryError
 from ichor.machinery.generate import GenOptions, OutputType, generate
@@ -274,3 +282,36 @@ def test_garbage_frozen_with_configs_is_collected_every_so_many_applies() -> Non
     finally:
         gc.unfreeze()
     assert gc.isenabled()
+
+
+def test_a_network_change_that_cuts_the_node_off_is_applied_with_a_warning_naming_the_key(
+    controlplane: str, tmp_path: Path
+) -> None:
+    moved = controlplane.replace(
+        "    network: {}", "    network:\n        interfaces:\n            - interface: eth0\n"
+        "              dhcp: false\n              addresses: [10.9.9.2/24]", 1,
+    ).encode()  # fmt: skip
+    kept = moved.replace(b"[10.9.9.2/24]", b"[10.5.0.3/24]")
+    modes = machine_pb2.ApplyConfigurationRequest
+
+    async def go() -> None:
+        with _store(tmp_path) as (store, state, said):
+            state.create(LINK_STATUSES.new("eth0", ether(2, "0a:58:0a:05:00:03", up=True)))
+            state.create(ADDRESS_STATUSES.new("eth0/10.5.0.3/24", AddressStatusSpec(
+                address=ipaddress.ip_interface("10.5.0.3/24"), link_name="eth0", link_index=2,
+                family=AddressFamily.INET4,
+            )))  # fmt: skip
+            store.activate(_load(controlplane, "test"))
+            for mode in (modes.NO_REBOOT, modes.TRY):
+                reply = await store.apply(modes(data=moved, mode=mode))
+                assert [w.split(": ", 1)[0] for w in reply.warnings] == [
+                    "machine.network.interfaces[0].addresses[0]"
+                ]
+                assert "outside every such subnet" in reply.warnings[0] and "--mode=try" in reply.warnings[0]
+                assert any("machine.network.interfaces[0].addresses[0]" in line for line in said), said
+            dry = await store.apply(modes(data=moved, mode=modes.NO_REBOOT, dry_run=True))
+            assert len(dry.warnings) == 1
+            # The same interface kept in its subnet: no warning.
+            assert list((await store.apply(modes(data=kept, mode=modes.NO_REBOOT))).warnings) == []
+
+    asyncio.run(go())

@@ -36,13 +36,17 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
 from ichor.api.gen.machine import machine_pb2
+from ichor.machined.controllers.network.checks import apply_warnings
 from ichor.machined.cosi import NotFoundError, State
 from ichor.machined.events import EventBus
 from ichor.machined.platform import Layout
 from ichor.machined.resources import (
     ACTIVE_CONFIG_ID,
+    ADDRESS_STATUSES,
+    LINK_STATUSES,
     MACHINE_CONFIGS,
     MAINTENANCE_CONFIG_ID,
+    NETWORK_NAMESPACE,
     MachineConfigSpec,
 )
 from ichor.machinery import goduration, pki
@@ -338,11 +342,13 @@ class ConfigStore:
         )
         if mode == APPLY_MODES.TRY:
             details += f"\nThe config is applied in 'try' mode and will be automatically reverted back in {goduration.format(timeout)}"
+        warnings = [*new.warnings, *self._network_warnings(new)]
         if request.dry_run:
             diff = await asyncio.to_thread(unified_diff, old.text, new.text) or "No changes."
             return machine_pb2.ApplyConfiguration(
                 mode=mode,
                 mode_details=f"Dry run summary:\n{details} (skipped in dry-run).\nConfig diff:\n{diff}",
+                warnings=warnings,
             )
         if mode != APPLY_MODES.TRY:
             await asyncio.to_thread(write_atomic, self.layout.config_file, new.text, mode=0o600)
@@ -356,7 +362,15 @@ class ConfigStore:
             self.request_reboot()
         else:
             self.say("configuration staged for the next boot")
-        return machine_pb2.ApplyConfiguration(mode=mode, mode_details=details, warnings=list(new.warnings))
+        for warning in warnings[len(new.warnings) :]:
+            self.say(f"apply-config: {warning}")
+        return machine_pb2.ApplyConfiguration(mode=mode, mode_details=details, warnings=warnings)
+
+    def _network_warnings(self, new: LoadedConfig) -> list[str]:
+        """What ``new``'s network config cannot do as asked on this node now (``checks.apply_warnings``)."""
+        links = {r.id: r.spec for r in self.state.list(NETWORK_NAMESPACE, LINK_STATUSES)}
+        addresses = [r.spec for r in self.state.list(NETWORK_NAMESPACE, ADDRESS_STATUSES)]
+        return apply_warnings(new.config, links, addresses)
 
     def _schedule_revert(self, old: LoadedConfig, timeout: timedelta) -> None:
         if self._try_revert is not None:

@@ -11,24 +11,31 @@ to every link it matches. ``ignore: true`` leaves an interface alone. ``dhcp: tr
 
 from __future__ import annotations
 
-import fnmatch
 import ipaddress
 from collections.abc import Iterator, Mapping
 
 from ichor.machined.controllers.config import ACTIVE_CONFIG, active_config
 from ichor.machined.controllers.network._layers import config_controller
+from ichor.machined.controllers.network._select import parse_address, select_links
+from ichor.machined.controllers.network.checks import (
+    ProblemWaits,
+    unknown_links,
+    unreachable_gateways,
+    vips_outside,
+)
 from ichor.machined.cosi import ControllerContext, Input, SkipReconcile, TransformController
 from ichor.machined.resources import (
     ADDRESS_SPECS,
+    ADDRESS_STATUSES,
     DEFAULT_ROUTE_METRIC,
     LINK_SPECS,
     LINK_STATUSES,
     OPERATOR_SPECS,
     ROUTE_SPECS,
     AddressSpecSpec,
+    AddressStatusSpec,
     ConfigLayer,
     DHCP4OperatorSpec,
-    IPPrefix,
     LinkSpecSpec,
     LinkStatusSpec,
     OperatorSpecSpec,
@@ -51,6 +58,7 @@ __all__ = [
 
 _CONFIGURATION = ConfigLayer.CONFIGURATION
 _INPUTS = [ACTIVE_CONFIG, Input(LINK_STATUSES)]
+_WITH_ADDRESSES = [*_INPUTS, Input(ADDRESS_STATUSES)]
 
 
 def config_or_none(ctx: ControllerContext) -> Config | None:
@@ -70,23 +78,8 @@ def _links(ctx: ControllerContext) -> dict[str, LinkStatusSpec]:
     return {r.id: r.spec for r in ctx.list(LINK_STATUSES)}
 
 
-def _glob(pattern: str | None, value: str) -> bool:
-    return pattern is None or fnmatch.fnmatchcase(value.lower(), pattern.lower())
-
-
-def select_links(device: Device, links: Mapping[str, LinkStatusSpec]) -> list[str]:
-    """The links a device entry configures: its ``interface``, or every link its selector matches."""
-    if device.interface:
-        return [device.interface]
-    selector = device.device_selector
-    if selector is None:
-        return []
-    return sorted(
-        name for name, link in links.items()
-        if _glob(selector.hardware_addr, link.hardware_addr) and _glob(selector.driver, link.driver)
-        and _glob(selector.bus_path, link.bus_path) and (not selector.physical or link.physical)
-        and any(v is not None for v in (selector.hardware_addr, selector.driver, selector.bus_path, selector.physical))
-    )  # fmt: skip
+def _addresses(ctx: ControllerContext) -> list[AddressStatusSpec]:
+    return [r.spec for r in ctx.list(ADDRESS_STATUSES)]
 
 
 def _configured(config: Config | None, links: Mapping[str, LinkStatusSpec]) -> Iterator[tuple[str, Device]]:
@@ -105,19 +98,17 @@ def _unmentioned_physical(config: Config | None, links: Mapping[str, LinkStatusS
     return [name for name, link in links.items() if link.physical and name not in mentioned]
 
 
-def parse_address(text: str) -> IPPrefix:
-    """``10.5.0.2/24``, or a bare address with a netmask of all ones (``10.5.0.2`` -> ``/32``)."""
-    return ipaddress.ip_interface(text.strip())
-
-
 def _family(version: int) -> str:
     return "inet6" if version == 6 else "inet4"
 
 
 def link_config_controller() -> TransformController[LinkSpecSpec]:
+    waits = ProblemWaits()
+
     def derive(ctx: ControllerContext) -> Iterator[tuple[str, LinkSpecSpec]]:
         links = _links(ctx)
         config = config_or_none(ctx)
+        waits.publish(ctx, unknown_links(config, links))
         yield "lo", LinkSpecSpec(name="lo", up=True, type="loopback")
         for name in _unmentioned_physical(config, links):
             yield name, LinkSpecSpec(name=name, up=True)
@@ -182,8 +173,12 @@ def route_spec_of(
 
 
 def route_config_controller() -> TransformController[RouteSpecSpec]:
+    waits = ProblemWaits()
+
     def derive(ctx: ControllerContext) -> Iterator[tuple[str, RouteSpecSpec]]:
-        for name, device in _configured(config_or_none(ctx), _links(ctx)):
+        config, links = config_or_none(ctx), _links(ctx)
+        waits.publish(ctx, unreachable_gateways(config, links, _addresses(ctx)))
+        for name, device in _configured(config, links):
             for route in device.routes or []:
                 try:
                     spec = route_spec_of(name, network=route.network, gateway=route.gateway,
@@ -194,12 +189,15 @@ def route_config_controller() -> TransformController[RouteSpecSpec]:
                     continue
                 yield spec.id, spec
 
-    return config_controller("network.RouteConfigController", ROUTE_SPECS, _INPUTS, derive)
+    return config_controller("network.RouteConfigController", ROUTE_SPECS, _WITH_ADDRESSES, derive)
 
 
 def operator_config_controller() -> TransformController[OperatorSpecSpec]:
+    waits = ProblemWaits()
+
     def derive(ctx: ControllerContext) -> Iterator[tuple[str, OperatorSpecSpec]]:
         links, config = _links(ctx), config_or_none(ctx)
+        waits.publish(ctx, vips_outside(config, links, _addresses(ctx)))
         for name in _unmentioned_physical(config, links):
             spec = OperatorSpecSpec(operator="dhcp4", link_name=name, require_up=True,
                                     dhcp4=DHCP4OperatorSpec(route_metric=DEFAULT_ROUTE_METRIC))  # fmt: skip
@@ -223,4 +221,4 @@ def operator_config_controller() -> TransformController[OperatorSpecSpec]:
                                         vip=VIPOperatorSpec(ip=device.vip.ip), layer=_CONFIGURATION)  # fmt: skip
                 yield spec.id, spec
 
-    return config_controller("network.OperatorConfigController", OPERATOR_SPECS, _INPUTS, derive)
+    return config_controller("network.OperatorConfigController", OPERATOR_SPECS, _WITH_ADDRESSES, derive)
