@@ -14,6 +14,7 @@
     ├── PKIError                    certificate / key material that cannot be parsed or issued
     ├── ClientConfigError           talosconfig problems (missing file, unknown context, ...)
     ├── ProcessError                a child process that failed, timed out or could not start (proc)
+    ├── SubnetError                 a subnet list that cannot be parsed or picks no address (subnets)
     └── OutputExistsError           refusing to overwrite a file without ``--force``
 
 Each error's ``str()`` is the message a user sees after ``error:``; ``hint`` says how to fix it.
@@ -34,6 +35,7 @@ __all__ = [
     "PatchError",
     "ProcessError",
     "SecretsError",
+    "SubnetError",
     "YAMLError",
 ]
 
@@ -113,6 +115,10 @@ class ProcessError(MachineryError):
         self.command = command
         self.exit_code = exit_code
         self.stderr_tail = stderr_tail
+
+
+class SubnetError(MachineryError):
+    """A subnet list (``advertisedSubnets``, ``validSubnets``) that cannot be parsed or picks no address."""
 
 
 class OutputExistsError(MachineryError):

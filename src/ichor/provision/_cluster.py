@@ -75,13 +75,15 @@ def create(
     nameservers: Sequence[str] = (),
     registry_mirrors: Sequence[str] = (),
     static_addresses: bool = False,
+    extra_cidr: str = "",
 ) -> ClusterRecord:
     """Create a cluster of process nodes, as a user would: boot, apply configs, merge talosconfig,
     bootstrap; then (``wait``) wait until every node's API answers and etcd is healthy on every
     control plane (:mod:`ichor.client.health`'s etcd stages, as ``talosctl health`` runs them).
 
     ``provisioner`` is ``process`` (node processes on the loopback) or ``container`` (each node in
-    namespaces of its own on a bridge, :mod:`._container`; root only).
+    namespaces of its own on a bridge, :mod:`._container`; root only). ``extra_cidr`` (container
+    nodes only, Ichor's own) gives every node a second network, eth1, for multihoming.
 
     Everything a user can get wrong (counts, CIDR, patches, an address in use) is refused before
     anything starts. A create that fails later stops every process it started and takes its context
@@ -101,9 +103,17 @@ def create(
             hint=f"destroy it first: talosctl cluster destroy {cluster_flags(state, name)}",
         )
     container = provisioner == CONTAINER
+    extra_addresses: list[str] = []
     if container:
         _container.check_host()
         addresses = net.node_addresses(cidr, controlplanes + workers)
+        if extra_cidr:
+            extra_addresses = net.node_addresses(extra_cidr, controlplanes + workers, flag="--extra-cidr")
+    elif extra_cidr:
+        raise MachineryError(
+            "--extra-cidr needs container nodes (a process node has no network of its own)",
+            hint="pass --provisioner container (as root), or leave --extra-cidr out",
+        )
     else:
         addresses = allocate_addresses(cidr, controlplanes + workers)
     if not 68 <= mtu <= 65535:
@@ -131,7 +141,7 @@ def create(
         worker=load_patches(list(worker_patches), flag="--config-patch-worker"),
     )
     if container:
-        _container.check_cidr(name, cidr, state)
+        _container.check_cidr(name, cidr, state, extra_cidr)
     else:
         check_free(cidr, addresses[:controlplanes], addresses[controlplanes:], state)
 
@@ -139,6 +149,7 @@ def create(
     record = ClusterRecord(
         name=name, cidr=cidr, state_dir=str(state_dir), provisioner=provisioner, mtu=mtu,
         nameservers=list(nameservers), registry_mirrors=list(registry_mirrors), static_addresses=static_addresses,
+        extra_cidr=extra_cidr,
     )  # fmt: skip
     for i in range(controlplanes + workers):
         kind = "controlplane" if i < controlplanes else "worker"
@@ -147,6 +158,8 @@ def create(
         node = NodeRecord(node_name, kind, addresses[i], str(state_dir / node_name))
         if container:
             node.mac = net.node_mac(name, node_name)
+        if extra_addresses:
+            node.extra_address, node.extra_mac = extra_addresses[i], net.node_mac(name, f"{node_name}/eth1")
         record.nodes.append(node)
     record.save()
     try:
@@ -428,4 +441,5 @@ def _cluster_info(record: ClusterRecord) -> ClusterInfo:
     return ClusterInfo(
         [n.address for n in record.nodes if n.type == "controlplane"],
         [n.address for n in record.nodes if n.type == "worker"],
+        {n.address: [n.extra_address] for n in record.nodes if n.extra_address},
     )
