@@ -1,10 +1,11 @@
-"""Multihoming end to end: container nodes on two networks, etcd advertised on the one asked for.
+"""Multihoming end to end: container nodes on two networks, etcd advertised and listening on the one
+asked for.
 
 A 2-control-plane cluster with ``--extra-cidr`` (Ichor's own flag): every node has eth0 on the
 cluster's bridge and eth1 on a second bridge, each addressed by DHCP, the default route on eth0
-only. ``cluster.etcd.advertisedSubnets`` names the EXTRA network, so both the bootstrapped member
-and the control plane that joins it advertise their eth1 address, as ``talosctl etcd members``
-shows. Destroy leaves nothing of either network behind, each blackhole route removed last.
+only. ``cluster.etcd.advertisedSubnets`` and ``listenSubnets`` name the EXTRA network, so both the
+bootstrapped member and the control plane that joins it advertise their eth1 address, as ``talosctl
+etcd members`` shows, and etcd listens there (and on loopback for the node itself) only. Destroy leaves nothing of either network behind, each blackhole route removed last.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ NODES = [f"{NAME}-controlplane-1", f"{NAME}-controlplane-2"]
 
 def test_etcd_advertises_the_subnet_asked_for_on_two_networks(tmp_path: Path) -> None:
     with container_cluster(tmp_path, NAME, extra_network=True) as cluster:
-        patch = f"cluster:\n  etcd:\n    advertisedSubnets: [{cluster.extra_cidr}]\n"
+        patch = (
+            f"cluster:\n  etcd:\n    advertisedSubnets: [{cluster.extra_cidr}]\n"
+            f"    listenSubnets: [{cluster.extra_cidr}]\n"
+        )
         created = cluster.create(
             "--controlplanes", "2", "--workers", "0", "--config-patch-control-plane", patch
         )
@@ -57,6 +61,13 @@ def test_etcd_advertises_the_subnet_asked_for_on_two_networks(tmp_path: Path) ->
         assert f"{cp1}:2380" not in members.stdout and f"{cp2}:2380" not in members.stdout, members.stdout
         spec = cluster.talosctl("-n", cp2, "get", "etcdspec", "-o", "yaml")
         assert f"- {extra2}" in spec.stdout, spec.stdout
+        # listenSubnets: peers on eth1's address only; clients there and on the node's loopback.
+        listening = cluster.in_node(NODES[1], "ss", "-Hltn").stdout.split()
+        assert f"{extra2}:2380" in listening and f"{extra2}:2379" in listening, listening
+        assert "127.0.0.1:2379" in listening, listening
+        assert not [a for a in listening if a.startswith(f"{cp2}:23") or a.startswith("0.0.0.0:23")], (
+            listening
+        )
 
         destroyed = cluster.talosctl("cluster", "destroy", "--name", NAME, "--state", str(cluster.state))
         assert destroyed.exit_code == 0, destroyed.stderr

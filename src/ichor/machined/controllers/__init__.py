@@ -57,7 +57,7 @@ def node_controllers(
         secrets.cert_san_controller(),
         secrets.api_certificates_controller(layout, request_certificate),
         etcd.etcd_config_controller(),
-        etcd.etcd_spec_controller(),
+        etcd.etcd_spec_controller(exclusive=not layout.own_netns),
         *cluster.cluster_controllers(layout, client_factory=discovery_client),
         runtime.MachineStatusController(stage, events),
         runtime.ServiceController(services),

@@ -147,7 +147,10 @@ class EtcdService:
         )
 
     def local_endpoint(self) -> str:
-        return etcdlib.etcd_url(self.layout.address, etcdlib.CLIENT_PORT)
+        """This node's etcd from this node: loopback on a node with a network namespace of its own
+        (etcd always listens there, whatever ``listenSubnets`` picks), else its own address."""
+        host = "127.0.0.1" if self.layout.own_netns else self.layout.address
+        return etcdlib.etcd_url(host, etcdlib.CLIENT_PORT)
 
     def _ensure_certs(self) -> etcdlib.EtcdCerts:
         root = self.state.spec_of(ETCD_ROOT_SECRETS, ETCD_ROOT_ID)
