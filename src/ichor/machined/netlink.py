@@ -37,7 +37,7 @@ from ichor.machined.resources import (
     WireguardSpec,
 )
 
-__all__ = ["MISSING_KIND", "KernelNetlink", "Netlink", "NetlinkError", "ProcessNodeView", "lacks_kind"]
+__all__ = ["LACKS_KIND", "KernelNetlink", "Netlink", "NetlinkError", "ProcessNodeView", "lacks_kind"]
 
 
 class NetlinkError(Exception):
@@ -167,9 +167,9 @@ def _route(msg: Any, names: dict[int, str]) -> RouteStatusSpec:
     )  # fmt: skip
 
 
-MISSING_KIND = (errno.EOPNOTSUPP, errno.ENOENT)
-"""What the kernel answers a link kind (or generic netlink family) it does not have: EOPNOTSUPP
-("Unknown device type") for RTM_NEWLINK, ENOENT for an unknown family."""
+LACKS_KIND = errno.EOPNOTSUPP
+"""The code of :func:`lacks_kind`'s error, and what the kernel answers RTM_NEWLINK for a kind it
+does not have ("Unknown device type"); an unknown generic netlink family is ENOENT."""
 
 
 def lacks_kind(kind: str, name: str) -> NetlinkError:
@@ -179,7 +179,7 @@ def lacks_kind(kind: str, name: str) -> NetlinkError:
         f"this kernel cannot create {kind} links (Unknown device type): it lacks {kind} support",
         hint=f"run the node on a kernel with {kind} support (the VM platform); machine.network.interfaces[] "
         f"for {name} stays unapplied until then",
-        code=errno.EOPNOTSUPP,
+        code=LACKS_KIND,
     )
 
 
@@ -297,7 +297,7 @@ class KernelNetlink:
             code = getattr(err, "code", 0)
             if code == errno.EEXIST:
                 return
-            if code in MISSING_KIND:
+            if code == LACKS_KIND:
                 raise lacks_kind(spec.kind, spec.name) from err
             raise _refused(err, f"creating {spec.kind} link {spec.name}",
                            "check machine.network.interfaces[] for it") from err  # fmt: skip
@@ -336,7 +336,7 @@ class KernelNetlink:
                 ):
                     pass
         except Exception as err:
-            if getattr(err, "code", 0) in MISSING_KIND:
+            if getattr(err, "code", 0) in (LACKS_KIND, errno.ENOENT):
                 raise lacks_kind("wireguard", name) from err
             raise _refused(err, f"configuring WireGuard on {name}",
                            "check machine.network.interfaces[].wireguard") from err  # fmt: skip

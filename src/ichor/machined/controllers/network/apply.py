@@ -23,7 +23,7 @@ import abc
 from typing import Generic, TypeVar
 
 from ichor.machined.cosi import Controller, ControllerContext, Input, Phase, ResourceType
-from ichor.machined.netlink import MISSING_KIND, Netlink, NetlinkError
+from ichor.machined.netlink import LACKS_KIND, Netlink, NetlinkError
 from ichor.machined.resources import (
     ADDRESS_SPECS,
     ADDRESS_STATUSES,
@@ -91,7 +91,7 @@ class _SpecApplier(Controller, Generic[S]):
                     self._applied[id] = spec
                 except NetlinkError as err:
                     refused.append(f"{self.what} {id}: {err}" + (f" ({err.hint})" if err.hint else ""))
-                    transient = transient or err.code not in MISSING_KIND
+                    transient = transient or err.code != LACKS_KIND
             if refused:
                 for line in refused:
                     ctx.logger.warning(line)
@@ -148,7 +148,7 @@ class LinkSpecController(_SpecApplier[LinkSpecSpec]):
         try:
             await self._netlink.create_link(spec)
         except NetlinkError as err:
-            if err.code in MISSING_KIND:
+            if err.code == LACKS_KIND:
                 self._lacking[spec.kind] = err
             raise
 
