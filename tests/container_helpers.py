@@ -25,7 +25,13 @@ import pytest
 from cluster_helpers import talosctl_in
 
 from ichor.machinery import proc
-from ichor.provision._network import BLACKHOLE_METRIC, bridge_name, firewall_table
+from ichor.provision._network import (
+    BLACKHOLE_METRIC,
+    bridge_name,
+    extra_bridge_name,
+    firewall_table,
+    veth_name,
+)
 from ichor.provision._processes import find, signal_and_wait
 
 CONTAINER_NODES = pytest.mark.skipif(
@@ -34,9 +40,9 @@ CONTAINER_NODES = pytest.mark.skipif(
 )
 
 
-def free_cidr() -> str:
-    """A random 10.2xx.y.0/24 that no route of this machine covers yet."""
-    taken = proc.run(["ip", "-4", "route", "show", "table", "all"]).stdout
+def free_cidr(*, besides: str = "") -> str:
+    """A random 10.2xx.y.0/24 that no route of this machine covers yet (nor is ``besides``)."""
+    taken = proc.run(["ip", "-4", "route", "show", "table", "all"]).stdout + besides
     while True:
         cidr = f"10.{random.randint(200, 250)}.{random.randint(0, 255)}.0/24"
         if cidr.rsplit(".", 1)[0] + "." not in taken:
@@ -72,14 +78,17 @@ class ContainerCluster:
     home: Path
     state: Path
     cidr: str
+    extra_cidr: str = ""
+    """``--extra-cidr`` (every node's eth1), passed by :meth:`create` when set."""
 
     @property
     def state_dir(self) -> Path:
         return (self.state / self.name).resolve()
 
-    def address(self, host: int) -> str:
-        """``host`` within the CIDR: 1 is the gateway, 2 the first control plane, and so on."""
-        return f"{self.cidr.rsplit('.', 1)[0]}.{host}"
+    def address(self, host: int, *, extra: bool = False) -> str:
+        """``host`` within the CIDR (``extra``: the extra CIDR): 1 is the gateway, 2 the first
+        control plane, and so on."""
+        return f"{(self.extra_cidr if extra else self.cidr).rsplit('.', 1)[0]}.{host}"
 
     def talosctl(self, *args: str, timeout: float = 180) -> proc.Completed:
         return talosctl_in(self.home, *args, timeout=timeout)
@@ -89,7 +98,8 @@ class ContainerCluster:
         ``args``; asserts it succeeded."""
         created = self.talosctl(
             "cluster", "create", "--provisioner", "container", "--name", self.name, "--state", str(self.state),
-            "--cidr", self.cidr, "--wait-timeout", "3m", *args, timeout=timeout,
+            "--cidr", self.cidr, "--wait-timeout", "3m",
+            *(["--extra-cidr", self.extra_cidr] if self.extra_cidr else []), *args, timeout=timeout,
         )  # fmt: skip
         assert created.exit_code == 0, created.stdout + created.stderr
         return created
@@ -113,13 +123,35 @@ class ContainerCluster:
         signal_and_wait([p.id for p in find(self.state_dir)], signal.SIGKILL, 10)
         proc.run(["ip", "link", "del", bridge_name(self.name)], check=False)
         proc.run(["nft", "delete", "table", "inet", firewall_table(bridge_name(self.name))], check=False)
+        if self.extra_cidr:
+            proc.run(["ip", "link", "del", extra_bridge_name(self.name)], check=False)
+            proc.run(["ip", "route", "del", "blackhole", self.extra_cidr, "metric", str(BLACKHOLE_METRIC)],
+                     check=False)  # fmt: skip
         proc.run(["ip", "route", "del", "blackhole", self.cidr, "metric", str(BLACKHOLE_METRIC)], check=False)
+
+    def leftovers(self, nodes: list[str]) -> list[str]:
+        """Everything of the cluster still on the machine, described: processes, mounts, the
+        bridges and ``nodes``' veths on either network, and any route to either CIDR."""
+        left = [f"process {p.describe()}" for p in find(self.state_dir)]
+        mounts = Path("/proc/self/mountinfo").read_text()
+        left += [f"mount {line.split()[4]}" for line in mounts.splitlines() if str(self.state_dir) in line]
+        links = proc.run(["ip", "-br", "link"]).stdout
+        names = [bridge_name(self.name), extra_bridge_name(self.name)]
+        names += [veth_name(self.name, node, network) for node in nodes for network in (1, 2)]
+        left += [f"link {name}" for name in names if f"{name} " in links or f"{name}@" in links]
+        left += [f"route {r}" for cidr in (self.cidr, self.extra_cidr) if cidr for r in routes_to(cidr)]
+        return left
 
 
 @contextmanager
-def container_cluster(tmp_path: Path, name: str) -> Iterator[ContainerCluster]:
-    """A not-yet-created cluster named ``name`` on a free CIDR; destroyed on exit whatever happened."""
-    made = ContainerCluster(name, tmp_path / "home", tmp_path / "clusters", free_cidr())
+def container_cluster(
+    tmp_path: Path, name: str, *, extra_network: bool = False
+) -> Iterator[ContainerCluster]:
+    """A not-yet-created cluster named ``name`` on a free CIDR (and, with ``extra_network``, a second
+    free CIDR for ``--extra-cidr``); destroyed on exit whatever happened."""
+    cidr = free_cidr()
+    extra = free_cidr(besides=cidr) if extra_network else ""
+    made = ContainerCluster(name, tmp_path / "home", tmp_path / "clusters", cidr, extra)
     made.home.mkdir(parents=True)
     try:
         yield made

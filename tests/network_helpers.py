@@ -11,15 +11,17 @@ import asyncio
 import ipaddress
 from collections.abc import AsyncIterator
 
-from ichor.machined.netlink import NetlinkError
+from ichor.machined.netlink import NetlinkError, lacks_kind
 from ichor.machined.resources import (
     AddressFamily,
     AddressScope,
     AddressSpecSpec,
     AddressStatusSpec,
+    LinkSpecSpec,
     LinkStatusSpec,
     RouteSpecSpec,
     RouteStatusSpec,
+    WireguardSpec,
 )
 
 
@@ -39,6 +41,9 @@ class FakeNetlink:
         self.calls: list[str] = []
         self.refuse: set[str] = set()
         """Call names (``add_route``) that fail until removed from this set."""
+        self.lacking: set[str] = set()
+        """Link kinds this kernel cannot create (it answers EOPNOTSUPP, "Unknown device type")."""
+        self.wireguard: dict[str, WireguardSpec] = {}
         self._changed = asyncio.Event()
 
     def changed(self) -> None:
@@ -82,6 +87,33 @@ class FakeNetlink:
         self.link_table[name] = LinkStatusSpec(**{**link.__dict__, "flags": flags, "mtu": mtu or link.mtu,
                                                   "operational_state": "up" if "UP" in flags else "down"})  # fmt: skip
         self.changed()
+
+    async def create_link(self, spec: LinkSpecSpec) -> None:
+        self._check("create_link", spec.parent_name or None)
+        self.calls.append(f"create_link {spec.name} {spec.kind}")
+        if spec.kind in self.lacking:
+            raise lacks_kind(spec.kind, spec.name)
+        index = max((link.index for link in self.link_table.values()), default=0) + 1
+        self.link_table[spec.name] = LinkStatusSpec(
+            index=index, type=spec.type or "ether", flags="BROADCAST,MULTICAST", mtu=spec.mtu or 1500,
+            kind=spec.kind, operational_state="down",
+            link_index=self.link_table[spec.parent_name].index if spec.parent_name else 0,
+        )  # fmt: skip
+        self.changed()
+
+    async def enslave(self, name: str, master: str) -> None:
+        link = self._check("enslave", name)
+        bond = self._check("enslave", master)
+        assert link is not None and bond is not None
+        self.calls.append(f"enslave {name} {master}")
+        self.link_table[name] = LinkStatusSpec(**{**link.__dict__, "master_index": bond.index, "slave_kind": "bond",
+                                                  "flags": "BROADCAST,MULTICAST"})  # fmt: skip
+        self.changed()
+
+    async def configure_wireguard(self, name: str, spec: WireguardSpec) -> None:
+        self._check("configure_wireguard", name)
+        self.calls.append(f"configure_wireguard {name} peers={len(spec.peers)}")
+        self.wireguard[name] = spec
 
     async def add_address(self, spec: AddressSpecSpec) -> None:
         link = self._check("add_address", spec.link_name)

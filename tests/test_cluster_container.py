@@ -80,6 +80,25 @@ def test_the_static_address_patch_gives_eth0_its_address_and_the_default_route()
     assert network["nameservers"] == ["10.9.8.1"]
 
 
+def test_an_extra_network_gives_every_node_eth1_without_a_route() -> None:
+    record = ClusterRecord("c", "10.9.8.0/24", "/x", mtu=1400, extra_cidr="10.9.9.0/24")
+    node = NodeRecord("c-worker-1", "worker", "10.9.8.3", "/x", extra_address="10.9.9.3")
+    static = to_plain(load_documents(_container.static_address_patch(record, node))[0])
+    assert static["machine"]["network"]["interfaces"][1] == {
+        "interface": "eth1", "addresses": ["10.9.9.3/24"], "mtu": 1400,
+    }  # fmt: skip
+    dhcp = to_plain(load_documents(_container.dhcp_patch(record, node))[0])
+    assert [i["interface"] for i in dhcp["machine"]["network"]["interfaces"]] == ["eth0", "eth1"]
+    assert dhcp["machine"]["network"]["interfaces"][1] == {"interface": "eth1", "dhcp": True, "mtu": 1400}
+    # Its bridge and veths: the first network's names with a suffix, within the kernel's 15 characters.
+    assert net.extra_bridge_name("x" * 200) == net.bridge_name("x" * 200) + "-2"
+    assert len(net.extra_bridge_name("x" * 200)) <= 15
+    assert net.veth_name("c", "n", network=2) == net.veth_name("c", "n") + "-2"
+    assert len(net.veth_name("c" * 100, "n" * 100, network=2)) <= 15
+    without = ClusterRecord("c", "10.9.8.0/24", "/x")
+    assert "eth1" not in _container.dhcp_patch(without, node) + _container.static_address_patch(without, node)
+
+
 def test_process_nodes_say_process_and_run_in_container_mode() -> None:
     assert Layout(root=Path("/x"), address="127.0.0.2").platform is Platform.PROCESS
     assert (Platform.PROCESS.mode, Platform.CONTAINER.mode, Platform.METAL.mode) == (
@@ -114,6 +133,23 @@ def _create(tmp_path: Path, **kw: Any) -> ClusterRecord:
         ),
         ({"cidr": "127.0.0.0/24"}, "not a range a bridge can serve", "--provisioner process"),
         ({"config_patches": ["[{not yaml"]}, "--config-patch", ""),
+        (
+            {"extra_cidr": "10.222.1.128/25"},
+            "--extra-cidr 10.222.1.128/25 overlaps --cidr 10.222.1.0/24",
+            "a range of its own",
+        ),
+        ({"extra_cidr": "fd00::/64"}, "--extra-cidr fd00::/64 is IPv6", "IPv4 --extra-cidr"),
+        ({"extra_cidr": "10.6.0.0/33"}, "invalid CIDR '10.6.0.0/33'", "pass --extra-cidr like"),
+        (
+            {"extra_cidr": "10.6.0.0/30", "workers": 2},
+            "--extra-cidr 10.6.0.0/30 has room for 1 nodes, 3 asked",
+            "larger --extra-cidr",
+        ),
+        (
+            {"extra_cidr": "10.6.0.0/24", "provisioner": "process", "cidr": "127.5.0.0/24"},
+            "--extra-cidr needs container nodes",
+            "--provisioner container",
+        ),
     ],
 )
 @ROOT_AND_TOOLS
@@ -133,16 +169,17 @@ def test_container_nodes_without_root_say_so(tmp_path: Path, monkeypatch: pytest
     assert "--provisioner process" in (caught.value.hint or "")
 
 
+@pytest.mark.parametrize("flag", ["--cidr", "--extra-cidr"])
 @ROOT_AND_TOOLS
-def test_a_cidr_this_machine_already_routes_is_refused(tmp_path: Path) -> None:
+def test_a_cidr_this_machine_already_routes_is_refused(tmp_path: Path, flag: str) -> None:
     cidr = f"10.{random.randint(200, 250)}.{random.randint(0, 255)}.0/24"
     proc.run(["ip", "route", "add", "blackhole", cidr, "metric", str(net.BLACKHOLE_METRIC)])
     try:
         with pytest.raises(
-            MachineryError, match=f"--cidr {cidr} overlaps a blackhole route to {cidr}"
+            MachineryError, match=f"{flag} {cidr} overlaps a blackhole route to {cidr}"
         ) as caught:
-            _create(tmp_path, cidr=cidr)
-        assert "pick a --cidr nothing on this machine uses" in (caught.value.hint or "")
+            _create(tmp_path, **({"cidr": cidr} if flag == "--cidr" else {"extra_cidr": cidr}))
+        assert f"pick a {flag} nothing on this machine uses" in (caught.value.hint or "")
         assert not (tmp_path / "s").exists()
     finally:
         proc.run(["ip", "route", "del", "blackhole", cidr, "metric", str(net.BLACKHOLE_METRIC)])

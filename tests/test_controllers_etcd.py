@@ -60,3 +60,30 @@ def test_etcd_spec_follows_the_config_on_control_planes_only(tmp_path: Path) -> 
             await assert_no_resource(state, ETCD_CONFIGS, "etcd", timeout=2)
 
     run(main)
+
+
+def test_a_node_with_its_own_network_listens_as_talos_does(tmp_path: Path) -> None:
+    """Not exclusive (a container node): the wildcard, or loopback plus the listenSubnets matches,
+    so the node's own etcd client (on loopback) always reaches it."""
+    layout = Layout(tmp_path, ADDRESS)
+
+    async def main() -> None:
+        controllers = [
+            *_config_and_network(layout),
+            etcd_area.etcd_config_controller(),
+            etcd_area.etcd_spec_controller(exclusive=False),
+        ]
+        async with running(*controllers) as state:
+            apply(state, config())
+            spec = await assert_resource(state, ETCD_SPECS, "etcd")
+            assert (spec.spec.listen_peer_addresses, spec.spec.listen_client_addresses) == (
+                ("0.0.0.0",),
+                ("0.0.0.0",),
+            )
+            apply(state, config(etcd=f"{{listenSubnets: ['{ADDRESS}/32']}}"))
+            spec = await assert_resource(
+                state, ETCD_SPECS, "etcd", lambda r: r.spec.listen_peer_addresses == (ADDRESS,)
+            )
+            assert spec.spec.listen_client_addresses == ("127.0.0.1", ADDRESS)
+
+    run(main)

@@ -37,6 +37,8 @@ class FakeNode:
     learner: bool = False
     answering: bool = True
     stage: str = "running"
+    peer_address: str = ""
+    """The address etcd advertises when it is not ``address`` (cluster.etcd.advertisedSubnets)."""
 
 
 @dataclass
@@ -94,7 +96,7 @@ class _View:
             element.members.add(
                 id=i + 1,
                 hostname=f"cp-{i + 1}",
-                peer_urls=[f"https://{node.address}:2380"],
+                peer_urls=[f"https://{node.peer_address or node.address}:2380"],
                 is_learner=node.learner,
             )
         return reply
@@ -134,6 +136,22 @@ def _wait(checks: list[Any], *, timeout: float = 5.0, step: Any = None) -> list[
 def test_all_control_planes_running_healthy_and_voting_is_done() -> None:
     lines = _wait(_etcd_stages(FakeCluster()))
     assert lines == [f"waiting for {name}: OK" for name in ETCD_CHECKS]
+
+
+def test_members_advertised_on_a_nodes_second_network_are_its_members() -> None:
+    cluster = FakeCluster()
+    for i, node in enumerate(cluster.nodes.values()):
+        node.peer_address = f"10.6.0.{i + 2}"
+    second = {cp: [f"10.6.0.{i + 2}"] for i, cp in enumerate(CPS)}
+    checks = [c for c in cluster_checks(cluster, ClusterInfo(list(CPS), [], second)) if c.name in ETCD_CHECKS]
+    assert _wait(checks) == [f"waiting for {name}: OK" for name in ETCD_CHECKS]
+    # Without knowing those addresses, the members are nobody's; and one address of another node is not enough.
+    with pytest.raises(HealthCheckError):
+        _wait(_etcd_stages(cluster), timeout=2.0)
+    wrong = {**second, CPS[2]: ["10.6.0.99"]}
+    checks = [c for c in cluster_checks(cluster, ClusterInfo(list(CPS), [], wrong)) if c.name in ETCD_CHECKS]
+    with pytest.raises(HealthCheckError, match=r"do not match the control plane nodes"):
+        _wait(checks, timeout=2.0)
 
 
 def test_a_service_not_running_is_not_done_and_the_line_says_why() -> None:

@@ -13,11 +13,12 @@ import asyncio
 import os
 import random
 import signal
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
 from etcd_helpers import EtcdCluster, etcd_cluster
 from grpclib import Status
 from grpclib.exceptions import GRPCError
@@ -40,6 +41,7 @@ from ichor.machined.resources import (
 from ichor.machined.server._etcd_ops import EtcdOperations
 from ichor.machined.services.conditions import time_sync
 from ichor.machined.services.etcd import EtcdService
+from ichor.machinery.pki import new_ecdsa_ca
 
 
 class _Supervisor:
@@ -239,3 +241,23 @@ def test_etcd_restarts_when_its_spec_changes_and_not_otherwise(tmp_path: Path) -
     asyncio.run(main())
     assert supervisor.calls == ["stop etcd", "start etcd"]
     assert "etcd spec changed: restarting etcd" in node.said
+
+
+def test_certificates_name_every_address_etcd_serves_on(tmp_path: Path) -> None:
+    """A member advertised on a second network (cluster.etcd.advertisedSubnets) is checked against
+    its certificate by the peer that joins it there: the certificate must name that address too."""
+    node = _Node(tmp_path, "cp-1", "10.5.0.2", endpoint_host="10.5.0.2")
+    ca = new_ecdsa_ca(organization="etcd", ttl=timedelta(days=1))
+    node.state.update(node.state.get(ETCD_ROOT_SECRETS.default_namespace, ETCD_ROOT_SECRETS, "etcd").with_spec(
+        EtcdRootSpec(PEMCertificateAndKey(ca.crt, ca.key))))  # fmt: skip
+    node.state.update(node.state.get(ETCD_SPECS.default_namespace, ETCD_SPECS, "etcd").with_spec(EtcdSpecSpec(
+        name="cp-1", advertised_addresses=("10.6.0.2",), listen_peer_addresses=("10.5.0.2", "10.6.0.2"),
+        listen_client_addresses=("0.0.0.0",),
+    )))  # fmt: skip
+    certs = EtcdService(node.layout, node.state, node.say, lambda: datetime.now(UTC))._ensure_certs()
+    for pair in (certs.peer, certs.server):
+        sans = x509.load_pem_x509_certificate(pair.crt).extensions.get_extension_for_class(
+            x509.SubjectAlternativeName
+        )
+        addresses = {str(ip) for ip in sans.value.get_values_for_type(x509.IPAddress)}
+        assert {"10.5.0.2", "10.6.0.2"} <= addresses and "0.0.0.0" not in addresses, addresses

@@ -64,6 +64,12 @@ def _choose_provisioner(asked: str | None) -> tuple[str, str]:
     help="CIDR of the cluster network (default 10.5.0.0/24 for container nodes, 127.5.0.0/24 for process "
     "nodes, which each own one loopback address)",
 )
+@click.option(
+    "--extra-cidr",
+    default="",
+    help="Ichor's own, for multihoming tests (container nodes only): CIDR of a second network every node joins "
+    "as eth1, on a bridge of its own, addressed by DHCP without a default route (e.g. 10.6.0.0/24)",
+)
 @click.option("--mtu", default=1500, show_default=True, type=int, help="MTU of the cluster network")
 @click.option(
     "--nameservers",
@@ -114,7 +120,7 @@ def _choose_provisioner(asked: str | None) -> tuple[str, str]:
     "--wait-timeout", default="20m", show_default=True, help="timeout to wait for the cluster to be ready"
 )
 def create(name: str, state: str, provisioner: str | None, controlplanes: int, workers: int, cidr: str | None,
-           mtu: int, nameservers: str, registry_mirror: tuple[str, ...], with_registry: str | None, static_addresses: bool,
+           extra_cidr: str, mtu: int, nameservers: str, registry_mirror: tuple[str, ...], with_registry: str | None, static_addresses: bool,
            config_patch: tuple[str, ...], config_patch_control_plane: tuple[str, ...], config_patch_worker: tuple[str, ...],
            extension: tuple[str, ...], wait: bool, wait_timeout: str) -> None:  # fmt: skip
     from ichor.cli._nodecmd import parse_duration
@@ -130,7 +136,7 @@ def create(name: str, state: str, provisioner: str | None, controlplanes: int, w
         worker_patches=config_patch_worker, wait_timeout=timeout.total_seconds(), wait=wait,
         progress=lambda line: click.echo(line, err=True), provisioner=chosen, mtu=mtu,
         nameservers=[n.strip() for n in nameservers.split(",") if n.strip()], registry_mirrors=registry_mirror,
-        static_addresses=static_addresses, with_registry=with_registry, extensions=extension,
+        static_addresses=static_addresses, with_registry=with_registry, extensions=extension, extra_cidr=extra_cidr,
     )  # fmt: skip
 
 

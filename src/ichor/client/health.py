@@ -127,6 +127,9 @@ class Check:
 class ClusterInfo:
     control_plane_nodes: list[str]
     worker_nodes: list[str] = field(default_factory=list)
+    other_addresses: dict[str, list[str]] = field(default_factory=dict)
+    """A node's addresses besides the one it is named by (a node on two networks): an etcd member
+    advertised on any of them is that node, as Talos matches members against all of a node's IPs."""
 
     @classmethod
     def from_flags(
@@ -153,6 +156,7 @@ class ClusterInfo:
         each control plane (``controlplane``, ``init``) and worker; other types are left out."""
         cps: list[str] = []
         workers: list[str] = []
+        others: dict[str, list[str]] = {}
         for machine_type, addresses in members:
             if not addresses:
                 continue
@@ -160,13 +164,15 @@ class ClusterInfo:
                 cps.append(addresses[0])
             elif machine_type == "worker":
                 workers.append(addresses[0])
+            if len(addresses) > 1:
+                others[addresses[0]] = list(addresses[1:])
         if not cps:
             raise HealthError(
                 "no control plane nodes were discovered",
                 hint="check `talosctl get members` (cluster.discovery.enabled must be true), or pass "
                 "--control-plane-nodes and --worker-nodes",
             )
-        return cls(cps, workers)
+        return cls(cps, workers, others)
 
 
 def member_entries(resources: Iterable[Any]) -> list[tuple[str, list[str]]]:
@@ -321,7 +327,8 @@ def cluster_checks(client: Any, info: ClusterInfo) -> list[Check]:
                 if host:
                     hosts.add(host)
         expected = set(cps)
-        if len(members) != len(cps) or not expected <= hosts:
+        found = {cp for cp in cps if hosts & {cp, *info.other_addresses.get(cp, ())}}
+        if len(members) != len(cps) or found != expected:
             raise CheckFailed(
                 f"etcd members {sorted(hosts)} do not match the control plane nodes {sorted(expected)}"
             )

@@ -32,13 +32,14 @@ __all__ = [
     "select_addresses",
 ]
 
-import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ichor.etcd._errors import EtcdConfigError
 from ichor.etcd._pki import PKIPaths
+from ichor.machinery import subnets
+from ichor.machinery.errors import SubnetError
 
 CLIENT_PORT = 2379
 PEER_PORT = 2380
@@ -78,9 +79,6 @@ DENIED_ARGS = frozenset(
 _COMPACT_HASH_CHECK_SINCE = (3, 5, 5)
 _CLUSTER_STATES = ("new", "existing")
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
-
 
 @dataclass(frozen=True)
 class EtcdAddresses:
@@ -105,46 +103,15 @@ def etcd_url(address: str, port: int, scheme: str = "https") -> str:
     return f"{scheme}://{host}:{port}"
 
 
-def _parse_ip(text: str, setting: str) -> IPAddress:
-    try:
-        return ipaddress.ip_address(text)
-    except ValueError:
-        raise EtcdConfigError(
-            f"invalid node address {text!r}", hint=f"{setting} is matched against plain IP addresses"
-        ) from None
-
-
-def _parse_subnet(text: str, setting: str) -> Network:
-    try:
-        # A bare address is a one-address subnet, as Talos accepts it.
-        return ipaddress.ip_network(text.strip(), strict=False)
-    except ValueError:
-        raise EtcdConfigError(
-            f"failed to parse subnet {text!r} in {setting}",
-            hint=f"{setting} entries are CIDRs such as 10.0.0.0/8, or !CIDR to exclude a subnet",
-        ) from None
-
-
 def filter_addresses(
     addresses: Iterable[str], cidrs: Iterable[str], *, setting: str = "subnets"
 ) -> list[str]:
-    """Addresses inside any positive CIDR (all, when there is none) and inside no ``!CIDR``; order kept."""
-    include: list[Network] = []
-    exclude: list[Network] = []
-    for cidr in cidrs:
-        if cidr.startswith("!"):
-            exclude.append(_parse_subnet(cidr[1:], setting))
-        else:
-            include.append(_parse_subnet(cidr, setting))
-    out: list[str] = []
-    for text in addresses:
-        ip = _parse_ip(text, setting)
-        if include and not any(ip in net for net in include):
-            continue
-        if any(ip in net for net in exclude):
-            continue
-        out.append(str(ip))
-    return out
+    """Addresses inside any positive CIDR (all, when there is none) and inside no ``!CIDR``; order kept
+    (:func:`ichor.machinery.subnets.filter_addresses`, as an etcd error)."""
+    try:
+        return subnets.filter_addresses(addresses, cidrs, setting=setting)
+    except SubnetError as err:
+        raise EtcdConfigError(str(err), hint=err.hint) from None
 
 
 def select_addresses(
@@ -163,18 +130,13 @@ def select_addresses(
         raise EtcdConfigError(
             "the node has no addresses to run etcd on", hint="check the node's network setup"
         )
-    valid = [s for s in advertised_subnets if not s.startswith("!")]
-    advertise_cidrs = list(advertised_subnets) if valid else ["0.0.0.0/0", "::/0", *advertised_subnets]
-    advertised = filter_addresses(node_addresses, advertise_cidrs, setting="cluster.etcd.advertisedSubnets")
-    if not valid:
-        advertised = advertised[:1]
-    if not advertised:
-        raise EtcdConfigError(
-            "no address of this node matches cluster.etcd.advertisedSubnets "
-            f"{list(advertised_subnets)} (node addresses: {', '.join(node_addresses)})",
-            hint="fix cluster.etcd.advertisedSubnets to include one of the node's addresses",
+    try:
+        advertised = subnets.pick_advertised(
+            node_addresses, advertised_subnets, setting="cluster.etcd.advertisedSubnets"
         )
-    has_v6 = any(_parse_ip(a, "node addresses").version == 6 for a in node_addresses)
+    except SubnetError as err:
+        raise EtcdConfigError(str(err), hint=err.hint) from None
+    has_v6 = any(":" in a for a in filter_addresses(node_addresses, [], setting="node addresses"))
     if listen_subnets:
         listen_peer = filter_addresses(node_addresses, listen_subnets, setting="cluster.etcd.listenSubnets")
         if not listen_peer:
@@ -186,7 +148,7 @@ def select_addresses(
         loopback = [] if exclusive else ["::1" if has_v6 else "127.0.0.1"]
         listen_client = [*loopback, *listen_peer]
     elif exclusive:
-        listen_peer = [str(_parse_ip(a, "node addresses")) for a in node_addresses]
+        listen_peer = filter_addresses(node_addresses, [], setting="node addresses")
         listen_client = list(listen_peer)
     else:
         wildcard = "::" if has_v6 else "0.0.0.0"

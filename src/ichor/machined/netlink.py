@@ -30,12 +30,14 @@ from ichor.machined.resources import (
     AddressScope,
     AddressSpecSpec,
     AddressStatusSpec,
+    LinkSpecSpec,
     LinkStatusSpec,
     RouteSpecSpec,
     RouteStatusSpec,
+    WireguardSpec,
 )
 
-__all__ = ["KernelNetlink", "Netlink", "NetlinkError", "ProcessNodeView"]
+__all__ = ["LACKS_KIND", "KernelNetlink", "Netlink", "NetlinkError", "ProcessNodeView", "lacks_kind"]
 
 
 class NetlinkError(Exception):
@@ -59,6 +61,16 @@ class Netlink(Protocol):
         ...
 
     async def set_link(self, name: str, *, up: bool | None = None, mtu: int | None = None) -> None: ...
+
+    async def create_link(self, spec: LinkSpecSpec) -> None:
+        """Make the logical link ``spec`` describes (bond, VLAN, dummy, WireGuard), down."""
+        ...
+
+    async def enslave(self, name: str, master: str) -> None:
+        """Make link ``name`` a member of bond ``master``."""
+        ...
+
+    async def configure_wireguard(self, name: str, spec: WireguardSpec) -> None: ...
 
     async def add_address(self, spec: AddressSpecSpec) -> None: ...
 
@@ -155,6 +167,22 @@ def _route(msg: Any, names: dict[int, str]) -> RouteStatusSpec:
     )  # fmt: skip
 
 
+LACKS_KIND = errno.EOPNOTSUPP
+"""The code of :func:`lacks_kind`'s error, and what the kernel answers RTM_NEWLINK for a kind it
+does not have ("Unknown device type"); an unknown generic netlink family is ENOENT."""
+
+
+def lacks_kind(kind: str, name: str) -> NetlinkError:
+    """The error for a kernel that cannot make ``kind`` links (``name`` is the link asked for, which
+    the hint names): the kind, and why; callers do not retry it."""
+    return NetlinkError(
+        f"this kernel cannot create {kind} links (Unknown device type): it lacks {kind} support",
+        hint=f"run the node on a kernel with {kind} support (the VM platform); machine.network.interfaces[] "
+        f"for {name} stays unapplied until then",
+        code=LACKS_KIND,
+    )
+
+
 def _refused(err: Exception, what: str, hint: str) -> NetlinkError:
     code = getattr(err, "code", 0) or 0
     reason = errno.errorcode.get(code, "") and f"{errno.errorcode[code]}: {err}"
@@ -238,6 +266,80 @@ class KernelNetlink:
             raise _refused(
                 err, f"setting link {name} {kw}", "check machine.network.interfaces[].mtu"
             ) from err
+
+    async def _send(self, msg: Any, msg_type: int, flags: int) -> None:
+        async with self._lock:
+            ipr = await self._socket()
+            async for _ in await ipr.nlm_request(msg, msg_type=msg_type, msg_flags=flags):
+                pass
+
+    async def create_link(self, spec: LinkSpecSpec) -> None:
+        from pyroute2.netlink import NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST
+        from pyroute2.netlink.rtnl import RTM_NEWLINK
+
+        from ichor.machined import linkrequests
+
+        names = {name: index for index, name in (await self._names()).items()}
+
+        def index_of(name: str) -> int:
+            if name not in names:
+                raise NetlinkError(f"link {spec.name}: its parent {name!r} does not exist",
+                                   hint="name a link of `talosctl get links`", code=errno.ENODEV)  # fmt: skip
+            return names[name]
+
+        try:
+            msg = linkrequests.new_link(spec, index_of)
+        except linkrequests.LinkRequestError as err:
+            raise NetlinkError(str(err), hint=err.hint, code=errno.EINVAL) from None
+        try:
+            await self._send(msg, RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK | NLM_F_CREATE | NLM_F_EXCL)
+        except Exception as err:
+            code = getattr(err, "code", 0)
+            if code == errno.EEXIST:
+                return
+            if code == LACKS_KIND:
+                raise lacks_kind(spec.kind, spec.name) from err
+            raise _refused(err, f"creating {spec.kind} link {spec.name}",
+                           "check machine.network.interfaces[] for it") from err  # fmt: skip
+
+    async def enslave(self, name: str, master: str) -> None:
+        from pyroute2.netlink import NLM_F_ACK, NLM_F_REQUEST
+        from pyroute2.netlink.rtnl import RTM_NEWLINK
+
+        from ichor.machined import linkrequests
+
+        index, master_index = await self._index(name), await self._index(master)
+        try:
+            await self._request("link", "set", index=index, state="down")
+            await self._send(
+                linkrequests.enslave(index, master_index), RTM_NEWLINK, NLM_F_REQUEST | NLM_F_ACK
+            )
+        except Exception as err:
+            raise _refused(err, f"adding {name} to bond {master}",
+                           "check machine.network.interfaces[].bond.interfaces") from err  # fmt: skip
+
+    async def configure_wireguard(self, name: str, spec: WireguardSpec) -> None:
+        from pyroute2.netlink import NLM_F_ACK, NLM_F_REQUEST
+        from pyroute2.netlink.generic.wireguard import AsyncWireGuard
+
+        from ichor.machined import linkrequests
+
+        try:
+            msg = linkrequests.wireguard_device(name, spec)
+        except linkrequests.LinkRequestError as err:
+            raise NetlinkError(str(err), hint=err.hint, code=errno.EINVAL) from None
+        try:
+            async with AsyncWireGuard() as wg:
+                await wg.setup_endpoint()
+                async for _ in await wg.nlm_request(
+                    msg, msg_type=wg.prid, msg_flags=NLM_F_REQUEST | NLM_F_ACK
+                ):
+                    pass
+        except Exception as err:
+            if getattr(err, "code", 0) in (LACKS_KIND, errno.ENOENT):
+                raise lacks_kind("wireguard", name) from err
+            raise _refused(err, f"configuring WireGuard on {name}",
+                           "check machine.network.interfaces[].wireguard") from err  # fmt: skip
 
     async def add_address(self, spec: AddressSpecSpec) -> None:
         index = await self._index(spec.link_name)
@@ -341,6 +443,15 @@ class ProcessNodeView:
 
     async def set_link(self, name: str, *, up: bool | None = None, mtu: int | None = None) -> None:
         raise self._refuse(f"setting link {name}")
+
+    async def create_link(self, spec: LinkSpecSpec) -> None:
+        raise self._refuse(f"creating link {spec.name}")
+
+    async def enslave(self, name: str, master: str) -> None:
+        raise self._refuse(f"adding {name} to bond {master}")
+
+    async def configure_wireguard(self, name: str, spec: WireguardSpec) -> None:
+        raise self._refuse(f"configuring WireGuard on {name}")
 
     async def add_address(self, spec: AddressSpecSpec) -> None:
         raise self._refuse(f"adding address {spec.address}")

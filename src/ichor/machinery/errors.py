@@ -16,6 +16,7 @@
     ├── ProcessError                a child process that failed, timed out or could not start (proc)
     ├── ExtensionError              a system extension (manifest.yaml + rootfs/) that cannot be used
     ├── ExtensionServiceError       an extension service spec (/usr/local/etc/containers/*.yaml) Talos refuses
+    ├── SubnetError                 a subnet list that cannot be parsed or picks no address (subnets)
     └── OutputExistsError           refusing to overwrite a file without ``--force``
 
 Each error's ``str()`` is the message a user sees after ``error:``; ``hint`` says how to fix it.
@@ -38,6 +39,7 @@ __all__ = [
     "PatchError",
     "ProcessError",
     "SecretsError",
+    "SubnetError",
     "YAMLError",
 ]
 
@@ -129,6 +131,10 @@ class ExtensionServiceError(MachineryError):
     def __init__(self, message: str, problems: list[str], *, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.problems = problems
+
+
+class SubnetError(MachineryError):
+    """A subnet list (``advertisedSubnets``, ``validSubnets``) that cannot be parsed or picks no address."""
 
 
 class OutputExistsError(MachineryError):

@@ -81,13 +81,15 @@ def create(
     static_addresses: bool = False,
     with_registry: str | None = None,
     extensions: Sequence[str] = (),
+    extra_cidr: str = "",
 ) -> ClusterRecord:
     """Create a cluster of process nodes, as a user would: boot, apply configs, merge talosconfig,
     bootstrap; then (``wait``) wait until every node's API answers and etcd is healthy on every
     control plane (:mod:`ichor.client.health`'s etcd stages, as ``talosctl health`` runs them).
 
     ``provisioner`` is ``process`` (node processes on the loopback) or ``container`` (each node in
-    namespaces of its own on a bridge, :mod:`._container`; root only).
+    namespaces of its own on a bridge, :mod:`._container`; root only). ``extra_cidr`` (container
+    nodes only, Ichor's own) gives every node a second network, eth1, for multihoming.
 
     ``registry_mirrors`` (``<registry host>=<mirror URL>``) become ``machine.registries.mirrors`` of
     every node, as in Talos. ``with_registry`` (comma-separated registry hosts, an Ichor extension)
@@ -112,9 +114,17 @@ def create(
             hint=f"destroy it first: talosctl cluster destroy {cluster_flags(state, name)}",
         )
     container = provisioner == CONTAINER
+    extra_addresses: list[str] = []
     if container:
         _container.check_host()
         addresses = net.node_addresses(cidr, controlplanes + workers)
+        if extra_cidr:
+            extra_addresses = net.node_addresses(extra_cidr, controlplanes + workers, flag="--extra-cidr")
+    elif extra_cidr:
+        raise MachineryError(
+            "--extra-cidr needs container nodes (a process node has no network of its own)",
+            hint="pass --provisioner container (as root), or leave --extra-cidr out",
+        )
     else:
         addresses = allocate_addresses(cidr, controlplanes + workers)
     if not 68 <= mtu <= 65535:
@@ -143,7 +153,7 @@ def create(
     )
     layers = check_extensions(extensions, container=container)
     if container:
-        _container.check_cidr(name, cidr, state)
+        _container.check_cidr(name, cidr, state, extra_cidr)
     else:
         check_free(cidr, addresses[:controlplanes], addresses[controlplanes:], state)
 
@@ -152,6 +162,7 @@ def create(
         name=name, cidr=cidr, state_dir=str(state_dir), provisioner=provisioner, mtu=mtu,
         nameservers=list(nameservers), registry_mirrors=[f"{m.registry}={m.endpoint}" for m in mirrors],
         static_addresses=static_addresses, extensions=[str(ext.directory) for ext in layers],
+        extra_cidr=extra_cidr,
     )  # fmt: skip
     for i in range(controlplanes + workers):
         kind = "controlplane" if i < controlplanes else "worker"
@@ -160,6 +171,8 @@ def create(
         node = NodeRecord(node_name, kind, addresses[i], str(state_dir / node_name))
         if container:
             node.mac = net.node_mac(name, node_name)
+        if extra_addresses:
+            node.extra_address, node.extra_mac = extra_addresses[i], net.node_mac(name, f"{node_name}/eth1")
         record.nodes.append(node)
     record.save()
     try:
@@ -466,4 +479,5 @@ def _cluster_info(record: ClusterRecord) -> ClusterInfo:
     return ClusterInfo(
         [n.address for n in record.nodes if n.type == "controlplane"],
         [n.address for n in record.nodes if n.type == "worker"],
+        {n.address: [n.extra_address] for n in record.nodes if n.extra_address},
     )

@@ -61,24 +61,42 @@ def check_host() -> None:
         )
 
 
-def check_cidr(name: str, cidr: str, state: Path) -> None:
-    """The CIDR is free on this machine and the cluster's bridge name is not taken."""
+def check_cidr(name: str, cidr: str, state: Path, extra_cidr: str = "") -> None:
+    """The CIDR (and the extra one) is free on this machine and the cluster's bridge names are not taken."""
 
-    def hint(network: ipaddress.IPv4Network) -> str:
-        for path in sorted(state.expanduser().glob("*/cluster.yaml")):
-            try:
-                other = ClusterRecord.load(state, path.parent.name)
-                overlaps = ipaddress.ip_network(other.cidr, strict=False).overlaps(network)
-            except (MachineryError, ValueError):
-                continue
-            if overlaps or other.bridge == net.bridge_name(name):
-                return (
-                    f"cluster {other.name!r} uses --cidr {other.cidr}: pick another --cidr, or destroy it "
-                    f"with `talosctl cluster destroy {cluster_flags(state, other.name)}`"
-                )
-        return "pick a --cidr nothing on this machine uses (see `ip route show table all`), or another --name"
+    def hinter(flag: str) -> Callable[[ipaddress.IPv4Network], str]:
+        def hint(network: ipaddress.IPv4Network) -> str:
+            for path in sorted(state.expanduser().glob("*/cluster.yaml")):
+                try:
+                    other = ClusterRecord.load(state, path.parent.name)
+                    used = [("--cidr", other.cidr)] + (
+                        [("--extra-cidr", other.extra_cidr)] if other.extra_cidr else []
+                    )
+                    overlapping = [
+                        (f, c) for f, c in used if ipaddress.ip_network(c, strict=False).overlaps(network)
+                    ]
+                except (MachineryError, ValueError):
+                    continue
+                if overlapping or other.bridge == net.bridge_name(name):
+                    theirs, their_cidr = overlapping[0] if overlapping else used[0]
+                    return (
+                        f"cluster {other.name!r} uses {theirs} {their_cidr}: pick another {flag}, or destroy it "
+                        f"with `talosctl cluster destroy {cluster_flags(state, other.name)}`"
+                    )
+            return f"pick a {flag} nothing on this machine uses (see `ip route show table all`), or another --name"
 
-    net.check_cidr(cidr, net.bridge_name(name), hint)
+        return hint
+
+    net.check_cidr(cidr, net.bridge_name(name), hinter("--cidr"))
+    if not extra_cidr:
+        return
+    extra = net.network(extra_cidr, flag="--extra-cidr")
+    if extra.overlaps(net.network(cidr)):
+        raise MachineryError(
+            f"--extra-cidr {extra_cidr} overlaps --cidr {cidr}",
+            hint="the second network needs a range of its own, e.g. --cidr 10.5.0.0/24 --extra-cidr 10.6.0.0/24",
+        )
+    net.check_cidr(extra_cidr, net.extra_bridge_name(name), hinter("--extra-cidr"), flag="--extra-cidr")
 
 
 def static_address_patch(record: ClusterRecord, node: NodeRecord) -> str:
@@ -90,6 +108,9 @@ def static_address_patch(record: ClusterRecord, node: NodeRecord) -> str:
         f"        addresses: [{node.address}/{prefix}]\n        mtu: {record.mtu}\n"
         f"        routes:\n          - network: 0.0.0.0/0\n            gateway: {net.gateway(record.cidr)}\n"
     )
+    if record.extra_cidr:
+        extra_prefix = net.network(record.extra_cidr).prefixlen
+        text += f"      - interface: eth1\n        addresses: [{node.extra_address}/{extra_prefix}]\n        mtu: {record.mtu}\n"
     if record.nameservers:
         text += f"    nameservers: [{', '.join(record.nameservers)}]\n"
     return text
@@ -98,7 +119,10 @@ def static_address_patch(record: ClusterRecord, node: NodeRecord) -> str:
 def dhcp_patch(record: ClusterRecord, node: NodeRecord) -> str:
     """eth0 by DHCP from the cluster's dnsmasq (a reservation per MAC). Talos's default DHCP covers
     physical links only and eth0 is a veth, so the config names it, as a user of a bridged VM would."""
-    return f"machine:\n  network:\n    interfaces:\n      - interface: eth0\n        dhcp: true\n        mtu: {record.mtu}\n"
+    text = f"machine:\n  network:\n    interfaces:\n      - interface: eth0\n        dhcp: true\n        mtu: {record.mtu}\n"
+    if record.extra_cidr:
+        text += f"      - interface: eth1\n        dhcp: true\n        mtu: {record.mtu}\n"
+    return text
 
 
 def time_server_patch(record: ClusterRecord) -> str:
@@ -115,6 +139,13 @@ def create_network(record: ClusterRecord, progress: Callable[[str], None]) -> No
     net.install_blackhole(record.cidr)
     record.blackhole = record.cidr
     record.save()
+    if record.extra_cidr:
+        progress(
+            f"routing {record.extra_cidr} (--extra-cidr) to a blackhole (metric {net.BLACKHOLE_METRIC}) too"
+        )
+        net.install_blackhole(record.extra_cidr)
+        record.extra_blackhole = record.extra_cidr
+        record.save()
     bridge = net.bridge_name(record.name)
     record.firewall = net.firewall_table(bridge)
     record.save()
@@ -138,6 +169,35 @@ def create_network(record: ClusterRecord, progress: Callable[[str], None]) -> No
     record.ntp_pid = net.start_ntp(state_dir, record.cidr)
     record.save()
     progress(f"time server (chronyd, never setting the clock) on {net.gateway(record.cidr)}")
+    if record.extra_cidr:
+        _create_extra_network(record, progress)
+
+
+def _create_extra_network(record: ClusterRecord, progress: Callable[[str], None]) -> None:
+    """The second network (``--extra-cidr``): its own blackhole, bridge and DHCP server, which hands
+    out addresses only - no router, no DNS - so a node's default route stays on eth0."""
+    bridge = net.extra_bridge_name(record.name)
+    progress(f"creating bridge {bridge} with gateway {net.gateway(record.extra_cidr)} (--extra-cidr)")
+    record.extra_bridge = bridge
+    record.save()
+    net.create_bridge(bridge, record.extra_cidr, record.mtu)
+    reservations = [(n.extra_mac, n.extra_address, n.name) for n in record.nodes]
+    state_dir = Path(record.state_dir)
+    arguments = net.dnsmasq_arguments(
+        state_dir,
+        bridge,
+        record.extra_cidr,
+        reservations,
+        (),
+        record.mtu,
+        label="dnsmasq-extra",
+        router=False,
+    )
+    record.extra_dhcp_pid = net.start_dhcp(state_dir, bridge, arguments, label="dnsmasq-extra")
+    record.save()
+    progress(
+        f"DHCP server (dnsmasq) on {bridge}: {len(reservations)} reservation(s) by MAC, no default route"
+    )
 
 
 def _start_launcher(
@@ -175,8 +235,15 @@ def start_nodes(record: ClusterRecord, progress: Callable[[str], None]) -> None:
                 )
             time.sleep(0.02)
         net.add_veth(record.bridge, net.veth_name(record.name, node.name), node.mac, launcher.pid, record.mtu)
+        extra = ""
+        if record.extra_cidr:
+            host_end = net.veth_name(record.name, node.name, network=2)
+            net.add_veth(
+                record.extra_bridge, host_end, node.extra_mac, launcher.pid, record.mtu, inner="eth1"
+            )
+            extra = f"; eth1 {node.extra_mac} on {record.extra_bridge}, {node.extra_address}"
         progress(
-            f"started {node.name} in its own namespaces: eth0 {node.mac} on {record.bridge}, {node.address}"
+            f"started {node.name} in its own namespaces: eth0 {node.mac} on {record.bridge}, {node.address}{extra}"
         )
 
 
@@ -195,10 +262,16 @@ def remove_network(record: ClusterRecord, progress: Callable[[str], None]) -> No
     if record.provisioner == "container":
         for node in record.nodes:
             net.delete_link(net.veth_name(record.name, node.name))
-    if record.bridge and net.delete_link(record.bridge):
-        progress(f"removed bridge {record.bridge}")
+            if record.extra_cidr:
+                net.delete_link(net.veth_name(record.name, node.name, network=2))
+    for bridge in (record.extra_bridge, record.bridge):
+        if bridge and net.delete_link(bridge):
+            progress(f"removed bridge {bridge}")
     if record.firewall and net.remove_firewall(record.firewall):
         progress(f"removed nftables table inet {record.firewall}")
+    if record.extra_blackhole:
+        net.remove_blackhole(record.extra_blackhole)
+        progress(f"removed the blackhole route for {record.extra_blackhole} (--extra-cidr)")
     if record.blackhole:
         net.remove_blackhole(record.blackhole)
         progress(f"removed the blackhole route for {record.blackhole}")

@@ -42,6 +42,7 @@ __all__ = [
     "create_bridge",
     "delete_link",
     "dnsmasq_arguments",
+    "extra_bridge_name",
     "firewall_ruleset",
     "firewall_table",
     "gateway",
@@ -49,6 +50,7 @@ __all__ = [
     "has_firewall",
     "install_blackhole",
     "install_firewall",
+    "network",
     "node_addresses",
     "node_mac",
     "remove_blackhole",
@@ -75,29 +77,40 @@ def bridge_name(cluster: str) -> str:
     return "talos" + hashlib.sha256(cluster.encode()).hexdigest()[:8]
 
 
+def extra_bridge_name(cluster: str) -> str:
+    """The bridge of the cluster's second network (``--extra-cidr``): the first's name and ``-2``."""
+    return bridge_name(cluster) + "-2"
+
+
 def node_mac(cluster: str, node: str) -> str:
     """A locally administered unicast MAC, the same for the node every time."""
     digest = hashlib.sha256(f"{cluster}/{node}".encode()).digest()
     return ":".join(f"{b:02x}" for b in (0x02, *digest[:5]))
 
 
-def veth_name(cluster: str, node: str) -> str:
-    """The host end of the node's veth (15 characters at most, as the kernel wants)."""
-    return "veth" + hashlib.sha256(f"{cluster}/{node}".encode()).hexdigest()[:8]
+def veth_name(cluster: str, node: str, network: int = 1) -> str:
+    """The host end of the node's veth on the cluster's ``network`` (1, or 2 for ``--extra-cidr``),
+    15 characters at most, as the kernel wants."""
+    return (
+        "veth"
+        + hashlib.sha256(f"{cluster}/{node}".encode()).hexdigest()[:8]
+        + ("" if network == 1 else f"-{network}")
+    )
 
 
-def _network(cidr: str) -> ipaddress.IPv4Network:
+def network(cidr: str, *, flag: str = "--cidr") -> ipaddress.IPv4Network:
+    """``cidr`` as a network a bridge can serve; an error naming ``flag`` if it is not."""
     try:
         network = ipaddress.ip_network(cidr, strict=False)
     except ValueError:
-        raise MachineryError(f"invalid CIDR {cidr!r}", hint=f"pass --cidr like {DEFAULT_CIDR}") from None
+        raise MachineryError(f"invalid CIDR {cidr!r}", hint=f"pass {flag} like {DEFAULT_CIDR}") from None
     if not isinstance(network, ipaddress.IPv4Network):
         raise MachineryError(
-            f"--cidr {cidr} is IPv6", hint=f"container nodes take an IPv4 --cidr such as {DEFAULT_CIDR}"
+            f"{flag} {cidr} is IPv6", hint=f"container nodes take an IPv4 {flag} such as {DEFAULT_CIDR}"
         )
     if network.is_loopback or network.is_link_local or network.is_multicast:
         raise MachineryError(
-            f"--cidr {cidr} is not a range a bridge can serve",
+            f"{flag} {cidr} is not a range a bridge can serve",
             hint=f"use a private range such as {DEFAULT_CIDR} (loopback ranges are for --provisioner process)",
         )
     return network
@@ -105,16 +118,15 @@ def _network(cidr: str) -> ipaddress.IPv4Network:
 
 def gateway(cidr: str) -> str:
     """The bridge's address: the CIDR's first host (Talos's gateway)."""
-    return str(next(_network(cidr).hosts()))
+    return str(next(network(cidr).hosts()))
 
 
-def node_addresses(cidr: str, count: int) -> list[str]:
+def node_addresses(cidr: str, count: int, *, flag: str = "--cidr") -> list[str]:
     """Node addresses from the CIDR: .2 onwards (.1 is the gateway)."""
-    network = _network(cidr)
-    hosts = [str(h) for _, h in zip(range(count + 1), network.hosts(), strict=False)][1:]
+    hosts = [str(h) for _, h in zip(range(count + 1), network(cidr, flag=flag).hosts(), strict=False)][1:]
     if len(hosts) < count:
         raise MachineryError(
-            f"--cidr {cidr} has room for {len(hosts)} nodes, {count} asked", hint="use a larger CIDR"
+            f"{flag} {cidr} has room for {len(hosts)} nodes, {count} asked", hint=f"use a larger {flag}"
         )
     return hosts
 
@@ -136,40 +148,42 @@ def _host_networks() -> list[tuple[ipaddress.IPv4Network, str]]:
     return found
 
 
-def check_cidr(cidr: str, bridge: str, hint_other: Callable[[ipaddress.IPv4Network], str]) -> None:
+def check_cidr(
+    cidr: str, bridge: str, hint_other: Callable[[ipaddress.IPv4Network], str], *, flag: str = "--cidr"
+) -> None:
     """Refuse, before anything is created, a CIDR the host already routes or holds (another
     cluster's blackhole included), and a bridge name in use."""
-    network = _network(cidr)
+    wanted = network(cidr, flag=flag)
     if _ip("link", "show", "dev", bridge, check=False).exit_code == 0:
         raise MachineryError(
-            f"network interface {bridge} (this cluster's bridge) already exists", hint=hint_other(network)
+            f"network interface {bridge} (this cluster's bridge) already exists", hint=hint_other(wanted)
         )
     for other, what in _host_networks():
-        if other.overlaps(network) and other.prefixlen > 0:
-            raise MachineryError(f"--cidr {cidr} overlaps {what} on this machine", hint=hint_other(network))
+        if other.overlaps(wanted) and other.prefixlen > 0:
+            raise MachineryError(f"{flag} {cidr} overlaps {what} on this machine", hint=hint_other(wanted))
 
 
 def install_blackhole(cidr: str) -> None:
-    _ip("route", "add", "blackhole", str(_network(cidr)), "metric", str(BLACKHOLE_METRIC))
+    _ip("route", "add", "blackhole", str(network(cidr)), "metric", str(BLACKHOLE_METRIC))
 
 
 def has_blackhole(cidr: str) -> bool:
-    shown = _ip("-j", "route", "show", "type", "blackhole", str(_network(cidr)), check=False)
+    shown = _ip("-j", "route", "show", "type", "blackhole", str(network(cidr)), check=False)
     return shown.exit_code == 0 and bool(json.loads(shown.stdout or "[]"))
 
 
 def remove_blackhole(cidr: str) -> None:
     if has_blackhole(cidr):
-        _ip("route", "del", "blackhole", str(_network(cidr)), "metric", str(BLACKHOLE_METRIC))
+        _ip("route", "del", "blackhole", str(network(cidr)), "metric", str(BLACKHOLE_METRIC))
 
 
 def create_bridge(name: str, cidr: str, mtu: int) -> None:
-    network = _network(cidr)
+    served = network(cidr)
     _ip("link", "add", name, "mtu", str(mtu), "type", "bridge")
     # Our bridge does not route for its nodes, whatever the host's ip_forward (a setting of this
     # interface only, gone with it).
     Path(f"/proc/sys/net/ipv4/conf/{name}/forwarding").write_text("0\n")
-    _ip("address", "add", f"{gateway(cidr)}/{network.prefixlen}", "dev", name)
+    _ip("address", "add", f"{gateway(cidr)}/{served.prefixlen}", "dev", name)
     _ip("link", "set", name, "up")
 
 
@@ -181,17 +195,17 @@ def delete_link(name: str) -> bool:
     return _ip("link", "del", name, check=False).exit_code == 0
 
 
-def add_veth(bridge: str, host_end: str, mac: str, pid: int, mtu: int) -> None:
-    """A veth pair: ``host_end`` on the bridge, ``eth0`` (with ``mac``) in ``pid``'s network namespace."""
+def add_veth(bridge: str, host_end: str, mac: str, pid: int, mtu: int, inner: str = "eth0") -> None:
+    """A veth pair: ``host_end`` on the bridge, ``inner`` (with ``mac``) in ``pid``'s network namespace."""
     _ip("link", "add", host_end, "mtu", str(mtu), "type", "veth",
-        "peer", "name", "eth0", "address", mac, "mtu", str(mtu), "netns", str(pid))  # fmt: skip
+        "peer", "name", inner, "address", mac, "mtu", str(mtu), "netns", str(pid))  # fmt: skip
     _ip("link", "set", host_end, "master", bridge, "up")
 
 
 def check_nameservers(cidr: str, nameservers: Sequence[str]) -> None:
     """Container nodes may only be handed DNS servers inside the cluster's CIDR: nothing outside the
     machine is reachable, and a node must never send anywhere but the cluster's own hosts."""
-    network = _network(cidr)
+    served = network(cidr)
     for server in nameservers:
         try:
             address = ipaddress.ip_address(server)
@@ -200,12 +214,12 @@ def check_nameservers(cidr: str, nameservers: Sequence[str]) -> None:
                 f"--nameservers entry {server!r} is not an IP address",
                 hint=f"pass addresses inside --cidr {cidr}, e.g. --nameservers {gateway(cidr)}",
             ) from None
-        if address not in network:
+        if address not in served:
             raise MachineryError(
-                f"--nameservers entry {server} is outside the cluster's --cidr {network}: container nodes "
+                f"--nameservers entry {server} is outside the cluster's --cidr {served}: container nodes "
                 "send only to the cluster's own hosts",
                 hint=f"leave --nameservers out (the gateway {gateway(cidr)} answers the nodes' names) or "
-                f"pass a DNS server you run inside {network}",
+                f"pass a DNS server you run inside {served}",
             )
 
 
@@ -216,38 +230,50 @@ def dnsmasq_arguments(
     reservations: Sequence[tuple[str, str, str]],
     nameservers: Sequence[str],
     mtu: int,
+    *,
+    label: str = "dnsmasq",
+    router: bool = True,
 ) -> list[str]:
     """dnsmasq's arguments: DHCP on the bridge only, one reservation (MAC, address, hostname) per
     node and no pool; DNS on the gateway answering the nodes' hostnames alone (``--local=/#/``: every
     other name is NXDOMAIN, ``--no-resolv``: no upstream at all); ``nameservers`` are handed out
-    as the DNS servers."""
-    network = _network(cidr)
+    as the DNS servers.
+
+    ``label`` names its lease file (one instance per bridge); without ``router`` it hands out no
+    default route and no DNS server and serves no DNS: the extra network of a multihomed cluster."""
+    served = network(cidr)
+    dns = ["--port=53", "--local=/#/", "--no-poll", "--log-queries"] if router else ["--port=0"]
     command = [
-        "--keep-in-foreground", "--conf-file=/dev/null", "--no-resolv", "--no-hosts", "--port=53",
-        "--local=/#/", "--no-poll", "--log-queries",
+        "--keep-in-foreground", "--conf-file=/dev/null", "--no-resolv", "--no-hosts", *dns,
         f"--interface={bridge}", "--bind-interfaces", "--except-interface=lo", "--user=root", "--group=root",
-        "--log-facility=-", "--log-dhcp", "--pid-file=", f"--dhcp-leasefile={state_dir / 'dnsmasq.leases'}",
-        f"--dhcp-range={network.network_address},static,{network.netmask},1h",
-        f"--dhcp-option=option:router,{gateway(cidr)}", f"--dhcp-option=option:mtu,{mtu}",
+        "--log-facility=-", "--log-dhcp", "--pid-file=", f"--dhcp-leasefile={state_dir / f'{label}.leases'}",
+        f"--dhcp-range={served.network_address},static,{served.netmask},1h", f"--dhcp-option=option:mtu,{mtu}",
     ]  # fmt: skip
+    # An option given without a value is one dnsmasq does not send (it would offer itself as router).
+    command.append(
+        f"--dhcp-option=option:router,{gateway(cidr)}" if router else "--dhcp-option=option:router"
+    )
     ipv4 = [n for n in nameservers if ipaddress.ip_address(n).version == 4]
-    if ipv4:
+    if not router:
+        command.append("--dhcp-option=option:dns-server")
+    elif ipv4:
         command.append(f"--dhcp-option=option:dns-server,{','.join(ipv4)}")
     command += [f"--dhcp-host={mac},{address},{hostname}" for mac, address, hostname in reservations]
-    command += [f"--host-record={hostname},{address}" for _, address, hostname in reservations]
+    if router:
+        command += [f"--host-record={hostname},{address}" for _, address, hostname in reservations]
     return command
 
 
-def start_dhcp(state_dir: Path, bridge: str, arguments: Sequence[str]) -> int:
+def start_dhcp(state_dir: Path, bridge: str, arguments: Sequence[str], *, label: str = "dnsmasq") -> int:
     """dnsmasq with ``arguments`` (:func:`dnsmasq_arguments`) on the bridge, marked as the cluster's
-    process. Returns its PID."""
+    process, logging to ``<label>.log``. Returns its PID."""
     binary = shutil.which("dnsmasq")
     if binary is None:
         raise MachineryError(
             "dnsmasq (the container cluster's DHCP server) is not installed", hint=DNSMASQ_HINT
         )
     command = [binary, *arguments]
-    log = state_dir / "dnsmasq.log"
+    log = state_dir / f"{label}.log"
     child = proc.start(command, output=log, env=tags(state_dir), hint=DNSMASQ_HINT)
     wait_until_logged(
         child, log, "DHCP, ", f"dnsmasq (the cluster's DHCP and DNS server) did not start on {bridge}",
@@ -324,7 +350,7 @@ def start_ntp(state_dir: Path, cidr: str) -> int:
         )
     conf = state_dir / "chrony.conf"
     conf.write_text(
-        f"bindaddress {gateway(cidr)}\nallow {_network(cidr)}\nlocal stratum 8\ncmdport 0\n"
+        f"bindaddress {gateway(cidr)}\nallow {network(cidr)}\nlocal stratum 8\ncmdport 0\n"
         f"bindcmdaddress /\npidfile {state_dir / 'chronyd.pid'}\ndriftfile {state_dir / 'chrony.drift'}\n"
     )
     log = state_dir / "chronyd.log"

@@ -35,6 +35,10 @@ class NodeRecord:
     """The launcher's start time (``/proc/<pid>/stat``): with the PID, it names the process."""
     mac: str = ""
     """A container node's eth0 MAC (its DHCP reservation)."""
+    extra_address: str = ""
+    """Its eth1 address on the cluster's ``--extra-cidr`` ("" without one)."""
+    extra_mac: str = ""
+    """Its eth1 MAC (that address's DHCP reservation)."""
 
 
 @dataclass
@@ -73,6 +77,13 @@ class ClusterRecord:
     registry: str = ""
     """``host:port`` of the cluster's own registry (``--with-registry``; "" when it has none)."""
     registry_pid: int = 0
+    extra_cidr: str = ""
+    """``--extra-cidr``: every container node's second network (eth1), for multihoming ("" for none)."""
+    extra_blackhole: str = ""
+    """The extra CIDR once its blackhole route is installed (removed last, with the first's)."""
+    extra_bridge: str = ""
+    """The extra network's bridge ("" until create made it)."""
+    extra_dhcp_pid: int = 0
 
     @property
     def file(self) -> Path:

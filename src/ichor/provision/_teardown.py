@@ -159,11 +159,12 @@ def _kept_network(record: ClusterRecord | None) -> str:
     """While a node may still send, its network stays, the blackhole above all: how to remove it."""
     if record is None or not (record.bridge or record.blackhole):
         return ""
-    steps = [f"ip link del {record.bridge}"] if record.bridge else []
+    steps = [f"ip link del {bridge}" for bridge in (record.extra_bridge, record.bridge) if bridge]
     if record.firewall:
         steps.append(f"nft delete table inet {record.firewall}")
-    if record.blackhole:
-        steps.append(f"ip route del blackhole {record.blackhole} metric {BLACKHOLE_METRIC}")
+    for cidr in (record.extra_blackhole, record.blackhole):
+        if cidr:
+            steps.append(f"ip route del blackhole {cidr} metric {BLACKHOLE_METRIC}")
     return "; kept its network: remove it with `" + " && ".join(steps) + "`"
 
 

@@ -70,7 +70,7 @@ def node_controllers(
         secrets.cert_san_controller(),
         secrets.api_certificates_controller(layout, request_certificate),
         etcd.etcd_config_controller(),
-        etcd.etcd_spec_controller(),
+        etcd.etcd_spec_controller(exclusive=not layout.own_netns),
         cri.registries_config_controller(),
         cri.RegistryFilesController(layout),
         *cluster.cluster_controllers(layout, client_factory=discovery_client),

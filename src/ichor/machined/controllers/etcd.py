@@ -65,7 +65,11 @@ def etcd_config_controller() -> TransformController[EtcdConfigSpec]:
     )  # fmt: skip
 
 
-def etcd_spec_controller() -> TransformController[EtcdSpecSpec]:
+def etcd_spec_controller(*, exclusive: bool = True) -> TransformController[EtcdSpecSpec]:
+    """``exclusive``: the node shares the host's network (a process node), so etcd binds only its
+    own addresses; a node with a network namespace of its own listens as Talos does (the wildcard,
+    or the ``listenSubnets`` matches plus loopback)."""
+
     def derive(ctx: ControllerContext) -> dict[str, EtcdSpecSpec]:
         config = ctx.get_or_none(ETCD_CONFIGS, ETCD_ID)
         if config is None:
@@ -78,7 +82,7 @@ def etcd_spec_controller() -> TransformController[EtcdSpecSpec]:
         try:
             selected = etcdlib.select_addresses(
                 [str(p.ip) for p in addresses.spec.addresses if str(p.ip) not in shared], advertised_subnets=config.spec.advertised_subnets,
-                listen_subnets=config.spec.listen_subnets, exclusive=True,
+                listen_subnets=config.spec.listen_subnets, exclusive=exclusive,
             )  # fmt: skip
         except etcdlib.EtcdConfigError as err:
             raise WaitingFor("etcd addresses", f"{err} ({err.hint})" if err.hint else str(err)) from None

@@ -179,6 +179,8 @@ def _camel(name: str) -> str:
 
 
 def _is_empty(value: Any) -> bool:
+    if callable(getattr(value, "is_zero", None)):
+        return bool(value.is_zero())  # a struct with Go's IsZero, omitted when zero
     return (
         value is None
         or value == ""

@@ -98,6 +98,14 @@ from ichor.machined.resources._hostdns import (
     DNSResolveCacheSpec,
     HostDNSConfigSpec,
 )
+from ichor.machined.resources._links import (
+    BOND_ENUMS,
+    VLAN_PROTOCOLS,
+    BondMasterSpec,
+    VLANSpec,
+    WireguardPeer,
+    WireguardSpec,
+)
 from ichor.machined.resources._network import (
     ADDRESS_STATUSES,
     HOSTNAME_STATUS_ID,
@@ -197,6 +205,7 @@ __all__ = [
     "AFFILIATES",
     "API_CERTIFICATES",
     "API_CERTIFICATES_ID",
+    "BOND_ENUMS",
     "CERT_SANS",
     "CERT_SAN_API_ID",
     "CLUSTER_NAMESPACE",
@@ -276,12 +285,14 @@ __all__ = [
     "TIME_SERVER_STATUSES",
     "TIME_STATUSES",
     "TIME_STATUS_ID",
+    "VLAN_PROTOCOLS",
     "AddressFamily",
     "AddressScope",
     "AddressSpecSpec",
     "AddressStatusSpec",
     "AffiliateSpec",
     "ApiCertificatesSpec",
+    "BondMasterSpec",
     "CertSANSpec",
     "ConfigLayer",
     "ControlPlaneSpec",
@@ -336,6 +347,9 @@ __all__ = [
     "TimeStatusSpec",
     "UnmetCondition",
     "VIPOperatorSpec",
+    "VLANSpec",
+    "WireguardPeer",
+    "WireguardSpec",
     "layered_id",
     "register_node_types",
 ]

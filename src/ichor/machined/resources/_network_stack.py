@@ -18,6 +18,7 @@ import dataclasses
 import enum
 
 from ichor.machined.cosi import PrintColumn, ResourceType
+from ichor.machined.resources._links import BondMasterSpec, VLANSpec, WireguardSpec
 
 __all__ = [
     "ADDRESS_SPECS",
@@ -158,7 +159,9 @@ class LinkStatusSpec:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class LinkSpecSpec:
-    """What a link should be: up or down, its MTU (0 = leave as is)."""
+    """What a link should be: up or down, its MTU (0 = leave as is); a logical link (``logical``)
+    also its kind and what makes it (bond options, VLAN id and parent, WireGuard), a bond's member
+    its bond (``masterName``, ``slaveIndex``)."""
 
     name: str
     logical: bool = False
@@ -166,14 +169,26 @@ class LinkSpecSpec:
     mtu: int = 0
     kind: str = ""
     type: str = ""
+    parent_name: str = dataclasses.field(default="", metadata=_omit())
+    master_name: str = dataclasses.field(default="", metadata=_omit())
+    slave_index: int = dataclasses.field(default=0, metadata=_omit())
+    vlan: VLANSpec = dataclasses.field(default_factory=VLANSpec, metadata=_omit())
+    bond_master: BondMasterSpec = dataclasses.field(default_factory=BondMasterSpec, metadata=_omit())
+    wireguard: WireguardSpec = dataclasses.field(default_factory=WireguardSpec, metadata=_omit())
     layer: ConfigLayer = ConfigLayer.DEFAULT
 
     def merged(self, other: LinkSpecSpec) -> LinkSpecSpec:
-        """``other`` (a higher layer) over this one: its non-zero fields win (Talos's ``Merge``)."""
+        """``other`` (a higher layer) over this one: its non-zero fields win (Talos's ``Merge``);
+        WireGuard merges value by value."""
         return LinkSpecSpec(
             name=self.name, logical=other.logical or self.logical, up=other.up or self.up,
             mtu=other.mtu or self.mtu, kind=other.kind or self.kind, type=other.type or self.type,
-            layer=other.layer,
+            parent_name=other.parent_name or self.parent_name,
+            master_name=other.master_name or self.master_name,
+            slave_index=other.slave_index if other.master_name else self.slave_index,
+            vlan=self.vlan if other.vlan.is_zero() else other.vlan,
+            bond_master=self.bond_master if other.bond_master.is_zero() else other.bond_master,
+            wireguard=self.wireguard.merged(other.wireguard), layer=other.layer,
         )  # fmt: skip
 
 

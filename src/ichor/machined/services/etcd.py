@@ -147,7 +147,10 @@ class EtcdService:
         )
 
     def local_endpoint(self) -> str:
-        return etcdlib.etcd_url(self.layout.address, etcdlib.CLIENT_PORT)
+        """This node's etcd from this node: loopback on a node with a network namespace of its own
+        (etcd always listens there, whatever ``listenSubnets`` picks), else its own address."""
+        host = "127.0.0.1" if self.layout.own_netns else self.layout.address
+        return etcdlib.etcd_url(host, etcdlib.CLIENT_PORT)
 
     def _ensure_certs(self) -> etcdlib.EtcdCerts:
         root = self.state.spec_of(ETCD_ROOT_SECRETS, ETCD_ROOT_ID)
@@ -157,13 +160,19 @@ class EtcdService:
                 "cluster.etcd.ca has no key: a control plane needs the etcd CA key to issue its certificates",
                 hint="use the controlplane.yaml from `talosctl gen config` (cluster.etcd.ca.key)",
             )
-        name = self.spec().name
-        wanted = (ca_pair, name)
+        spec = self.spec()
+        # Every address etcd advertises or listens on, not only the node's first: a peer that
+        # reaches this member by its advertisedSubnets address checks it against the certificate.
+        served = [spec.advertised_addresses, spec.listen_peer_addresses, spec.listen_client_addresses]
+        addresses = tuple(dict.fromkeys(
+            a for a in (self.layout.address, *(a for group in served for a in group))
+            if a not in ("0.0.0.0", "::")
+        ))  # fmt: skip
+        wanted = (ca_pair, spec.name, addresses)
         if self._certs is None or self._certs[0] != wanted:
-            address = self.layout.address
             certs = etcdlib.issue_certs(
-                pki.CertKey(ca_pair.crt, ca_pair.key), hostname=name, addresses=[address],
-                shared_loopback=address.startswith("127."),
+                pki.CertKey(ca_pair.crt, ca_pair.key), hostname=spec.name, addresses=list(addresses),
+                shared_loopback=self.layout.address.startswith("127."),
             )  # fmt: skip
             etcdlib.write_pki(self.pki_dir, certs)
             self._certs = (wanted, certs)

@@ -16,8 +16,10 @@ from ._docs import field_description
 from ._document import Container, Document, load_config, load_config_file, talos_doc_id
 from ._models import KIND_MODELS, Config
 from ._validate import Mode, ValidationResult, validate, validate_document, validate_or_raise
+from ._validate_network import BOND_OPTIONS
 
 __all__ = [
+    "BOND_OPTIONS",
     "KIND_MODELS",
     "Config",
     "Container",

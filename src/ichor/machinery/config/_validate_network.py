@@ -12,28 +12,39 @@ from . import _models as m
 from ._paths import PathElem
 from ._validate_base import _ip_or_cidr_error, _parse_cidr, _parse_ip, _q, _Report
 
-_BOND_MODES = (
-    "balance-rr",
-    "active-backup",
-    "balance-xor",
-    "broadcast",
-    "802.3ad",
-    "balance-tlb",
-    "balance-alb",
-)
-# nethelpers *ByName: the accepted names ("" means the kernel default) and Talos's error text.
-_BOND_ENUMS: tuple[tuple[str, tuple[str, ...], str], ...] = (
-    (
-        "xmitHashPolicy",
-        ("", "layer2", "layer3+4", "layer2+3", "encap2+3", "encap3+4"),
-        "invalid xmit hash policy",
+BOND_OPTIONS: dict[str, tuple[str, ...]] = {
+    "mode": (
+        "balance-rr",
+        "active-backup",
+        "balance-xor",
+        "broadcast",
+        "802.3ad",
+        "balance-tlb",
+        "balance-alb",
     ),
-    ("lacpRate", ("", "slow", "fast"), "invalid lacp rate"),
-    ("arpValidate", ("", "none", "active", "backup", "all"), "invalid arp validate mode"),
-    ("arpAllTargets", ("", "any", "all"), "invalid arp all targets mode"),
-    ("primaryReselect", ("", "always", "better", "failure"), "invalid primary reselect mode"),
-    ("failOverMac", ("", "none", "active", "follow"), "invalid fail over mac mode"),
-    ("adSelect", ("", "stable", "bandwidth", "count"), "invalid ad select mode"),
+    "xmitHashPolicy": ("layer2", "layer3+4", "layer2+3", "encap2+3", "encap3+4"),
+    "lacpRate": ("slow", "fast"),
+    "arpValidate": ("none", "active", "backup", "all"),
+    "arpAllTargets": ("any", "all"),
+    "primaryReselect": ("always", "better", "failure"),
+    "failOverMac": ("none", "active", "follow"),
+    "adSelect": ("stable", "bandwidth", "count"),
+}
+"""The bond options that are names (nethelpers' enums), each in the kernel's order: a name's index
+is the number the kernel takes."""
+_BOND_MODES = BOND_OPTIONS["mode"]
+# nethelpers *ByName: the accepted names ("" means the kernel default) and Talos's error text.
+_BOND_ENUMS: tuple[tuple[str, tuple[str, ...], str], ...] = tuple(
+    (key, ("", *BOND_OPTIONS[key]), text)
+    for key, text in (
+        ("xmitHashPolicy", "invalid xmit hash policy"),
+        ("lacpRate", "invalid lacp rate"),
+        ("arpValidate", "invalid arp validate mode"),
+        ("arpAllTargets", "invalid arp all targets mode"),
+        ("primaryReselect", "invalid primary reselect mode"),
+        ("failOverMac", "invalid fail over mac mode"),
+        ("adSelect", "invalid ad select mode"),
+    )
 )
 _KUBESPAN_MIN_MTU = 1280
 _KUBESPAN_DEFAULT_MTU = 1420

@@ -8,9 +8,9 @@ import ipaddress
 from collections.abc import Mapping
 
 from ichor.machined.resources import IPPrefix, LinkStatusSpec
-from ichor.machinery.config._models import Device
+from ichor.machinery.config._models import Device, NetworkDeviceSelector
 
-__all__ = ["parse_address", "select_links"]
+__all__ = ["parse_address", "select_by_selector", "select_links"]
 
 
 def _glob(pattern: str | None, value: str) -> bool:
@@ -21,7 +21,13 @@ def select_links(device: Device, links: Mapping[str, LinkStatusSpec]) -> list[st
     """The links a device entry configures: its ``interface``, or every link its selector matches."""
     if device.interface:
         return [device.interface]
-    selector = device.device_selector
+    return select_by_selector(device.device_selector, links)
+
+
+def select_by_selector(
+    selector: NetworkDeviceSelector | None, links: Mapping[str, LinkStatusSpec]
+) -> list[str]:
+    """Every link a ``deviceSelector`` (of an interface or a bond's members) matches, sorted."""
     if selector is None:
         return []
     return sorted(

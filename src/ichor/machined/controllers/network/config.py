@@ -2,7 +2,8 @@
 
 Two layers come from here: ``default`` (loopback up with 127.0.0.1/8 and ::1/128, every physical
 link the config does not mention brought up and run with DHCPv4, as Talos does) and
-``configuration`` (the machine config). An
+``configuration`` (the machine config; bonds, VLANs, dummy and WireGuard links from
+:mod:`.logical`, a VLAN's addresses, routes, DHCP and VIP on ``<link>.<vlanId>``). An
 interface is named by ``interface`` or picked by ``deviceSelector`` (``hardwareAddr``, ``driver``,
 ``busPath``, wildcards allowed, ``physical``) among the links the kernel reports; a selector applies
 to every link it matches. ``ignore: true`` leaves an interface alone. ``dhcp: true`` becomes a
@@ -16,13 +17,14 @@ from collections.abc import Iterator, Mapping
 
 from ichor.machined.controllers.config import ACTIVE_CONFIG, active_config
 from ichor.machined.controllers.network._layers import config_controller
-from ichor.machined.controllers.network._select import parse_address, select_links
+from ichor.machined.controllers.network._select import parse_address, select_by_selector, select_links
 from ichor.machined.controllers.network.checks import (
     ProblemWaits,
     unknown_links,
     unreachable_gateways,
     vips_outside,
 )
+from ichor.machined.controllers.network.logical import logical_link_specs, vlan_name
 from ichor.machined.cosi import ControllerContext, Input, SkipReconcile, TransformController
 from ichor.machined.resources import (
     ADDRESS_SPECS,
@@ -43,7 +45,7 @@ from ichor.machined.resources import (
     VIPOperatorSpec,
 )
 from ichor.machinery.config import Config
-from ichor.machinery.config._models import Device
+from ichor.machinery.config._models import Device, Vlan
 
 __all__ = [
     "address_config_controller",
@@ -91,6 +93,17 @@ def _configured(config: Config | None, links: Mapping[str, LinkStatusSpec]) -> I
             yield name, device
 
 
+def _addressed(
+    config: Config | None, links: Mapping[str, LinkStatusSpec]
+) -> Iterator[tuple[str, Device | Vlan]]:
+    """(link name, entry) for every link that takes addresses, routes, DHCP and a VIP from the
+    config: each device not ignored, then its VLANs (``<link>.<vlanId>``)."""
+    for name, device in _configured(config, links):
+        yield name, device
+        for vlan in device.vlans or []:
+            yield vlan_name(name, vlan), vlan
+
+
 def _unmentioned_physical(config: Config | None, links: Mapping[str, LinkStatusSpec]) -> list[str]:
     """Physical links no device entry names or selects (ignored ones count as named): Talos's
     default layer brings them up and runs DHCPv4 on them."""
@@ -113,7 +126,12 @@ def link_config_controller() -> TransformController[LinkSpecSpec]:
         for name in _unmentioned_physical(config, links):
             yield name, LinkSpecSpec(name=name, up=True)
         for name, device in _configured(config, links):
-            yield name, LinkSpecSpec(name=name, up=True, mtu=device.mtu or 0, layer=_CONFIGURATION)
+            logical: dict[str, LinkSpecSpec | None] = dict(
+                logical_link_specs(name, device, links, lambda s: select_by_selector(s, links))
+            )
+            yield name, logical.pop(name, None) or LinkSpecSpec(name=name, up=True, mtu=device.mtu or 0,
+                                                                layer=_CONFIGURATION)  # fmt: skip
+            yield from ((id, spec) for id, spec in logical.items() if spec is not None)
 
     return config_controller("network.LinkConfigController", LINK_SPECS, _INPUTS, derive)
 
@@ -125,7 +143,7 @@ def address_config_controller() -> TransformController[AddressSpecSpec]:
             AddressSpecSpec(address="127.0.0.1/8", link_name="lo", family="inet4", scope="host"),
         )
         yield "lo/::1/128", AddressSpecSpec(address="::1/128", link_name="lo", family="inet6", scope="host")
-        for name, device in _configured(config_or_none(ctx), _links(ctx)):
+        for name, device in _addressed(config_or_none(ctx), _links(ctx)):
             for text in [*(device.addresses or []), *([device.cidr] if device.cidr else [])]:
                 try:
                     prefix = parse_address(text)
@@ -178,7 +196,7 @@ def route_config_controller() -> TransformController[RouteSpecSpec]:
     def derive(ctx: ControllerContext) -> Iterator[tuple[str, RouteSpecSpec]]:
         config, links = config_or_none(ctx), _links(ctx)
         waits.publish(ctx, unreachable_gateways(config, links, _addresses(ctx)))
-        for name, device in _configured(config, links):
+        for name, device in _addressed(config, links):
             for route in device.routes or []:
                 try:
                     spec = route_spec_of(name, network=route.network, gateway=route.gateway,
@@ -202,7 +220,7 @@ def operator_config_controller() -> TransformController[OperatorSpecSpec]:
             spec = OperatorSpecSpec(operator="dhcp4", link_name=name, require_up=True,
                                     dhcp4=DHCP4OperatorSpec(route_metric=DEFAULT_ROUTE_METRIC))  # fmt: skip
             yield spec.id, spec
-        for name, device in _configured(config, links):
+        for name, device in _addressed(config, links):
             options = device.dhcp_options
             if not device.dhcp or (options is not None and options.ipv4 is False):
                 continue
@@ -215,7 +233,7 @@ def operator_config_controller() -> TransformController[OperatorSpecSpec]:
             and config.machine is not None
             and config.machine.type in ("controlplane", "init")
         )
-        for name, device in _configured(config, links) if control_plane else ():
+        for name, device in _addressed(config, links) if control_plane else ():
             if device.vip is not None and device.vip.ip:
                 spec = OperatorSpecSpec(operator="vip", link_name=name, require_up=True,
                                         vip=VIPOperatorSpec(ip=device.vip.ip), layer=_CONFIGURATION)  # fmt: skip
