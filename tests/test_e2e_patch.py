@@ -135,3 +135,15 @@ def test_a_patch_making_an_invalid_config_is_refused_by_the_node(node: Node) -> 
     assert "--patch" in done.stderr and "kept its own" in done.stderr
     assert "patched MachineConfigs" not in done.stdout
     assert _config(node) == before
+
+
+def test_a_failing_node_does_not_stop_the_others(node: Node) -> None:  # noqa: F811
+    address = node.process.address
+    gone = "127.0.0.9"  # nothing listens there: apid cannot reach it
+    done = node.talosctl("-n", f"{gone},{address}", "patch", "mc", "-p", "debug: true", "-m", "no-reboot")
+    assert done.exit_code == 1
+    assert "error: 127.0.0.9: rpc error: code = Unavailable" in done.stderr
+    assert "hint: cannot read the machine config of 127.0.0.9" in done.stderr
+    assert f"patched MachineConfigs.config.talos.dev/v1alpha1 at the node {address}" in done.stdout
+    assert "debug: true" in _config(node)
+    _set_debug(node, "false")

@@ -56,6 +56,47 @@ async def _patch_one(
     print_apply_results(node, replies)
 
 
+def _node_error(node: str, exc: Exception, hint: str) -> None:
+    from ichor.client import AllNodesFailedError
+
+    reason = "; ".join(map(str, exc.errors)) if isinstance(exc, AllNodesFailedError) else str(exc)
+    # The node's replies already start with its name.
+    where = "" if reason.startswith(f"{node}:") else f"{node}: "
+    click.echo(f"error: {where}{reason}", err=True)
+    click.echo(f"hint: {hint}", err=True)
+
+
+async def _patch_node(
+    client: Any, node: str, selector: tuple[str, str | None, str], patches: list[Any], flags: dict[str, Any]
+) -> bool:
+    """Patch the machine config of one node; False (after saying why) when that node failed."""
+    from ichor.client import AllNodesFailedError, RPCError
+    from ichor.machinery.errors import PatchError
+
+    resource_type, resource_id, namespace = selector
+    bound = client.with_node(node)
+    try:
+        spec = await machine_config_type(bound, resource_type, "patch")
+        ns = namespace or spec.default_namespace
+        resources = await bound.list_resources(ns, spec.resource_type)
+    except (AllNodesFailedError, RPCError) as exc:
+        _node_error(node, exc, f"cannot read the machine config of {node}: check it is up (`talosctl -n {node} version`) "
+                    "and that -n names it")  # fmt: skip
+        return False
+    ok = True
+    for resource in editable(resources, resource_id, node, ns, command="patch"):
+        try:
+            await _patch_one(client, node, resource, patches, flags)
+        except PatchError as exc:
+            ok = False
+            _node_error(node, exc, exc.hint or "fix the patch given to --patch/--patch-file")
+        except (AllNodesFailedError, RPCError) as exc:
+            ok = False
+            _node_error(node, exc, "the node refused the patched config and kept its own; fix the patch given "
+                        f"to --patch/--patch-file (`talosctl -n {node} patch mc --dry-run` shows the change)")  # fmt: skip
+    return ok
+
+
 @click.command(
     "patch",
     cls=CobraCommand,
@@ -80,8 +121,6 @@ async def _patch_one(
               help="the config will be rolled back after specified timeout (if try mode is selected)")  # fmt: skip
 def patch(resource_type: str, resource_id: str | None, dry_run: bool, mode: str, namespace: str,
           patches: tuple[str, ...], patch_file: str, timeout: str) -> None:  # fmt: skip
-    from ichor.client import AllNodesFailedError, RPCError
-    from ichor.machinery.errors import PatchError
     from ichor.machinery.patch import load_patches
 
     if not patches and not patch_file:
@@ -91,33 +130,12 @@ def patch(resource_type: str, resource_id: str | None, dry_run: bool, mode: str,
     if patch_file:
         loaded += load_patches([f"@{patch_file}"], flag="--patch-file")
 
+    selector = (resource_type, resource_id, namespace)
+
     async def work(client: Any) -> int:
         failed = 0
         for node in client.require_nodes():
-            bound = client.with_node(node)
-            spec = await machine_config_type(bound, resource_type, "patch")
-            ns = namespace or spec.default_namespace
-            resources = await bound.list_resources(ns, spec.resource_type)
-            for resource in editable(resources, resource_id, node, ns, command="patch"):
-                try:
-                    await _patch_one(client, node, resource, loaded, flags)
-                except PatchError as exc:
-                    failed += 1
-                    click.echo(f"error: {node}: {exc}", err=True)
-                    click.echo(f"hint: {exc.hint or 'fix the patch given to --patch/--patch-file'}", err=True)
-                except (AllNodesFailedError, RPCError) as exc:
-                    failed += 1
-                    reason = (
-                        "; ".join(map(str, exc.errors)) if isinstance(exc, AllNodesFailedError) else str(exc)
-                    )
-                    # The node's replies already start with its name.
-                    where = "" if reason.startswith(f"{node}:") else f"{node}: "
-                    click.echo(f"error: {where}{reason}", err=True)
-                    click.echo(
-                        f"hint: the node refused the patched config and kept its own; fix the patch given "
-                        f"to --patch/--patch-file (`talosctl -n {node} patch mc --dry-run` shows the change)",
-                        err=True,
-                    )
+            failed += not await _patch_node(client, node, selector, loaded, flags)
         return failed
 
     if run(work):
