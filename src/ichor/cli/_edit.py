@@ -73,7 +73,9 @@ def header(resource_type: str, resource_id: str, node: str, error: str | None) -
     return out
 
 
-def editable(resources: list[Any], resource_id: str | None, node: str, namespace: str) -> list[Any]:
+def editable(
+    resources: list[Any], resource_id: str | None, node: str, namespace: str, command: str = "edit"
+) -> list[Any]:
     """The config documents to edit: the node's active config (``v1alpha1``).
 
     A node that went through maintenance mode also keeps the partial config it got there
@@ -84,7 +86,7 @@ def editable(resources: list[Any], resource_id: str | None, node: str, namespace
     if wanted != ACTIVE_CONFIG_ID:
         raise click.ClickException(
             f"{node}: only the machine config {EDITABLE_TYPE}({namespace}/{ACTIVE_CONFIG_ID}) can be edited, "
-            f"not {wanted!r}; run `talosctl edit mc`"
+            f"not {wanted!r}; run `talosctl {command} mc`"
         )
     found = [r for r in resources if r.metadata.id == ACTIVE_CONFIG_ID]
     if not found:
@@ -138,8 +140,7 @@ class EditSession:
 
 async def _edit_one(client: Any, node: str, resource: Any, flags: dict[str, Any]) -> bool:
     """Edit one resource until it applies or the user gives up; False when the node's error stands."""
-    from ichor.api.gen.machine import machine_pb2
-    from ichor.client import AllNodesFailedError, RPCError, node_replies
+    from ichor.client import AllNodesFailedError, RPCError
 
     session = EditSession(node, resource.metadata.id, resource.spec.yaml_spec)
     while True:
@@ -158,25 +159,51 @@ async def _edit_one(client: Any, node: str, resource: Any, flags: dict[str, Any]
                 err=True,
             )
             return False
-        request = machine_pb2.ApplyConfigurationRequest(
-            data=edited.encode(), mode=flags["mode"], dry_run=flags["dry_run"]
-        )
-        request.try_mode_timeout.FromTimedelta(flags["timeout"])
         try:
-            response = await client.with_nodes(node).machine.ApplyConfiguration(request)
-            replies = node_replies(response, fallback_node=node).check("error applying new configuration")
+            replies = await apply_config(client, node, edited, flags)
         except AllNodesFailedError as exc:
             session.reject(edited, "; ".join(map(str, exc.errors)))
             continue
         except RPCError as exc:
             session.reject(edited, str(exc))
             continue
-        for _, message in replies:
-            for warning in message.warnings:
-                click.echo(f"{node}: warning: {warning}", err=True)
-            if message.mode_details:
-                click.echo(message.mode_details)
+        print_apply_results(node, replies)
         return session.done()
+
+
+async def apply_config(client: Any, node: str, text: str, flags: dict[str, Any]) -> Any:
+    """Send ``text`` to ``node`` with ApplyConfiguration in the mode of ``flags``; the node's replies."""
+    from ichor.api.gen.machine import machine_pb2
+    from ichor.client import node_replies
+
+    request = machine_pb2.ApplyConfigurationRequest(
+        data=text.encode(), mode=flags["mode"], dry_run=flags["dry_run"]
+    )
+    request.try_mode_timeout.FromTimedelta(flags["timeout"])
+    response = await client.with_nodes(node).machine.ApplyConfiguration(request)
+    return node_replies(response, fallback_node=node).check("error applying new configuration")
+
+
+def print_apply_results(node: str, replies: Any) -> None:
+    """The node's warnings (to stderr) and what it did with the config ("Applied configuration ...")."""
+    for _, message in replies:
+        for warning in message.warnings:
+            click.echo(f"{node}: warning: {warning}", err=True)
+        if message.mode_details:
+            click.echo(message.mode_details)
+
+
+async def machine_config_type(bound: Any, resource_type: str, command: str) -> Any:
+    """The resource definition ``resource_type`` names on the node; only the machine config qualifies."""
+    from ichor.cli._get import RD_TYPE, _match
+
+    spec = _match(await bound.list_resources("meta", RD_TYPE), resource_type)
+    if spec.resource_type != EDITABLE_TYPE:
+        raise click.ClickException(
+            f"only the machineconfig resource can be edited (not {spec.resource_type}); "
+            f"run `talosctl {command} mc`"
+        )
+    return spec
 
 
 @click.command(
@@ -203,8 +230,6 @@ async def _edit_one(client: Any, node: str, resource: Any, flags: dict[str, Any]
 @click.option("--on-reboot", is_flag=True, help="old spelling of --mode=staged")
 def edit(resource_type: str, resource_id: str | None, namespace: str, mode: str, dry_run: bool, timeout: str,
          immediate: bool, on_reboot: bool) -> None:  # fmt: skip
-    from ichor.cli._get import RD_TYPE, _match
-
     ctx = click.get_current_context()
     explicit_mode = ctx.get_parameter_source("mode") != click.core.ParameterSource.DEFAULT
     if immediate and on_reboot:
@@ -222,12 +247,7 @@ def edit(resource_type: str, resource_id: str | None, namespace: str, mode: str,
         failed = 0
         for node in client.require_nodes():
             bound = client.with_node(node)
-            spec = _match(await bound.list_resources("meta", RD_TYPE), resource_type)
-            if spec.resource_type != EDITABLE_TYPE:
-                raise click.ClickException(
-                    f"only the machineconfig resource can be edited (not {spec.resource_type}); "
-                    "run `talosctl edit mc`"
-                )
+            spec = await machine_config_type(bound, resource_type, "edit")
             ns = namespace or spec.default_namespace
             for resource in editable(
                 await bound.list_resources(ns, spec.resource_type), resource_id, node, ns
