@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ichor.machinery import proc
 from ichor.machinery.errors import MachineryError
+from ichor.provision import _cgroups
 from ichor.provision import _network as net
 from ichor.provision._namespaces import network_namespace_of
 from ichor.provision._processes import ProcessId, tags
@@ -141,13 +142,14 @@ def create_network(record: ClusterRecord, progress: Callable[[str], None]) -> No
 
 
 def _start_launcher(
-    node: NodeRecord, state_dir: Path, config: Path, extensions: list[str]
+    cluster: str, node: NodeRecord, state_dir: Path, config: Path, extensions: list[str]
 ) -> proc.Background:
     command = [
         sys.executable, "-m", "ichor.provision.launcher", "--root", node.root, "--address", node.address,
         "--log", str(state_dir / f"{node.name}.log"),
         "--state-file", str(launcher_state_file(state_dir, node.name)),
         "--container", str(state_dir / f"{node.name}.rootfs"), "--hostname", node.name, "--config", str(config),
+        "--cgroup", f"{cluster}/{node.name}",
         *(arg for ext in extensions for arg in ("--extension", ext)),
     ]  # fmt: skip
     background = proc.start(
@@ -159,12 +161,17 @@ def _start_launcher(
 
 
 def start_nodes(record: ClusterRecord, progress: Callable[[str], None]) -> None:
-    """Each node's launcher (which makes the node's namespaces), then its veth into them."""
+    """Each node's cgroups and launcher (which makes the node's namespaces), then its veth into them."""
     state_dir = Path(record.state_dir)
     host_ns = network_namespace_of(os.getpid())
+    hierarchies = _cgroups.current()
+    record.cgroups = [str(d) for d in _cgroups.cluster_dirs(hierarchies, record.name)]
+    record.save()
     for node in record.nodes:
         Path(node.root).mkdir(parents=True, exist_ok=True, mode=0o700)
-        launcher = _start_launcher(node, state_dir, state_dir / f"{node.name}.yaml", record.extensions)
+        _cgroups.create(hierarchies, record.name, node.name)
+        config = state_dir / f"{node.name}.yaml"
+        launcher = _start_launcher(record.name, node, state_dir, config, record.extensions)
         record.save()
         deadline = time.monotonic() + NAMESPACE_TIMEOUT
         while network_namespace_of(launcher.pid) in (host_ns, None):
@@ -188,13 +195,17 @@ def _tail(path: Path) -> str:
 
 
 def remove_network(record: ClusterRecord, progress: Callable[[str], None]) -> None:
-    """The veths, the bridge, the forwarding guard, then the blackhole route, last. Only once no process of the cluster runs.
+    """The nodes' cgroups, the veths, the bridge, the forwarding guard, then the blackhole route, last. Only once no process of the cluster runs.
 
     A node's namespace goes when its last process has, but the kernel dismantles it a moment
     later: its veth is deleted here rather than left to that."""
     if record.provisioner == "container":
         for node in record.nodes:
             net.delete_link(net.veth_name(record.name, node.name))
+    for done in _cgroups.remove(Path(d) for d in record.cgroups):
+        progress(done)
+    if record.cgroups:
+        progress(f"removed the cluster's cgroups ({', '.join(record.cgroups)})")
     if record.bridge and net.delete_link(record.bridge):
         progress(f"removed bridge {record.bridge}")
     if record.firewall and net.remove_firewall(record.firewall):

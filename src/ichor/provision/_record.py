@@ -73,6 +73,8 @@ class ClusterRecord:
     registry: str = ""
     """``host:port`` of the cluster's own registry (``--with-registry``; "" when it has none)."""
     registry_pid: int = 0
+    cgroups: list[str] = field(default_factory=list)
+    """The cluster's cgroup directory in each hierarchy (container nodes), removed on destroy."""
 
     @property
     def file(self) -> Path:
