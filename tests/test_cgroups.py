@@ -116,3 +116,26 @@ def test_real_hierarchies_made_joined_and_removed_with_a_leftover_task() -> None
         sleeper.kill()
         sleeper.wait()
         cgroups.remove(cgroups.cluster_dirs(found, cluster))
+
+
+def test_destroy_removes_the_network_even_when_a_cgroup_will_not_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ichor.provision import _container
+    from ichor.provision._record import ClusterRecord
+
+    stuck = tmp_path / "ichor/c/n"
+    stuck.mkdir(parents=True)
+    (stuck / "not-a-cgroup-file").write_text("")
+    removed: list[str] = []
+    monkeypatch.setattr(_container.net, "delete_link", lambda name: removed.append(name) or True)
+    monkeypatch.setattr(_container.net, "remove_firewall", lambda name: removed.append(name) or True)
+    monkeypatch.setattr(_container.net, "remove_blackhole", lambda cidr: removed.append(cidr))
+    record = ClusterRecord(name="c", cidr="10.9.9.0/24", state_dir=str(tmp_path), provisioner="container",
+                           bridge="talosx", firewall="ichor-talosx", blackhole="10.9.9.0/24",
+                           cgroups=[str(tmp_path / "ichor/c")])  # fmt: skip
+    said: list[str] = []
+    with pytest.raises(MachineryError, match="cannot remove cgroup"):
+        _container.remove_network(record, said.append)
+    assert removed == ["talosx", "ichor-talosx", "10.9.9.0/24"]  # the blackhole last
+    assert said[-1] == "removed the blackhole route for 10.9.9.0/24"

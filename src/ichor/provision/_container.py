@@ -195,17 +195,25 @@ def _tail(path: Path) -> str:
 
 
 def remove_network(record: ClusterRecord, progress: Callable[[str], None]) -> None:
-    """The nodes' cgroups, the veths, the bridge, the forwarding guard, then the blackhole route, last. Only once no process of the cluster runs.
+    """The veths, the bridge, the forwarding guard, then the blackhole route, last; and the nodes'
+    cgroups. Only once no process of the cluster runs.
 
     A node's namespace goes when its last process has, but the kernel dismantles it a moment
-    later: its veth is deleted here rather than left to that."""
+    later: its veth is deleted here rather than left to that. A cgroup that will not go is raised
+    only once the network is gone (``cluster destroy`` again retries it)."""
+    kept: MachineryError | None = None
+    try:
+        for done in _cgroups.remove(Path(d) for d in record.cgroups):
+            progress(done)
+        if record.cgroups:
+            progress(
+                f"removed the nodes' cgroups ({_cgroups.PARENT}/{record.name} in {len(record.cgroups)} hierarchies)"
+            )
+    except MachineryError as exc:
+        kept = exc
     if record.provisioner == "container":
         for node in record.nodes:
             net.delete_link(net.veth_name(record.name, node.name))
-    for done in _cgroups.remove(Path(d) for d in record.cgroups):
-        progress(done)
-    if record.cgroups:
-        progress(f"removed the cluster's cgroups ({', '.join(record.cgroups)})")
     if record.bridge and net.delete_link(record.bridge):
         progress(f"removed bridge {record.bridge}")
     if record.firewall and net.remove_firewall(record.firewall):
@@ -213,3 +221,5 @@ def remove_network(record: ClusterRecord, progress: Callable[[str], None]) -> No
     if record.blackhole:
         net.remove_blackhole(record.blackhole)
         progress(f"removed the blackhole route for {record.blackhole}")
+    if kept is not None:
+        raise kept
