@@ -192,7 +192,7 @@ class _SystemServices:
         node = self.node
         context = MachineContext(
             layout=node.layout, state=node.state, supervisor=self.supervisor, events=node.events, store=self.store,
-            lifecycle=self.lifecycle, etcd=self.etcd_ops, clock=node.clock,
+            lifecycle=self.lifecycle, etcd=self.etcd_ops, clock=node.clock, say=self.etcd.say,
         )  # fmt: skip
         roles = roles_from_metadata
         return [

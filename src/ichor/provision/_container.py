@@ -21,6 +21,7 @@ from pathlib import Path
 
 from ichor.machinery import proc
 from ichor.machinery.errors import MachineryError
+from ichor.provision import _cgroups
 from ichor.provision import _network as net
 from ichor.provision._namespaces import network_namespace_of
 from ichor.provision._processes import ProcessId, tags
@@ -201,13 +202,14 @@ def _create_extra_network(record: ClusterRecord, progress: Callable[[str], None]
 
 
 def _start_launcher(
-    node: NodeRecord, state_dir: Path, config: Path, extensions: list[str]
+    cluster: str, node: NodeRecord, state_dir: Path, config: Path, extensions: list[str]
 ) -> proc.Background:
     command = [
         sys.executable, "-m", "ichor.provision.launcher", "--root", node.root, "--address", node.address,
         "--log", str(state_dir / f"{node.name}.log"),
         "--state-file", str(launcher_state_file(state_dir, node.name)),
         "--container", str(state_dir / f"{node.name}.rootfs"), "--hostname", node.name, "--config", str(config),
+        "--cgroup", f"{cluster}/{node.name}",
         *(arg for ext in extensions for arg in ("--extension", ext)),
     ]  # fmt: skip
     background = proc.start(
@@ -219,12 +221,17 @@ def _start_launcher(
 
 
 def start_nodes(record: ClusterRecord, progress: Callable[[str], None]) -> None:
-    """Each node's launcher (which makes the node's namespaces), then its veth into them."""
+    """Each node's cgroups and launcher (which makes the node's namespaces), then its veth into them."""
     state_dir = Path(record.state_dir)
     host_ns = network_namespace_of(os.getpid())
+    hierarchies = _cgroups.current()
+    record.cgroups = [str(d) for d in _cgroups.cluster_dirs(hierarchies, record.name)]
+    record.save()
     for node in record.nodes:
         Path(node.root).mkdir(parents=True, exist_ok=True, mode=0o700)
-        launcher = _start_launcher(node, state_dir, state_dir / f"{node.name}.yaml", record.extensions)
+        _cgroups.create(hierarchies, record.name, node.name)
+        config = state_dir / f"{node.name}.yaml"
+        launcher = _start_launcher(record.name, node, state_dir, config, record.extensions)
         record.save()
         deadline = time.monotonic() + NAMESPACE_TIMEOUT
         while network_namespace_of(launcher.pid) in (host_ns, None):
@@ -255,10 +262,22 @@ def _tail(path: Path) -> str:
 
 
 def remove_network(record: ClusterRecord, progress: Callable[[str], None]) -> None:
-    """The veths, the bridge, the forwarding guard, then the blackhole route, last. Only once no process of the cluster runs.
+    """The veths, the bridge, the forwarding guard, then the blackhole route, last; and the nodes'
+    cgroups. Only once no process of the cluster runs.
 
     A node's namespace goes when its last process has, but the kernel dismantles it a moment
-    later: its veth is deleted here rather than left to that."""
+    later: its veth is deleted here rather than left to that. A cgroup that will not go is raised
+    only once the network is gone (``cluster destroy`` again retries it)."""
+    kept: MachineryError | None = None
+    try:
+        for done in _cgroups.remove(Path(d) for d in record.cgroups):
+            progress(done)
+        if record.cgroups:
+            progress(
+                f"removed the nodes' cgroups ({_cgroups.PARENT}/{record.name} in {len(record.cgroups)} hierarchies)"
+            )
+    except MachineryError as exc:
+        kept = exc
     if record.provisioner == "container":
         for node in record.nodes:
             net.delete_link(net.veth_name(record.name, node.name))
@@ -275,3 +294,5 @@ def remove_network(record: ClusterRecord, progress: Callable[[str], None]) -> No
     if record.blackhole:
         net.remove_blackhole(record.blackhole)
         progress(f"removed the blackhole route for {record.blackhole}")
+    if kept is not None:
+        raise kept

@@ -12,6 +12,7 @@ import ctypes.util
 import os
 
 __all__ = [
+    "CLONE_NEWCGROUP",
     "CLONE_NEWIPC",
     "CLONE_NEWNET",
     "CLONE_NEWNS",
@@ -33,6 +34,7 @@ __all__ = [
 ]
 
 CLONE_NEWNS = 0x00020000
+CLONE_NEWCGROUP = 0x02000000
 CLONE_NEWUTS = 0x04000000
 CLONE_NEWIPC = 0x08000000
 CLONE_NEWPID = 0x20000000

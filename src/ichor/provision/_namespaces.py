@@ -26,8 +26,8 @@ from pathlib import Path
 
 from ichor.machinery import proc
 from ichor.machinery.errors import MachineryError
+from ichor.provision import _cgroups, _rootfs
 from ichor.provision import _linux as linux
-from ichor.provision import _rootfs
 
 __all__ = ["EXTERNAL_INTERFACE", "NodeNamespaces", "network_namespace_of"]
 
@@ -71,20 +71,31 @@ class NodeNamespaces:
     """The namespaces and root of one container node (see the module docstring)."""
 
     def __init__(
-        self, rootfs: Path, node_root: Path, hostname: str, *, sleep: Callable[[float], None] = time.sleep
+        self,
+        rootfs: Path,
+        node_root: Path,
+        hostname: str,
+        *,
+        cgroups: Sequence[_cgroups.Hierarchy] = (),
+        sleep: Callable[[float], None] = time.sleep,
     ):
         self.rootfs = rootfs
         self.node_root = node_root
         self.hostname = hostname
+        self.cgroups = cgroups
+        """The hierarchies whose node directory the launcher has joined: the node's cgroup namespace
+        starts there and its root mounts them (none: the node shares the launcher's cgroups)."""
         self.sleep = sleep
         self._own_pid_ns = -1
 
     def enter(self) -> None:
-        """Unshare the node's namespaces (the launcher moves into them) and build its root."""
+        """Unshare the node's namespaces (the launcher moves into them; its cgroups, joined before,
+        become the root of the node's cgroup namespace) and build its root."""
         self._own_pid_ns = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
-        linux.unshare(linux.CLONE_NEWNS | linux.CLONE_NEWUTS | linux.CLONE_NEWIPC | linux.CLONE_NEWNET)
+        flags = linux.CLONE_NEWNS | linux.CLONE_NEWUTS | linux.CLONE_NEWIPC | linux.CLONE_NEWNET
+        linux.unshare(flags | (linux.CLONE_NEWCGROUP if self.cgroups else 0))
         socket.sethostname(self.hostname)
-        _rootfs.build(self.rootfs, self.node_root)
+        _rootfs.build(self.rootfs, self.node_root, self.cgroups)
         proc.run(["ip", "link", "set", "lo", "up"], timeout=10)
 
     def wait_for_interface(self, timeout: float = INTERFACE_TIMEOUT) -> None:

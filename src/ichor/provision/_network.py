@@ -326,11 +326,14 @@ def remove_firewall(table: str) -> bool:
     return True
 
 
-def wait_until_logged(child: proc.Background, log: Path, marker: str, failure: str, *, hint: str) -> None:
-    """Until the server started as ``child`` writes ``marker`` to ``log``; if it exits or takes over
-    :data:`DHCP_TIMEOUT`, stop it and raise ``failure`` with the log's tail."""
+def wait_until_logged(
+    child: proc.Background, log: Path, marker: str, failure: str, *, hint: str, since: int = 0
+) -> None:
+    """Until the server started as ``child`` writes ``marker`` to ``log`` (after its first ``since``
+    bytes: what an earlier run wrote); if it exits or takes over :data:`DHCP_TIMEOUT`, stop it and
+    raise ``failure`` with the log's tail."""
     deadline = time.monotonic() + DHCP_TIMEOUT
-    while marker not in (log.read_text() if log.exists() else ""):
+    while marker.encode() not in (log.read_bytes()[since:] if log.exists() else b""):
         if child.poll() is not None or time.monotonic() > deadline:
             child.stop(timeout=2)
             tail = log.read_text().strip()[-400:] if log.exists() else "no output"

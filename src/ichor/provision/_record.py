@@ -84,6 +84,8 @@ class ClusterRecord:
     extra_bridge: str = ""
     """The extra network's bridge ("" until create made it)."""
     extra_dhcp_pid: int = 0
+    cgroups: list[str] = field(default_factory=list)
+    """The cluster's cgroup directory in each hierarchy (container nodes), removed on destroy."""
 
     @property
     def file(self) -> Path:

@@ -80,11 +80,13 @@ def start_registry(state_dir: Path, address: str) -> tuple[str, proc.Background]
         )
     endpoint = f"{address}:{REGISTRY_PORT}"
     log = registry_log(state_dir)
+    # Started again (the registry came back): only what this run logs counts.
+    since = log.stat().st_size if log.exists() else 0
     child = proc.start([binary, "serve", str(_config(state_dir, address))], output=log, env=tags(state_dir),
                        hint=REGISTRY_HINT)  # fmt: skip
     wait_until_logged(
         child, log, f"listening on {endpoint}", f"the cluster's registry did not start on {endpoint}",
-        hint=f"see {log}; is port {REGISTRY_PORT} on {address} in use?",
+        hint=f"see {log}; is port {REGISTRY_PORT} on {address} in use?", since=since,
     )  # fmt: skip
     if not registry_answers(endpoint):
         child.stop(timeout=2)

@@ -9,7 +9,8 @@ holding Talos's paths as real paths, so machined runs with Talos's layout unchan
 - ``/system/run``, ``/tmp``, ``/run``, ``/dev/shm``, and the rest of ``/system`` and ``/etc``:
   tmpfs, as on Talos (lost when the node powers off);
 - ``/dev``: the harmless device nodes (null, zero, full, random, urandom, tty) bound from the host;
-  ``/sys``: a read-only sysfs of the node's own network namespace; ``/proc``: mounted by each boot's
+  ``/sys``: a read-only sysfs of the node's own network namespace, with the node's own cgroup
+  hierarchies at ``/sys/fs/cgroup`` (:mod:`._cgroups`); ``/proc``: mounted by each boot's
   PID 1 (:func:`enter`), so it shows the node's processes only;
 - read-only: the host directories Python and Ichor run from (:func:`host_paths`), at their host
   paths, so the same interpreter, virtualenv, source and etcd binaries run inside.
@@ -25,9 +26,11 @@ import contextlib
 import os
 import shutil
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from ichor.machinery.errors import MachineryError
+from ichor.provision import _cgroups
 from ichor.provision import _linux as linux
 
 __all__ = ["DISKS", "build", "disk_dirs", "enter", "host_paths", "leave"]
@@ -88,8 +91,9 @@ def _tmpfs(target: Path, mode: int = 0o755, flags: int = linux.MS_NOSUID | linux
     linux.mount("tmpfs", str(target), "tmpfs", flags, f"mode={mode:o}")
 
 
-def build(rootfs: Path, node_root: Path) -> None:
-    """Mount the node's root at ``rootfs`` (an empty directory) from its disks under ``node_root``."""
+def build(rootfs: Path, node_root: Path, cgroups: Sequence[_cgroups.Hierarchy] = ()) -> None:
+    """Mount the node's root at ``rootfs`` (an empty directory) from its disks under ``node_root``,
+    with ``cgroups`` mounted at ``/sys/fs/cgroup`` (in the node's cgroup namespace: its own subtree)."""
     # Nothing mounted from here on may propagate back to the host's mount namespace.
     linux.mount(None, "/", None, linux.MS_REC | linux.MS_PRIVATE)
     rootfs.mkdir(parents=True, exist_ok=True)
@@ -117,6 +121,8 @@ def build(rootfs: Path, node_root: Path) -> None:
     (rootfs / "sys").mkdir()
     flags = linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC
     linux.mount("sysfs", str(rootfs / "sys"), "sysfs", flags)
+    if cgroups:
+        _cgroups.mount_in(rootfs, cgroups)
 
     for disk in disk_dirs(node_root):
         _bind(disk, rootfs / disk.relative_to(node_root))

@@ -8,7 +8,8 @@ pause.
 
 With ``--container ROOTFS`` the launcher is a container node's runtime
 (:mod:`ichor.provision._namespaces`): it moves into the node's own mount, UTS, IPC and network
-namespaces, builds the node's root at ROOTFS, waits for ``eth0``, and starts every boot of machined
+namespaces (and, with ``--cgroup``, into the node's own cgroups and a cgroup namespace rooted there),
+builds the node's root at ROOTFS, waits for ``eth0``, and starts every boot of machined
 as PID 1 of a fresh PID namespace chrooted there, so a reboot keeps the node's network and mounts.
 
 What the launcher is doing is written (atomically) to ``--state-file`` for ``cluster show``:
@@ -152,6 +153,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="run the node in namespaces of its own, with its root built at ROOTFS")  # fmt: skip
     parser.add_argument("--hostname", help="the container node's initial hostname (--container)")
     parser.add_argument("--config", type=Path, help="the machine config the container node boots with")
+    parser.add_argument("--cgroup", metavar="CLUSTER/NODE",
+                        help="the container node's cgroup directory (made by the provisioner) to join in every hierarchy")  # fmt: skip
     parser.add_argument("--extension", action="append", default=[], metavar="DIR",
                         help="a system extension to layer into the container node (repeatable)")  # fmt: skip
     args = parser.parse_args(argv)
@@ -163,9 +166,15 @@ def main(argv: list[str] | None = None) -> int:
             return proc.start([*machined, "--root", str(args.root)], output=args.log)
 
     else:
+        from ichor.provision import _cgroups
         from ichor.provision._namespaces import NodeNamespaces
 
-        namespaces = NodeNamespaces(args.container, args.root, args.hostname or "talos")
+        found: list[_cgroups.Hierarchy] = []
+        if args.cgroup is not None:
+            found = _cgroups.current()
+            cluster, _, node_name = args.cgroup.partition("/")
+            _cgroups.join(_cgroups.node_dirs(found, cluster, node_name))
+        namespaces = NodeNamespaces(args.container, args.root, args.hostname or "talos", cgroups=found)
         namespaces.enter()
         from ichor.provision._extensions import layer
 

@@ -5,6 +5,8 @@ Exceptions::
 
     CRIError                        anything here; carries an optional ``hint``
     ├── CRIConfigError              a configuration that cannot be rendered (names the config key)
+    ├── PullAttemptError            one ``ctr images pull`` that failed (its whole output)
+    ├── ImagePullError              a pull given up: names each mirror asked and its answer
     └── ContainerdUnavailableError  containerd does not answer on its socket
 
 It renders files and talks to a running containerd; the services that run containerd are
@@ -30,6 +32,14 @@ from ichor.machined.cri._config import (
 from ichor.machined.cri._ctr import Container, Ctr, Image
 from ichor.machined.cri._errors import ContainerdUnavailableError, CRIConfigError, CRIError
 from ichor.machined.cri._hosts import HostFiles, host_directory, render_registries
+from ichor.machined.cri._pull import (
+    PULL_TIMEOUT,
+    ImagePullError,
+    PullAttemptError,
+    mirrors_for,
+    pull_with_retry,
+    registry_of,
+)
 
 __all__ = [
     "CRI",
@@ -38,6 +48,7 @@ __all__ = [
     "CRI_HOSTS_DIR",
     "CRI_MERGED_CONFIG",
     "CRI_REGISTRIES_PART",
+    "PULL_TIMEOUT",
     "SYSTEM",
     "CRIConfigError",
     "CRIError",
@@ -46,11 +57,16 @@ __all__ = [
     "Ctr",
     "HostFiles",
     "Image",
+    "ImagePullError",
     "Instance",
+    "PullAttemptError",
     "cri_base_part",
     "cri_config",
     "host_directory",
     "merge_parts",
+    "mirrors_for",
+    "pull_with_retry",
+    "registry_of",
     "render_registries",
     "system_config",
 ]

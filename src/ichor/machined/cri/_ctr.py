@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ichor.machined.cri._errors import ContainerdUnavailableError, CRIError
+from ichor.machined.cri._pull import PullAttemptError
 from ichor.machinery import proc
 from ichor.machinery.errors import ProcessError
 
@@ -95,15 +96,21 @@ class Ctr:
         if namespace:
             argv += ["--namespace", namespace]
         try:
-            return proc.run([*argv, *args], timeout=timeout).stdout
-        except ProcessError as err:
-            tail = (err.stderr_tail or str(err)).strip()
-            if "connection refused" in tail or "no such file" in tail or "connection error" in tail:
-                raise ContainerdUnavailableError(
-                    f"containerd at {self.address} does not answer: {tail}",
-                    hint="see `talosctl services` and `talosctl logs containerd` / `talosctl logs cri`",
-                ) from err
-            raise CRIError(f"ctr {' '.join(args)}: {tail}") from err
+            done = proc.run([*argv, *args], timeout=timeout, check=False)
+        except ProcessError as err:  # did not start, or timed out
+            raise CRIError(f"ctr {' '.join(args)}: {(err.stderr_tail or str(err)).strip()}") from err
+        if done.exit_code == 0:
+            return done.stdout
+        stderr = done.stderr.strip()
+        # Only a failure to reach containerd's own socket: a registry refusing a pull is not that.
+        if f'failed to dial "{self.address}"' in stderr or f"dial unix {self.address}" in stderr:
+            raise ContainerdUnavailableError(
+                f"containerd at {self.address} does not answer: {stderr.splitlines()[-1]}",
+                hint="see `talosctl services` and `talosctl logs containerd` / `talosctl logs cri`",
+            )
+        if args[:2] == ("images", "pull"):
+            raise PullAttemptError(stderr)
+        raise CRIError(f"ctr {' '.join(args)}: {stderr[-2000:] or f'exit code {done.exit_code}'}")
 
     async def version(self) -> str:
         """The server's version (the health check): ``1.6.20``."""

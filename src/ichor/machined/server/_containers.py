@@ -3,7 +3,8 @@
 
 ``Containers`` with ``namespace: k8s.io`` asks the CRI containerd, anything else the system one
 (``talosctl containers [-k]``); ``ImageList``/``ImagePull`` map ``NS_CRI`` (the default) to
-``k8s.io`` in the CRI containerd and ``NS_SYSTEM`` to ``system`` in the system containerd. A node
+``k8s.io`` in the CRI containerd and ``NS_SYSTEM`` to ``system`` in the system containerd; a pull is
+retried while its registry cannot be reached (:func:`ichor.machined.cri.pull_with_retry`). A node
 that runs no containerd answers ``FAILED_PRECONDITION`` with the reason; a containerd that does not
 answer is ``UNAVAILABLE``, as in Talos.
 """
@@ -90,14 +91,29 @@ class ContainerMethods:
             )
 
     async def ImagePull(self, stream: Stream[Any, Any]) -> None:
+        """Retried while the registry cannot be reached (Talos's ``image.Pull``), each retry on the
+        node's console with its reason; bounded by the caller's deadline when it sets one."""
         request = await self._request(stream, "ImagePull")
-        if not request.reference:
+        reference = request.reference
+        if not reference:
             raise GRPCError(Status.INVALID_ARGUMENT, "image reference is required")
         instance = _image_instance(request.namespace)
+        ctr = self._ctr(instance)
+        hosts_dir = self._node.layout.path(cri.CRI_HOSTS_DIR)
+        timeout = cri.PULL_TIMEOUT
+        if stream.deadline is not None:
+            timeout = min(timeout, max(0.0, stream.deadline.time_remaining() - 1.0))
         try:
-            await self._ctr(instance).pull(
-                instance.namespace, request.reference, self._node.layout.path(cri.CRI_HOSTS_DIR)
+            await cri.pull_with_retry(
+                lambda: ctr.pull(instance.namespace, reference, hosts_dir),
+                reference,
+                cri.mirrors_for(hosts_dir, cri.registry_of(reference)),
+                report=self._node.say,
+                timeout=timeout,
             )
+        except cri.ImagePullError as err:
+            status = Status.NOT_FOUND if err.not_found else Status.UNAVAILABLE
+            raise GRPCError(status, f"{err}; hint: {err.hint}" if err.hint else str(err)) from None
         except cri.CRIError as err:
             raise _grpc_error(err) from None
         await stream.send_message(machine_pb2.ImagePullResponse(messages=[machine_pb2.ImagePull()]))

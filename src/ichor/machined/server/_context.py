@@ -62,8 +62,11 @@ class MachineContext:
         lifecycle: Lifecycle,
         etcd: EtcdOperations,
         clock: Callable[[], datetime],
+        say: Callable[[str], None] = lambda _: None,
     ) -> None:
         self.layout = layout
+        self.say = say
+        """Writes a line on the node's console (``talosctl dmesg``)."""
         self.state = state
         self.supervisor = supervisor
         self.events = events
