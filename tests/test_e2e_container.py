@@ -122,13 +122,35 @@ def test_container_cluster_create_reboot_destroy_leaves_nothing(cluster: Cluster
     assert f"eth0/{cluster.worker}/24" in again.stdout, again.stdout + again.stderr
 
     node_namespaces = {ns for p in launchers for ns in _namespaces(p.id.pid).values()}
+    before_destroy = _uptime_ticks()
     destroyed = _talosctl(cluster.home, "cluster", "destroy", "--name", NAME, "--state", str(cluster.state),
                           timeout=120)  # fmt: skip
     assert destroyed.exit_code == 0, destroyed.stderr
     assert destroyed.stderr.splitlines()[-2].startswith("removed the blackhole route"), destroyed.stderr
     assert _leftovers(cluster) == []
-    listed = proc.run(["lsns", "-n", "-o", "NS"]).stdout.split()
-    assert node_namespaces.isdisjoint(int(ns) for ns in listed)
+    assert _still_held(node_namespaces, since=before_destroy) == []
+
+
+def _uptime_ticks() -> float:
+    return float(Path("/proc/uptime").read_text().split()[0]) * os.sysconf("SC_CLK_TCK")
+
+
+def _still_held(namespaces: set[int], since: float) -> list[str]:
+    """The namespaces of ``namespaces`` some process still holds (lsns). A namespace inode is reused
+    at once by the kernel: one held only by processes started after ``since`` (destroy began) (clock ticks since
+    boot, /proc/<pid>/stat's start time) is a new namespace of somebody else's, not a leftover."""
+    held = []
+    for line in proc.run(["lsns", "-n", "-o", "NS,PID"]).stdout.splitlines():
+        ns, pid = (int(field) for field in line.split())
+        if ns not in namespaces:
+            continue
+        try:
+            started = float(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        except (OSError, IndexError, ValueError):
+            continue  # gone since lsns looked
+        if started <= since:
+            held.append(f"namespace {ns} held by PID {pid}")
+    return held
 
 
 def test_a_failed_create_removes_the_network_and_keeps_the_logs(cluster: Cluster) -> None:
