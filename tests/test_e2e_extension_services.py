@@ -93,7 +93,7 @@ def test_hello_world_extension_service(tmp_path: Path) -> None:
     ext = make_extension(tmp_path / "exts")
     with container_cluster(tmp_path, "ext-svc") as cluster:
         cluster.create("--controlplanes", "1", "--workers", "1", "--extension", str(ext))
-        cp, worker = cluster.address(2), cluster.address(3)
+        cp, worker_name = cluster.address(2), "ext-svc-worker-1"
 
         def service(node: str, sid: str) -> str:
             shown = cluster.talosctl("-n", node, "service", sid)
@@ -119,12 +119,14 @@ def test_hello_world_extension_service(tmp_path: Path) -> None:
         assert any(e.startswith('Waiting for service "containerd" to be "up"') for e in events[3:]), shown
 
         def page() -> str | None:
-            got = cluster.in_node(worker, "busybox", "wget", "-q", "-O", "-", f"http://{cp}:8080/")
+            got = cluster.in_node(worker_name, "busybox", "wget", "-q", "-O", "-", f"http://{cp}:8080/")
             return None if got.stdout == "hello from an extension\n" else got.stdout + got.stderr
 
         eventually(page, "the page answers from the worker", timeout=30)
         logs = cluster.talosctl("-n", cp, "logs", "ext-hello-world")
-        assert "GET /" in logs.stdout or "/index.html" in logs.stdout, logs.stdout + logs.stderr
+        # busybox httpd -v logs each answer with the client's address: the worker's
+        assert f"[::ffff:{cluster.address(3)}]" in logs.stdout, logs.stdout + logs.stderr
+        assert "response:200" in logs.stdout, logs.stdout
 
         # stop / start / restart through the API
         assert cluster.talosctl("-n", cp, "service", "ext-hello-world", "stop").exit_code == 0
@@ -133,7 +135,8 @@ def test_hello_world_extension_service(tmp_path: Path) -> None:
         )
         assert "Sending SIGTERM to task ext-hello-world" in service(cp, "ext-hello-world")
         assert (
-            cluster.in_node(worker, "busybox", "wget", "-q", "-O", "-", f"http://{cp}:8080/").exit_code != 0
+            cluster.in_node(worker_name, "busybox", "wget", "-q", "-O", "-", f"http://{cp}:8080/").exit_code
+            != 0
         )
         assert cluster.talosctl("-n", cp, "service", "ext-hello-world", "start").exit_code == 0
         eventually(running(cp), "started again")
@@ -157,7 +160,7 @@ def test_hello_world_extension_service(tmp_path: Path) -> None:
 
             def served(text: str = text) -> str | None:
                 got = cluster.in_node(
-                    worker, "busybox", "wget", "-q", "-O", "-", f"http://{cp}:8080/config.txt"
+                    worker_name, "busybox", "wget", "-q", "-O", "-", f"http://{cp}:8080/config.txt"
                 )
                 return None if got.stdout == text else got.stdout + got.stderr
 
