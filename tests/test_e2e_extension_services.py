@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from container_helpers import CONTAINER_NODES, container_cluster
+from container_helpers import CONTAINER_NODES, ContainerCluster, container_cluster
 
 from ichor.images import busybox_rootfs
 
@@ -41,6 +43,20 @@ container:
   args: [sh, -c, "echo going away; exit 3"]
 restart: never
 """
+UNTIL = """\
+name: until
+container:
+  entrypoint: ./bin/busybox
+  args: [sh, -c, "exit 0"]
+restart: untilSuccess
+"""
+FOREVER = """\
+name: forever
+container:
+  entrypoint: ./bin/busybox
+  args: [sh, -c, "exit 1"]
+restart: always
+"""
 BROKEN = "name: Bad_Name\ncontainer:\n  entrypoint: ./x\ndepends:\n  - bogus: 1\nrestart: always\n"
 MOUNT_POINTS = ("proc", "dev", "sys", "run")
 CONFIG = """\
@@ -60,7 +76,7 @@ def make_extension(root: Path) -> Path:
     rootfs = ext / "rootfs/usr/local"
     specs = rootfs / "etc/containers"
     specs.mkdir(parents=True)
-    for name in ("hello-world", "oneshot"):
+    for name in ("hello-world", "oneshot", "until", "forever"):
         root = busybox_rootfs(rootfs / "lib/containers" / name)
         for mount_point in MOUNT_POINTS:  # a read-only rootfs must ship its mount points
             (root / mount_point).mkdir(parents=True, exist_ok=True)
@@ -68,6 +84,8 @@ def make_extension(root: Path) -> Path:
     (rootfs / "lib/containers/hello-world/var/www/index.html").write_text("hello from an extension\n")
     (specs / "hello-world.yaml").write_text(HELLO)
     (specs / "oneshot.yaml").write_text(ONESHOT)
+    (specs / "until.yaml").write_text(UNTIL)
+    (specs / "forever.yaml").write_text(FOREVER)
     (specs / "broken.yaml").write_text(BROKEN)
     (ext / "manifest.yaml").write_text(MANIFEST)
     return ext
@@ -83,6 +101,18 @@ def eventually(check: Callable[[], str | None], what: str, timeout: float = 90) 
             return
         time.sleep(1)
     raise AssertionError(f"{what}: {reason}")
+
+
+def system_containerd(cluster: ContainerCluster, node: str) -> int:
+    """The host PID of ``node``'s system containerd (a descendant of its launcher)."""
+    todo = [cluster.launcher_pid(node)]
+    while todo:
+        pid = todo.pop()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        if argv[0].endswith(b"containerd") and b"/etc/containerd/config.toml" in argv:
+            return pid
+        todo += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    raise AssertionError(f"no system containerd in {node}")
 
 
 def host_cgroups(name: str) -> list[Path]:
@@ -166,12 +196,27 @@ def test_hello_world_extension_service(tmp_path: Path) -> None:
 
             eventually(served, f"config file {text} served", timeout=30)
 
+        # kill -9 the system containerd: the supervisor restarts it and ext-hello-world comes back
+        started = service(cp, "ext-hello-world").count("Started task")
+        os.kill(system_containerd(cluster, "ext-svc-controlplane-1"), signal.SIGKILL)
+        eventually(more_starts(started), "ext-hello-world back after containerd was killed")
+        eventually(page, "the page answers again", timeout=30)
+
         # a process that exits at once under restart: never, and a refused spec
         eventually(
             lambda: None if "STATE    Failed" in (t := service(cp, "ext-oneshot")) else t, "oneshot Failed"
         )
         assert "exit status 3" in service(cp, "ext-oneshot")
         assert "going away" in cluster.talosctl("-n", cp, "logs", "ext-oneshot").stdout
+        # untilSuccess: a clean exit finishes it; always: an exit is restarted, with the reason
+        eventually(
+            lambda: None if "STATE    Finished" in (t := service(cp, "ext-until")) else t, "until Finished"
+        )
+        assert "Service finished successfully" in service(cp, "ext-until")
+        restarting = "Error running Containerd(ext-forever), going to restart forever: exit status 1"
+        eventually(
+            lambda: None if restarting in (t := service(cp, "ext-forever")) else t, "forever restarting"
+        )
         broken = service(cp, "ext-broken")
         assert "STATE    Failed" in broken and 'name "Bad_Name" is invalid' in broken, broken
         assert "depends[0].bogus: unknown key" in broken, broken
