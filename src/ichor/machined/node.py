@@ -165,6 +165,7 @@ class _SystemServices:
     def for_config(self, loaded: LoadedConfig) -> Sequence[Service]:
         from ichor.machined.services.apid import apid_service
         from ichor.machined.services.containerd import containerd_services
+        from ichor.machined.services.extensions import extension_services
         from ichor.machined.services.machined import machined_service
         from ichor.machined.services.trustd import trustd_service
 
@@ -173,13 +174,19 @@ class _SystemServices:
             machined_service(layout, self.handlers),
             apid_service(layout, state),
             *containerd_services(layout),
+            *extension_services(layout, state),
         ]
         if loaded.is_control_plane:
             services += [trustd_service(layout, state), self.etcd.service()]
         return services
 
     def background(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
-        return [lambda: self.etcd.follow_spec(self.supervisor)]
+        from ichor.machined.services.extensions import follow_configs
+
+        return [
+            lambda: self.etcd.follow_spec(self.supervisor),
+            lambda: follow_configs(self.node.state, self.supervisor),
+        ]
 
     def handlers(self) -> list[Any]:
         from ichor.machined.server._cluster import ClusterService

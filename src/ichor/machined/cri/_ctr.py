@@ -129,6 +129,30 @@ class Ctr:
         tasks = await asyncio.to_thread(self._run, namespace, "tasks", "ls")
         return parse_containers(containers, tasks)
 
+    def run_args(self, namespace: str, container_id: str, config: Path) -> list[str]:
+        """``ctr run --rm --config <config.json> <id>``: create the container from an OCI spec and run
+        its task in the foreground. ``ctr`` relays the task's stdout/stderr, forwards the signals it
+        gets (SIGTERM stops the task) and exits with the task's status; ``--rm`` deletes the
+        container when the task ends."""
+        argv = [self.binary, "--address", str(self.address), "--namespace", namespace]
+        return [*argv, "run", "--rm", "--config", str(config), container_id]
+
+    async def task_pid(self, namespace: str, container_id: str) -> int:
+        """The PID of the container's running task (0 while there is none)."""
+        for container in await self.containers(namespace):
+            if container.id == container_id and container.status == "RUNNING":
+                return container.pid
+        return 0
+
+    async def remove(self, namespace: str, container_id: str) -> None:
+        """Kill and delete the container's task, then the container; whatever is missing is skipped."""
+        for args in (("tasks", "delete", "--force", container_id), ("containers", "delete", container_id)):
+            try:
+                await asyncio.to_thread(self._run, namespace, *args)
+            except CRIError as err:
+                if "not found" not in str(err):
+                    raise
+
     async def pull(self, namespace: str, reference: str, hosts_dir: Path) -> None:
         """Pull ``reference`` through the registry host files (mirrors) in ``hosts_dir``."""
         await asyncio.to_thread(

@@ -19,7 +19,8 @@ Exceptions::
 The supervisor itself builds no COSI resources and speaks no gRPC: ``v1alpha1.ServiceController``
 turns :class:`ServiceInfo` into ``Services.v1alpha1.talos.dev`` and the node publishes
 :class:`ServiceEvent` s as ``ServiceStateEvent``. The system services machined runs are defined one
-per module here (``machined``, ``apid``, ``trustd``, ``etcd``), their resource-based conditions in
+per module here (``machined``, ``apid``, ``trustd``, ``etcd``, ``containerd``, extension services
+``ext-<name>`` in ``extensions``), their resource-based conditions in
 :mod:`~ichor.machined.services.conditions`.
 """
 

@@ -19,7 +19,9 @@ from ._oci import (
     GRANTABLE_CAPABILITIES,
     OCI_VERSION,
     ServiceConfig,
+    capabilities_in,
     config_file_source,
+    fit_to_node,
     runtime_spec,
 )
 from ._service import (
@@ -60,7 +62,9 @@ __all__ = [
     "ServiceSpec",
     "SpecRefusal",
     "SystemExtension",
+    "capabilities_in",
     "config_file_source",
+    "fit_to_node",
     "load_extension",
     "load_service_specs",
     "parse_service_spec",

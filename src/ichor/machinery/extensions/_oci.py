@@ -32,7 +32,9 @@ __all__ = [
     "GRANTABLE_CAPABILITIES",
     "OCI_VERSION",
     "ServiceConfig",
+    "capabilities_in",
     "config_file_source",
+    "fit_to_node",
     "runtime_spec",
 ]
 
@@ -180,3 +182,23 @@ def runtime_spec(
         "mounts": mounts,
         "linux": linux,
     }
+
+
+def capabilities_in(mask: int) -> frozenset[str]:
+    """The names of the capabilities set in ``mask`` (``CapBnd`` of ``/proc/<pid>/status``)."""
+    return frozenset(f"CAP_{name}" for bit, name in enumerate(_CAPABILITIES) if mask >> bit & 1)
+
+
+def fit_to_node(oci: dict[str, Any], *, held: frozenset[str], oom_score_adj: int) -> dict[str, Any]:
+    """``oci`` limited to what the node itself may hand out: Talos grants every capability its own
+    bounding set still has (it drops ``SYS_BOOT`` and ``SYS_MODULE`` at boot); a node that runs with
+    fewer (a container node inside a container) grants only ``held``. Without ``CAP_SYS_RESOURCE``
+    the OOM score adjustment cannot go below the node's own (``oom_score_adj``), so it is raised to
+    that. Returns a new dict."""
+    process = dict(oci["process"])
+    process["capabilities"] = {
+        kind: [c for c in caps if c in held] for kind, caps in oci["process"]["capabilities"].items()
+    }
+    if "CAP_SYS_RESOURCE" not in held:
+        process["oomScoreAdj"] = max(process.get("oomScoreAdj", 0), oom_score_adj)
+    return {**oci, "process": process}
