@@ -112,8 +112,9 @@ def _choose_provisioner(asked: str | None) -> tuple[str, str]:
 @click.option(
     "--extension",
     multiple=True,
-    help="a system extension directory (manifest.yaml + rootfs/) to layer into every container node "
-    "(repeatable)",
+    help="a system extension to layer into every container node (repeatable): a directory (manifest.yaml + "
+    "rootfs/), an OCI image of one (oci:<dir>[:tag], oci-archive:<file>) or an image in a loopback or "
+    "cluster-network registry (127.0.0.1:5000/<repository>:<tag>)",
 )
 @click.option("--wait/--no-wait", default=True, help="wait for the cluster to be ready before returning")
 @click.option(

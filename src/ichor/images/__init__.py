@@ -1,5 +1,5 @@
 """Container images built and moved on this machine: a reproducible OCI image from a directory
-(:mod:`._build`), its push to a registry with skopeo and the registry's answers (:mod:`._registry`),
+(:mod:`._build`), an image someone else made unpacked safely (:mod:`._unpack`), its push or pull to a registry with skopeo and the registry's answers (:mod:`._registry`),
 and image references and ``--registry-mirror`` values (:mod:`._reference`).
 
 Nothing here comes from the internet: tests build their images from a busybox-static rootfs and
@@ -22,9 +22,11 @@ from ichor.images._registry import (
     access_log,
     catalog,
     manifest_digest,
+    pull,
     push,
     registry_answers,
 )
+from ichor.images._unpack import extract_archive, open_layout, unpack_image
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
@@ -39,9 +41,13 @@ __all__ = [
     "build_layout",
     "busybox_rootfs",
     "catalog",
+    "extract_archive",
     "manifest_digest",
+    "open_layout",
     "parse_mirror",
     "parse_reference",
+    "pull",
     "push",
     "registry_answers",
+    "unpack_image",
 ]

@@ -22,7 +22,7 @@ from ichor.images._errors import ImageError
 from ichor.images._reference import Reference
 from ichor.machinery import proc
 
-__all__ = ["AccessLogEntry", "access_log", "catalog", "manifest_digest", "push", "registry_answers"]
+__all__ = ["AccessLogEntry", "access_log", "catalog", "manifest_digest", "pull", "push", "registry_answers"]
 
 SKOPEO_HINT = "install it (Debian: `apt-get install -y skopeo`; `bash run.sh` does it as root)"
 HTTP_TIMEOUT = 5.0
@@ -46,6 +46,20 @@ def push(image: BuiltImage, registry: str, reference: Reference, *, insecure: bo
          f"--dest-tls-verify={'false' if insecure else 'true'}",
          f"oci:{image.layout}:{image.tag}", destination],
         timeout=120, hint=f"is the registry at {registry} running? (`curl http://{registry}/v2/`)",
+    )  # fmt: skip
+
+
+def pull(reference: Reference, layout: Path, *, insecure: bool = True) -> None:
+    """Copy ``reference`` from its registry into a new image layout at ``layout``, tagged with its tag."""
+    skopeo = shutil.which("skopeo")
+    if skopeo is None:
+        raise ImageError("skopeo (used to pull images) is not installed", hint=SKOPEO_HINT)
+    proc.run(
+        [skopeo, "--insecure-policy", "copy", "--quiet", "--retry-times", "2",
+         f"--src-tls-verify={'false' if insecure else 'true'}",
+         f"docker://{reference}", f"oci:{layout}:{reference.tag}"],
+        timeout=120, hint=f"does the registry at {reference.registry} hold {reference.repository}:{reference.tag}? "
+                          f"(`curl http://{reference.registry}/v2/{reference.repository}/tags/list`)",
     )  # fmt: skip
 
 

@@ -29,7 +29,7 @@ from ichor.machinery.files import write_atomic
 from ichor.provision import _container
 from ichor.provision import _network as net
 from ichor.provision._addresses import DISCOVERY_PORT, allocate_addresses, check_free, discovery_address
-from ichor.provision._extensions import check_extensions
+from ichor.provision._extension_images import fetch_extensions, plan_extensions
 from ichor.provision._processes import ProcessId, tags
 from ichor.provision._record import ClusterRecord, NodeRecord, cluster_flags, launcher_state_file
 from ichor.provision._registry import check_installed as check_registry_installed
@@ -151,7 +151,7 @@ def create(
         controlplane=load_patches(list(cp_patches), flag="--config-patch-control-plane"),
         worker=load_patches(list(worker_patches), flag="--config-patch-worker"),
     )
-    layers = check_extensions(extensions, container=container)
+    extension_sources = plan_extensions(extensions, cidr=cidr, container=container)
     if container:
         _container.check_cidr(name, cidr, state, extra_cidr)
     else:
@@ -161,7 +161,7 @@ def create(
     record = ClusterRecord(
         name=name, cidr=cidr, state_dir=str(state_dir), provisioner=provisioner, mtu=mtu,
         nameservers=list(nameservers), registry_mirrors=[f"{m.registry}={m.endpoint}" for m in mirrors],
-        static_addresses=static_addresses, extensions=[str(ext.directory) for ext in layers],
+        static_addresses=static_addresses,
         extra_cidr=extra_cidr,
     )  # fmt: skip
     for i in range(controlplanes + workers):
@@ -180,6 +180,9 @@ def create(
             _container.create_network(record, progress)
         if with_registry is not None:
             _start_registry(record, container, progress)
+        if extension_sources:
+            record.extensions = fetch_extensions(extension_sources, state_dir)
+            record.save()
         _bring_up(record, patches, talosconfig.expanduser(), wait_timeout, bootstrap, wait, progress)
     except KeyboardInterrupt:
         progress("interrupted: removing what create started")

@@ -34,8 +34,11 @@ def _refuse(directory: str, message: str, hint: str) -> MachineryError:
     return MachineryError(f"--extension {directory}: {message}", hint=hint)
 
 
-def check_extensions(directories: Sequence[str], *, container: bool) -> list[SystemExtension]:
-    """Load and check every ``--extension``; raises :class:`MachineryError` naming the flag."""
+def check_extensions(
+    directories: Sequence[str], *, container: bool, given: Sequence[str] | None = None
+) -> list[SystemExtension]:
+    """Load and check every ``--extension``; raises :class:`MachineryError` naming the flag (with
+    ``given``, the words the user passed for each directory, e.g. the image it was unpacked from)."""
     if directories and not container:
         raise MachineryError(
             "--extension needs container nodes: process nodes share the host's file system",
@@ -43,24 +46,24 @@ def check_extensions(directories: Sequence[str], *, container: bool) -> list[Sys
         )
     loaded: list[SystemExtension] = []
     names: dict[str, str] = {}
-    for given in directories:
-        path = Path(given).expanduser().resolve()
+    for directory, shown in zip(directories, given or directories, strict=True):
+        path = Path(directory).expanduser().resolve()
         try:
             ext = load_extension(path)
         except ExtensionError as exc:
-            raise _refuse(given, str(exc), exc.hint or _FLAG_HINT) from None
+            raise _refuse(shown, str(exc), exc.hint or _FLAG_HINT) from None
         if any(ch in str(path) for ch in _OVERLAY_UNSAFE):
-            raise _refuse(given, "the path holds ':', ',' or '\\', which overlayfs cannot take",
+            raise _refuse(shown, "the path holds ':', ',' or '\\', which overlayfs cannot take",
                           "move or link the extension to a plain path")  # fmt: skip
         outside = [p.name for p in ext.rootfs.iterdir() if p.name != "usr"]
         outside += [f"usr/{p.name}" for p in (ext.rootfs / "usr").glob("*") if p.name != "local"]
         if outside:
-            raise _refuse(given, f"rootfs/{outside[0]}: container nodes layer only /usr/local",
+            raise _refuse(shown, f"rootfs/{outside[0]}: container nodes layer only /usr/local",
                           "a container node shares the host's kernel (no firmware or modules); keep files under rootfs/usr/local")  # fmt: skip
         if ext.metadata.name in names:
-            raise _refuse(given, f"extension {ext.metadata.name!r} is already given by --extension {names[ext.metadata.name]}",
+            raise _refuse(shown, f"extension {ext.metadata.name!r} is already given by --extension {names[ext.metadata.name]}",
                           "give each extension once")  # fmt: skip
-        names[ext.metadata.name] = given
+        names[ext.metadata.name] = shown
         loaded.append(ext)
     return loaded
 
