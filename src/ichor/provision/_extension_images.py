@@ -32,6 +32,7 @@ from ichor.images import (
     ImageError,
     Reference,
     extract_archive,
+    open_layout,
     parse_reference,
     pull,
     unpack_image,
@@ -112,15 +113,30 @@ def _parse(given: str, cidr: str) -> ExtensionSource:
     return ExtensionSource(given, SourceKind.DIRECTORY, plain.resolve())
 
 
+def _check_local(source: ExtensionSource) -> None:
+    """A layout's index, manifest and blobs, an archive's presence: wrong ones refused before anything starts."""
+    try:
+        if source.kind is SourceKind.LAYOUT:
+            assert source.path is not None
+            open_layout(source.path, source.tag)
+        elif source.kind is SourceKind.ARCHIVE and not (source.path and source.path.is_file()):
+            raise ImageError(f"{source.path} is not a file", hint="name an OCI archive: oci-archive:<file>")
+    except ImageError as exc:
+        raise MachineryError(f"--extension {source.given}: {exc}", hint=exc.hint or _SOURCES_HINT) from None
+
+
 def plan_extensions(values: Sequence[str], *, cidr: str, container: bool) -> list[ExtensionSource]:
     """Tell every ``--extension`` value's kind, refuse a remote registry, and check the plain
-    directories (images are checked once unpacked, by :func:`fetch_extensions`)."""
+    directories and local layouts (every image is checked again once unpacked, by
+    :func:`fetch_extensions`)."""
     if values and not container:
         check_extensions(values, container=False)
     try:
         sources = [_parse(value, cidr) for value in values]
     except ImageError as exc:
         raise MachineryError(str(exc), hint=exc.hint or _SOURCES_HINT) from None
+    for source in sources:
+        _check_local(source)
     directories = [s for s in sources if s.kind is SourceKind.DIRECTORY]
     check_extensions(
         [str(s.path) for s in directories], container=container, given=[s.given for s in directories]
@@ -148,6 +164,7 @@ def _unpack(source: ExtensionSource, target: Path, scratch: Path) -> None:
         unpack_image(scratch, target, tag=source.tag)
     else:
         assert source.reference is not None
+        scratch.parent.mkdir(parents=True, exist_ok=True)
         pull(source.reference, scratch)
         unpack_image(scratch, target, tag=source.reference.tag)
     shutil.rmtree(scratch)
