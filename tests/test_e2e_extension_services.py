@@ -158,6 +158,23 @@ def test_hello_world_extension_service(tmp_path: Path) -> None:
         assert f"[::ffff:{cluster.address(3)}]" in logs.stdout, logs.stdout + logs.stderr
         assert "response:200" in logs.stdout, logs.stdout
 
+        # stats, restart and a bad id through the container API
+        stats = cluster.talosctl("-n", cp, "stats")
+        assert stats.stdout.splitlines()[0].split() == ["NODE", "NAMESPACE", "ID", "MEMORY(MB)", "CPU"]
+        row = next((r.split() for r in stats.stdout.splitlines() if "ext-hello-world" in r.split()), [])
+        assert row[:3] == [cp, "system", "ext-hello-world"], stats.stdout + stats.stderr
+        assert float(row[3]) > 0 and int(row[4]) > 0, row
+        missing = cluster.talosctl("-n", cp, "restart", "no-such-container")
+        assert missing.exit_code != 0 and 'container "no-such-container" not found' in missing.stderr
+        for wrong in (("restart", "-k", "ext-hello-world"), ("logs", "-k", "ext-hello-world")):
+            refused = cluster.talosctl("-n", cp, *wrong)
+            assert refused.exit_code != 0 and "drop -k (--kubernetes)" in refused.stderr, refused.stderr
+        before = service(cp, "ext-hello-world").count("Started task")
+        restarted = cluster.talosctl("-n", cp, "restart", "ext-hello-world")
+        assert restarted.exit_code == 0 and restarted.stdout == "", restarted.stderr
+        eventually(more_starts(before), "restarted by its supervisor after talosctl restart")
+        eventually(page, "the page answers after talosctl restart", timeout=30)
+
         # stop / start / restart through the API
         assert cluster.talosctl("-n", cp, "service", "ext-hello-world", "stop").exit_code == 0
         eventually(

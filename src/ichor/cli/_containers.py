@@ -31,3 +31,22 @@ def containers(kubernetes: bool, use_cri: bool) -> None:
         click.echo(render_table(rows), nl=False)
 
     run(work)
+
+
+@click.command("restart", help="Restart a process")
+@click.argument("container_id", metavar="<id>")
+@click.option("-k", "--kubernetes", is_flag=True, help="use the k8s.io containerd namespace")
+@click.option("--use-cri", is_flag=True, hidden=True, help="use the CRI driver")
+def restart(container_id: str, kubernetes: bool, use_cri: bool) -> None:
+    """SIGTERM to the container's task; its owner (an extension service's supervisor) or, for a CRI
+    task, the node starts it again. Prints nothing when every node did it, as Talos."""
+    from ichor.api.gen.machine import machine_pb2
+
+    request = machine_pb2.RestartRequest(
+        namespace="k8s.io" if kubernetes else "system", driver=1 if kubernetes else 0, id=container_id
+    )
+
+    async def work(client: Any) -> None:
+        replies(client, await client.machine.Restart(request), "error restarting process")
+
+    run(work)

@@ -153,6 +153,7 @@ cli.add_lazy("pcap", f"{_CLI}._pcap:pcap", "Capture the network packets from the
 cli.add_lazy("stats", f"{_CLI}._netstat:stats", "Get container stats")
 cli.add_lazy("cgroups", f"{_CLI}._netstat:cgroups", "Retrieve cgroups usage information", ("cg",))
 cli.add_lazy("containers", f"{_CLI}._containers:containers", "List containers", ("c",))
+cli.add_lazy("restart", f"{_CLI}._containers:restart", "Restart a process")
 cli.add_lazy("support", f"{_CLI}._support:support", "Dump debug information about the cluster")
 cli.add_lazy(
     "completion", f"{_CLI}._completion:completion", "Output shell completion code for the specified shell"

@@ -29,7 +29,7 @@ from ichor.machined.cri._config import (
     merge_parts,
     system_config,
 )
-from ichor.machined.cri._ctr import Container, Ctr, Image
+from ichor.machined.cri._ctr import TASK_LOG_DIR, Container, Ctr, Image, TaskMetrics, parse_metrics
 from ichor.machined.cri._errors import ContainerdUnavailableError, CRIConfigError, CRIError
 from ichor.machined.cri._hosts import HostFiles, host_directory, render_registries
 from ichor.machined.cri._pull import (
@@ -50,6 +50,7 @@ __all__ = [
     "CRI_REGISTRIES_PART",
     "PULL_TIMEOUT",
     "SYSTEM",
+    "TASK_LOG_DIR",
     "CRIConfigError",
     "CRIError",
     "Container",
@@ -60,11 +61,13 @@ __all__ = [
     "ImagePullError",
     "Instance",
     "PullAttemptError",
+    "TaskMetrics",
     "cri_base_part",
     "cri_config",
     "host_directory",
     "merge_parts",
     "mirrors_for",
+    "parse_metrics",
     "pull_with_retry",
     "registry_of",
     "render_registries",

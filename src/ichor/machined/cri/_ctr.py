@@ -14,6 +14,7 @@ not answer is :class:`ContainerdUnavailableError`.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import shutil
 from dataclasses import dataclass
@@ -24,9 +25,21 @@ from ichor.machined.cri._pull import PullAttemptError
 from ichor.machinery import proc
 from ichor.machinery.errors import ProcessError
 
-__all__ = ["Container", "Ctr", "Image", "parse_containers", "parse_images", "parse_size"]
+__all__ = [
+    "TASK_LOG_DIR",
+    "Container",
+    "Ctr",
+    "Image",
+    "TaskMetrics",
+    "parse_containers",
+    "parse_images",
+    "parse_metrics",
+    "parse_size",
+]
 
 CTR_TIMEOUT = 10.0
+TASK_LOG_DIR = "/var/log/containers"
+"""Where a task that machined (re)starts in the background writes its output (node-relative)."""
 PULL_TIMEOUT = 600.0
 _UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
 
@@ -46,6 +59,38 @@ class Container:
     pid: int
     status: str
     """The task's status upper-cased as Talos shows it (``RUNNING``, ``STOPPED``), ``CREATED`` with no task."""
+
+
+@dataclass(frozen=True)
+class TaskMetrics:
+    """What ``talosctl stats`` shows of a running task, in Talos's units."""
+
+    memory_usage: int
+    """Bytes in use less the inactive page cache (``usage - inactive_file``), as Talos counts it."""
+    cpu_usage: int
+    """CPU time used so far, in nanoseconds (cgroup v1's ``cpuacct.usage``; v2's ``usage_usec`` x 1000)."""
+
+
+def parse_metrics(text: str) -> TaskMetrics:
+    """``ctr tasks metrics --format json``: containerd's cgroup v2 ``Metrics`` (``memory.usage``,
+    ``memory.inactive_file``, ``cpu.usage_usec``) or v1's (``memory.usage.usage``,
+    ``memory.total_inactive_file``, ``cpu.usage.total``), whichever the node's cgroup tree is."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise CRIError(f"ctr printed task metrics that are not JSON: {err}") from err
+    if not isinstance(data, dict):
+        raise CRIError(f"ctr printed task metrics that are not a JSON object: {text[:200]!r}")
+    memory = data.get("memory") or {}
+    cpu = data.get("cpu") or {}
+    usage = memory.get("usage", 0)
+    if isinstance(usage, dict):  # cgroup v1
+        used, inactive = int(usage.get("usage", 0)), int(memory.get("total_inactive_file", 0))
+        cpu_ns = int((cpu.get("usage") or {}).get("total", 0))
+    else:
+        used, inactive = int(usage), int(memory.get("inactive_file", 0))
+        cpu_ns = int(cpu.get("usage_usec", 0)) * 1000
+    return TaskMetrics(memory_usage=used - inactive if inactive < used else 0, cpu_usage=cpu_ns)
 
 
 def parse_size(text: str) -> int:
@@ -152,6 +197,27 @@ class Ctr:
             except CRIError as err:
                 if "not found" not in str(err):
                     raise
+
+    async def metrics(self, namespace: str, container_id: str) -> TaskMetrics:
+        """The running task's cgroup figures, read by containerd from the cgroup it put the task in."""
+        text = await asyncio.to_thread(
+            self._run, namespace, "tasks", "metrics", "--format", "json", container_id
+        )
+        return parse_metrics(text)
+
+    async def kill(self, namespace: str, container_id: str, signal: str = "SIGTERM") -> None:
+        """Send ``signal`` to the task's init process."""
+        await asyncio.to_thread(self._run, namespace, "tasks", "kill", "--signal", signal, container_id)
+
+    async def start_detached(self, namespace: str, container_id: str, log: Path) -> None:
+        """Delete the container's stopped task and start a new one in the background, its stdout and
+        stderr appended to ``log`` (a task started detached has no reader of its own)."""
+        await asyncio.to_thread(self._run, namespace, "tasks", "delete", container_id)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        uri = f"file://{log}"
+        await asyncio.to_thread(
+            self._run, namespace, "tasks", "start", "--detach", "--log-uri", uri, container_id
+        )
 
     async def pull(self, namespace: str, reference: str, hosts_dir: Path) -> None:
         """Pull ``reference`` through the registry host files (mirrors) in ``hosts_dir``."""

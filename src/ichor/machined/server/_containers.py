@@ -7,10 +7,23 @@
 retried while its registry cannot be reached (:func:`ichor.machined.cri.pull_with_retry`). A node
 that runs no containerd answers ``FAILED_PRECONDITION`` with the reason; a containerd that does not
 answer is ``UNAVAILABLE``, as in Talos.
+
+``Stats`` asks containerd for each running task's metrics (``ctr tasks metrics``) rather than reading
+cgroup files: containerd put the task in its cgroup (an ext service's under the node's own
+subtree, a CRI task wherever its spec says) and knows that path; machined would have to re-derive
+it from the spec per task and per cgroup version. ``Restart`` sends SIGTERM as Talos does; a task
+with an owner (an ext service's supervisor) is brought back by it, a bare CRI task (no kubelet
+here) is waited for and started again detached, its output then in ``/var/log/containers/<id>.log``
+— the only container log machined can read: a task started in the foreground by someone else
+(``ctr run``) writes to that process, not to a file. The ``driver`` field is not looked at: both
+drivers are served through ``ctr``.
 """
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 from grpclib.const import Status
@@ -20,6 +33,7 @@ from grpclib.server import Stream
 from ichor.api.gen.common import common_pb2
 from ichor.api.gen.machine import machine_pb2
 from ichor.machined import cri
+from ichor.machined.logfile import follow_file
 from ichor.machined.services.containerd import skip_reason
 
 __all__ = ["ContainerMethods"]
@@ -39,6 +53,32 @@ def _grpc_error(err: cri.CRIError) -> GRPCError:
     if "not found" in str(err):
         return GRPCError(Status.NOT_FOUND, str(err))
     return GRPCError(Status.INTERNAL, str(err))
+
+
+NO_CONTAINERS = (
+    "the node runs no containerd or CRI yet: its services are processes, not containers "
+    "(see `talosctl processes` and `talosctl services`)"
+)
+_STOP_WAIT = 10.0
+_FLAG = "-k (--kubernetes)"
+
+
+async def _wait_gone(ctr: cri.Ctr, namespace: str, container_id: str, pid: int, timeout: float) -> None:
+    """Until the task that had ``pid`` is no longer the running one (stopped, or already replaced)."""
+    async with asyncio.timeout(timeout):
+        while await ctr.task_pid(namespace, container_id) == pid:
+            await asyncio.sleep(0.2)
+
+
+async def _stop(ctr: cri.Ctr, namespace: str, container_id: str, pid: int) -> None:
+    """SIGTERM, then SIGKILL after the grace period: a task's init process in its own PID namespace
+    ignores SIGTERM unless it handles it (busybox httpd does not)."""
+    await ctr.kill(namespace, container_id, "SIGTERM")
+    try:
+        await _wait_gone(ctr, namespace, container_id, pid, _STOP_WAIT)
+    except TimeoutError:
+        await ctr.kill(namespace, container_id, "SIGKILL")
+        await _wait_gone(ctr, namespace, container_id, pid, _STOP_WAIT)
 
 
 class ContainerMethods:
@@ -77,6 +117,95 @@ class ContainerMethods:
         await stream.send_message(
             machine_pb2.ContainersResponse(messages=[machine_pb2.Container(containers=infos)])
         )
+
+    async def _find(self, namespace: str, container_id: str) -> cri.Container:
+        """The container, or Talos's ``container "<id>" not found`` with a hint naming ``-k`` when the
+        other containerd has it."""
+        instance = _instance(namespace)
+        try:
+            for container in await self._ctr(instance).containers(namespace):
+                if container.id == container_id:
+                    return container
+        except cri.CRIError as err:
+            raise _grpc_error(err) from None
+        other = cri.SYSTEM if instance is cri.CRI else cri.CRI
+        try:
+            elsewhere = any(c.id == container_id for c in await self._ctr(other).containers(other.namespace))
+        except (cri.CRIError, GRPCError):
+            elsewhere = False
+        message = f'container "{container_id}" not found'
+        if elsewhere and other is cri.SYSTEM:
+            message += f"; hint: it runs in the system containerd: drop {_FLAG}"
+        elif elsewhere:
+            message += f"; hint: it runs in the CRI containerd (k8s.io): add {_FLAG}"
+        raise GRPCError(Status.NOT_FOUND, message)
+
+    async def Stats(self, stream: Stream[Any, Any]) -> None:
+        request = await self._request(stream, "Stats")
+        namespace = request.namespace or cri.SYSTEM.namespace
+        if reason := skip_reason(self._node.layout):  # rather than an empty table that reads "no load"
+            raise GRPCError(Status.FAILED_PRECONDITION, f"{NO_CONTAINERS}: {reason}")
+        ctr = self._ctr(_instance(namespace))
+        stats = []
+        try:
+            for c in await ctr.containers(namespace):
+                if c.status != "RUNNING":
+                    continue  # Talos shows running tasks only
+                try:
+                    metrics = await ctr.metrics(namespace, c.id)
+                except cri.CRIError as err:
+                    if "not found" in str(err):
+                        continue  # the task ended between the two calls
+                    raise
+                stats.append(
+                    machine_pb2.Stat(namespace=namespace, id=c.id, pod_id=c.id, name=c.id,
+                                     memory_usage=metrics.memory_usage, cpu_usage=metrics.cpu_usage)
+                )  # fmt: skip
+        except cri.CRIError as err:
+            raise _grpc_error(err) from None
+        await stream.send_message(machine_pb2.StatsResponse(messages=[machine_pb2.Stats(stats=stats)]))
+
+    def _task_log(self, container_id: str) -> Path:
+        return Path(self._node.layout.path(cri.TASK_LOG_DIR)) / f"{container_id}.log"
+
+    async def Restart(self, stream: Stream[Any, Any]) -> None:
+        request = await self._request(stream, "Restart")
+        namespace = request.namespace or cri.SYSTEM.namespace
+        container = await self._find(namespace, request.id)
+        ctr = self._ctr(_instance(namespace))
+        owned = self._owner(request.id) if _instance(namespace) is cri.SYSTEM else False
+        try:
+            if container.status == "RUNNING":
+                await _stop(ctr, namespace, request.id, container.pid)
+            if not owned:  # nobody brings it back: start the task again ourselves
+                await ctr.start_detached(namespace, request.id, self._task_log(request.id))
+        except cri.CRIError as err:
+            raise _grpc_error(err) from None
+        except TimeoutError:
+            raise GRPCError(
+                Status.DEADLINE_EXCEEDED,
+                f'container "{request.id}" did not stop within {_STOP_WAIT:g}s of SIGKILL',
+            ) from None
+        await stream.send_message(machine_pb2.RestartResponse(messages=[machine_pb2.Restart()]))
+
+    def _owner(self, container_id: str) -> bool:
+        """Whether a supervised service runs this container (``ext-<name>``: its runner restarts it)."""
+        return any(info.id == container_id for info in self._node.supervisor.list())
+
+    async def container_log(self, request: Any) -> AsyncIterator[bytes]:
+        """``logs -k <id>``: the log file of a task machined started in the background."""
+        container = await self._find(request.namespace, request.id)
+        path = self._task_log(container.id)
+        if not path.exists():
+            raise GRPCError(
+                Status.FAILED_PRECONDITION,
+                f'container "{container.id}" has no log file: its output goes to the process that started '
+                f"its task; hint: `talosctl restart -k {container.id}` starts it again with its output in "
+                f"{cri.TASK_LOG_DIR}/{container.id}.log",
+            )
+        tail = request.tail_lines if request.tail_lines >= 0 else None
+        async for line in follow_file(path, tail=tail, follow=request.follow):
+            yield line
 
     async def ImageList(self, stream: Stream[Any, Any]) -> None:
         request = await self._request(stream, "ImageList")

@@ -204,7 +204,9 @@ class MachineService(ContainerMethods, EtcdMethods, NetstatMethods, Unimplemente
     async def Logs(self, stream: Stream[Any, Any]) -> None:
         request = await self._request(stream, "Logs")
         if request.namespace not in ("system", "") and request.id != "kubelet":
-            raise GRPCError(Status.NOT_FOUND, f'container "{request.id}" not found')
+            async for line in self.container_log(request):
+                await stream.send_message(common_pb2.Data(bytes=line))
+            return
         tail = request.tail_lines if request.tail_lines >= 0 else None
         try:
             if request.id == CONTROLLER_RUNTIME_LOG:

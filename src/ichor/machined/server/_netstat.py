@@ -1,4 +1,4 @@
-"""``Netstat`` and ``Stats`` of ``machine.MachineService`` for a process node, as a mixin.
+"""``Netstat`` and ``PacketCapture`` of ``machine.MachineService`` for a process node, as a mixin.
 
 A process node shares the host's network namespace, so the kernel's socket tables
 (``/proc/net/tcp`` ...) list every socket of the host, other nodes' included. What is the node's is
@@ -7,9 +7,7 @@ process in the node's process tree (machined and the services it started, etcd i
 Talos's ``ConnectRecord`` form. Pod network namespaces (``netns``, ``allnetns``) add nothing: a
 process node has no pods.
 
-``Stats`` is container stats from containerd in Talos. A process node runs no containerd or CRI:
-its services are plain processes (``talosctl processes`` shows them), so Stats answers
-FAILED_PRECONDITION saying exactly that, rather than an empty table that looks like "no load".
+``Stats`` is served with the containers (``_containers``).
 """
 
 from __future__ import annotations
@@ -21,19 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from grpclib.const import Status
-from grpclib.exceptions import GRPCError
 from grpclib.server import Stream
 
 from ichor.api.gen.machine import machine_pb2
 from ichor.machined.server import _files, _pcap
 
 PROTOCOLS = ("tcp", "tcp6", "udp", "udp6", "udplite", "udplite6", "raw", "raw6")
-
-NO_CONTAINERS = (
-    "the node runs no containerd or CRI yet: its services are processes, not containers "
-    "(see `talosctl processes` and `talosctl services`)"
-)
 
 
 @dataclass(frozen=True)
@@ -174,7 +165,3 @@ class NetstatMethods:
 
     async def PacketCapture(self, stream: Stream[Any, Any]) -> None:
         await _pcap.packet_capture(self._node, await self._request(stream, "PacketCapture"), stream)
-
-    async def Stats(self, stream: Stream[Any, Any]) -> None:
-        await self._request(stream, "Stats")
-        raise GRPCError(Status.FAILED_PRECONDITION, NO_CONTAINERS)
