@@ -96,18 +96,14 @@ class RegistryFilesController(Controller):
             resource = ctx.get_or_none(REGISTRIES_CONFIGS, REGISTRIES_CONFIG_ID)
             if resource is None or resource.metadata.phase is not Phase.RUNNING:
                 continue
+            problems: list[str] = []
             try:
                 registries = RegistriesConfig.model_validate(
                     {"mirrors": resource.spec.mirrors, "config": resource.spec.config}
                 )
-                changed = _sync(self._layout, cri.render_registries(registries, cri.CRI_HOSTS_DIR))
+                for what in _sync(self._layout, cri.render_registries(registries, cri.CRI_HOSTS_DIR)):
+                    ctx.logger.info("wrote registry configuration", path=what)
             except (cri.CRIError, OSError) as err:
                 hint = getattr(err, "hint", None)
-                ctx.waiting("registry host files written", f"{err}" + (f" ({hint})" if hint else ""),
-                            retry_after=_RETRY_AFTER)  # fmt: skip
-                retry = _RETRY_AFTER
-                continue
-            retry = None
-            ctx.clear_waiting()
-            for what in changed:
-                ctx.logger.info("wrote registry configuration", path=what)
+                problems.append(f"{err}" + (f" ({hint})" if hint else ""))
+            retry = ctx.waiting_on("registry host files written", problems, retry_after=_RETRY_AFTER)

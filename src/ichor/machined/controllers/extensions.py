@@ -192,11 +192,7 @@ class ExtensionServiceConfigFilesController(Controller):
                 done.add(resource.id)
             self._remove_others(kept)
             ctx.clean_up_outputs(EXTENSION_SERVICE_CONFIG_STATUSES, done)
-            retry = _RETRY_AFTER if problems else None
-            if problems:
-                ctx.waiting("extension service config files", "; ".join(problems), retry_after=_RETRY_AFTER)
-            else:
-                ctx.clear_waiting()
+            retry = ctx.waiting_on("extension service config files", problems, retry_after=_RETRY_AFTER)
 
     def _write(self, service: str, spec: ExtensionServiceConfigSpec) -> list[str]:
         if not _SERVICE_NAME.match(service):

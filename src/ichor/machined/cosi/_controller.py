@@ -344,6 +344,16 @@ class ControllerContext:
     def clear_waiting(self, id: str | None = None) -> None:
         clear_wait(self._state, id or self.name, owner=self.name)
 
+    def waiting_on(self, waiting_for: str, problems: Sequence[str], *, retry_after: float) -> float | None:
+        """The end of a pass that retries what failed: with ``problems``, wait for ``waiting_for``
+        (the problems joined as the reason) and return ``retry_after``, the timeout for the next
+        :meth:`changed`; without, clear this controller's wait and return None."""
+        if not problems:
+            self.clear_waiting()
+            return None
+        self.waiting(waiting_for, "; ".join(problems), retry_after=retry_after)
+        return retry_after
+
 
 MapInputs = Callable[[ControllerContext], Mapping[str, S] | Awaitable[Mapping[str, S]]]
 

@@ -158,8 +158,4 @@ class EtcFileWriter(Controller):
                 )
                 written.add(resource.id)
             ctx.clean_up_outputs(ETC_FILE_STATUSES, written)
-            retry = _RETRY_AFTER if failed else None
-            if failed:
-                ctx.waiting("/etc files written", "; ".join(failed), retry_after=_RETRY_AFTER)
-            else:
-                ctx.clear_waiting()
+            retry = ctx.waiting_on("/etc files written", failed, retry_after=_RETRY_AFTER)
