@@ -17,6 +17,8 @@ The graph, as ``talosctl inspect dependencies`` prints it:
             TimeStatus (synced by SNTP from TimeServerStatus on a node with its own network, else the host's)
 * extensions: /etc/extensions.yaml -> ExtensionStatuses; ExtensionServiceConfig documents ->
             ExtensionServiceConfigs -> their files on disk -> ExtensionServiceConfigStatuses
+* k8s:      MachineConfig + Members -> KubePrismEndpoints; + features.kubePrism -> KubePrismConfigs ->
+            the KubePrism balancer -> KubePrismStatuses
 
 Only controllers write derived resources; the config store writes MachineConfig and the
 sequencer MachineResetSignal. Adding a controller: write it in its area's module, name it after
@@ -39,6 +41,7 @@ from ichor.machined.controllers import (
     secrets,
     timesync,
 )
+from ichor.machined.controllers.k8s import kubeprism
 from ichor.machined.cosi import Controller, Source
 from ichor.machined.events import EventBus
 from ichor.machined.netlink import Netlink
@@ -80,4 +83,5 @@ def node_controllers(
         extensions.extension_status_controller(layout),
         extensions.extension_service_config_controller(),
         extensions.ExtensionServiceConfigFilesController(layout),
+        *kubeprism.kubeprism_controllers(layout),
     ]

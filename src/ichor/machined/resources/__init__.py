@@ -98,6 +98,19 @@ from ichor.machined.resources._hostdns import (
     DNSResolveCacheSpec,
     HostDNSConfigSpec,
 )
+from ichor.machined.resources._kubeprism import (
+    KUBEPRISM_CONFIG_ID,
+    KUBEPRISM_CONFIGS,
+    KUBEPRISM_ENDPOINTS,
+    KUBEPRISM_ENDPOINTS_ID,
+    KUBEPRISM_STATUSES,
+    KUBEPRISM_STATUSES_ID,
+    KUBEPRISM_TYPES,
+    KubePrismConfigSpec,
+    KubePrismEndpoint,
+    KubePrismEndpointsSpec,
+    KubePrismStatusesSpec,
+)
 from ichor.machined.resources._links import (
     BOND_ENUMS,
     VLAN_PROTOCOLS,
@@ -242,6 +255,13 @@ __all__ = [
     "IDENTITIES",
     "INFOS",
     "INFO_ID",
+    "KUBEPRISM_CONFIGS",
+    "KUBEPRISM_CONFIG_ID",
+    "KUBEPRISM_ENDPOINTS",
+    "KUBEPRISM_ENDPOINTS_ID",
+    "KUBEPRISM_STATUSES",
+    "KUBEPRISM_STATUSES_ID",
+    "KUBEPRISM_TYPES",
     "LINK_SPECS",
     "LINK_STATUSES",
     "LOCAL_IDENTITY_ID",
@@ -318,6 +338,10 @@ __all__ = [
     "IPPrefix",
     "IdentitySpec",
     "InfoSpec",
+    "KubePrismConfigSpec",
+    "KubePrismEndpoint",
+    "KubePrismEndpointsSpec",
+    "KubePrismStatusesSpec",
     "KubeSpanAffiliateSpec",
     "LinkSpecSpec",
     "LinkStatusSpec",
@@ -409,6 +433,7 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     *CLUSTER_TYPES,
     *HOSTDNS_TYPES,
     *EXTENSION_TYPES,
+    *KUBEPRISM_TYPES,
 )
 
 
