@@ -15,7 +15,7 @@ What this balancer must not do: buffer without bound (each direction reads at mo
 ``buffer_size`` bytes and waits for the peer to take them before reading more), hold more than
 ``max_connections`` client connections (one more is closed at once, and says so in the log), drop
 established connections when the upstream list changes, or run CPU-heavy work on the event loop
-(it only moves bytes). Entries of the upstream list that are not ``host:port`` are ignored with the
+(it only moves bytes). ``on_health_change`` is called whenever :meth:`Balancer.healthy` flips. Entries of the upstream list that are not ``host:port`` are ignored with the
 reason logged. Time (health intervals, latency) is injectable, so tests run without sleeping.
 """
 
@@ -121,6 +121,7 @@ class Balancer:
         sleep: Sleep = asyncio.sleep,
         monotonic: Monotonic = time.monotonic,
         log: Log = lambda _message: None,
+        on_health_change: Callable[[], None] = lambda: None,
     ) -> None:
         self.host = host
         self.port = port
@@ -132,6 +133,8 @@ class Balancer:
         self._sleep = sleep
         self._monotonic = monotonic
         self._log = log
+        self._on_health_change = on_health_change
+        self._was_healthy = False
         self._nodes: list[_Node] = []
         self._current = -1
         self._problems: list[str] = []
@@ -201,6 +204,7 @@ class Balancer:
         known = {node.upstream: node for node in self._nodes}
         self._nodes = [known.get(upstream) or _Node(upstream) for upstream in wanted]
         self._current = min(self._current, len(self._nodes) - 1)
+        self._health_changed()
         return problems
 
     @property
@@ -244,6 +248,12 @@ class Balancer:
                 node.up(_tier(latency))
                 if not usable and node.score >= 0:
                     self._log(f"upstream {node.upstream} is healthy again")
+        self._health_changed()
+
+    def _health_changed(self) -> None:
+        if self.healthy() != self._was_healthy:
+            self._was_healthy = not self._was_healthy
+            self._on_health_change()
 
     async def _probe(self, upstream: Upstream) -> tuple[float | None, str]:
         start = self._monotonic()
@@ -303,6 +313,7 @@ class Balancer:
                     )
             except (OSError, TimeoutError) as err:
                 node.down()
+                self._health_changed()
                 self._log(f"error dialing upstream {node.upstream}: {str(err) or type(err).__name__}")
         if not tried:
             self._log("no upstreams available, closing the connection")

@@ -4,7 +4,8 @@ MachineConfig + Members -> KubePrismEndpoints ``k8s-cluster`` (the cluster endpo
 API server on a control plane, every control-plane member's addresses at its API server port);
 MachineConfig (``machine.features.kubePrism``) + KubePrismEndpoints -> KubePrismConfigs
 ``k8s-loadbalancer-config``; KubePrismConfigs -> the running :class:`~ichor.machined.kubeprism.Balancer`
-and KubePrismStatuses ``k8s-loadbalancer`` (healthy while any upstream is).
+and KubePrismStatuses ``k8s-loadbalancer`` (healthy while any upstream is; the balancer wakes the
+controller when that flips, where Talos polls every 5 s).
 
 Where it listens: Talos listens on ``127.0.0.1`` and reaches its own API server at ``localhost``.
 A node with a network namespace of its own (a container node) does the same. A process node
@@ -15,6 +16,7 @@ shares the host's loopback with every other node, so both use the node's own loo
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 from urllib.parse import urlsplit
 
@@ -46,7 +48,6 @@ from ichor.machined.resources import (
 from ichor.machinery.constants import KUBEPRISM_PORT
 
 __all__ = [
-    "STATUS_INTERVAL",
     "KubePrismController",
     "MakeBalancer",
     "kubeprism_config_controller",
@@ -54,14 +55,14 @@ __all__ = [
     "kubeprism_endpoints_controller",
 ]
 
-STATUS_INTERVAL = 5.0
-"""Seconds between re-reads of the balancer's health into KubePrismStatuses (Talos's ticker)."""
 _RETRY_AFTER = 10.0
 _DEFAULT_API_SERVER_PORT = 6443
 
 
 class MakeBalancer(Protocol):
-    def __call__(self, host: str, port: int, *, log: kubeprism.Log) -> kubeprism.Balancer: ...
+    def __call__(
+        self, host: str, port: int, *, log: kubeprism.Log, on_health_change: Callable[[], None]
+    ) -> kubeprism.Balancer: ...
 
 
 def _cluster_endpoint(endpoint: str) -> KubePrismEndpoint | None:
@@ -162,7 +163,7 @@ class KubePrismController(Controller):
             wait = None
             if spec is not None:
                 problems = await self._reconcile(ctx, spec)
-                wait = ctx.waiting_on("KubePrism", problems, retry_after=_RETRY_AFTER) or STATUS_INTERVAL
+                wait = ctx.waiting_on("KubePrism", problems, retry_after=_RETRY_AFTER)
             else:
                 ctx.clear_waiting()
             self._publish(ctx)
@@ -170,7 +171,10 @@ class KubePrismController(Controller):
     async def _reconcile(self, ctx: ControllerContext, spec: KubePrismConfigSpec) -> list[str]:
         if self.balancer is None:
             balancer = self._make_balancer(
-                spec.host, spec.port, log=lambda message: ctx.logger.warning(message)
+                spec.host,
+                spec.port,
+                log=lambda message: ctx.logger.warning(message),
+                on_health_change=ctx.wake,
             )
             try:
                 await balancer.start()
