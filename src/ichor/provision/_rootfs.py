@@ -8,10 +8,15 @@ holding Talos's paths as real paths, so machined runs with Talos's layout unchan
   kept across reboots and seen by ``cluster destroy`` only as files);
 - ``/system/run``, ``/tmp``, ``/run``, ``/dev/shm``, and the rest of ``/system`` and ``/etc``:
   tmpfs, as on Talos (lost when the node powers off);
-- ``/dev``: the harmless device nodes (null, zero, full, random, urandom, tty) bound from the host;
+- ``/dev``: the harmless device nodes (null, zero, full, random, urandom, tty) bound from the host,
+  and ``/dev/kmsg`` read-only (the kubelet's OOM watcher reads the kernel log; nothing in a node may
+  write into the host's);
   ``/sys``: a read-only sysfs of the node's own network namespace, with the node's own cgroup
   hierarchies at ``/sys/fs/cgroup`` (:mod:`._cgroups`); ``/proc``: mounted by each boot's
-  PID 1 (:func:`enter`), so it shows the node's processes only;
+  PID 1 (:func:`enter`), so it shows the node's processes only, with ``/proc/sys`` read-only but
+  for ``/proc/sys/net`` (the node's own network namespace): the kernel's other settings are the
+  host's, shared by every node, and no node may change them;
+- ``/etc/machine-id``: the node's own, made once and kept with its disks (the kubelet reads it);
 - read-only: the host directories Python and Ichor run from (:func:`host_paths`), at their host
   paths, so the same interpreter, virtualenv, source and etcd binaries run inside.
 
@@ -41,6 +46,7 @@ _TALOS_OWNED = ("/system", "/var", "/etc", "/proc", "/sys", "/dev")
 """Paths the node owns: a host directory under them is not carried in (it would be hidden or land
 on the node's disks)."""
 _DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+_READ_ONLY_DEVICES = ("kmsg",)
 _ETC_FROM_HOST = ("passwd", "group", "nsswitch.conf")
 """Read by libc name lookups (Python's ``pwd``, etcd's resolver); the rest of ``/etc`` is the node's."""
 
@@ -113,6 +119,9 @@ def build(rootfs: Path, node_root: Path, cgroups: Sequence[_cgroups.Hierarchy] =
     for device in _DEVICES:
         if Path("/dev", device).exists():
             _bind(Path("/dev", device), rootfs / "dev" / device)
+    for device in _READ_ONLY_DEVICES:
+        if Path("/dev", device).exists():
+            _bind(Path("/dev", device), rootfs / "dev" / device, read_only=True)
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
                          ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):  # fmt: skip
         (rootfs / "dev" / name).symlink_to(target)
@@ -130,17 +139,38 @@ def build(rootfs: Path, node_root: Path, cgroups: Sequence[_cgroups.Hierarchy] =
     for name in _ETC_FROM_HOST:
         if Path("/etc", name).is_file():
             shutil.copyfile(Path("/etc", name), rootfs / "etc" / name)
+    (rootfs / "etc/machine-id").write_text(_machine_id(node_root) + "\n")
     (rootfs / "etc/hosts").write_text("127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n")
 
 
+def _machine_id(node_root: Path) -> str:
+    """The node's machine id (32 hex digits), made on its first boot and kept beside its disks."""
+    kept = node_root / "machine-id"
+    try:
+        text = kept.read_text().strip()
+    except FileNotFoundError:
+        text = ""
+    if len(text) != 32 or any(c not in "0123456789abcdef" for c in text):
+        text = os.urandom(16).hex()
+        kept.write_text(text + "\n")
+    return text
+
+
 def enter(rootfs: Path) -> None:
-    """Become the node: mount ``/proc`` for this PID namespace and change root into ``rootfs``.
+    """Become the node: mount ``/proc`` for this PID namespace (``/proc/sys`` read-only but for
+    ``net``) and change root into ``rootfs``.
 
     Runs in a new boot's PID 1 between fork and exec (the launcher's ``preexec``), so it does no
-    more than two system calls and a chroot.
+    more than a few system calls and a chroot.
     """
     proc_dir = str(rootfs / "proc")
     linux.mount("proc", proc_dir, "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)
+    # The kernel settings under /proc/sys are the host's (but for net, this namespace's own): a
+    # read-only bind over them keeps everything in the node, root or not, from changing them.
+    sysctls, net = f"{proc_dir}/sys", f"{proc_dir}/sys/net"
+    linux.mount(sysctls, sysctls, None, linux.MS_BIND | linux.MS_REC)
+    linux.mount(None, sysctls, None, linux.MS_BIND | linux.MS_REMOUNT | linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV)
+    linux.mount(net, net, None, linux.MS_BIND | linux.MS_REC)
     os.chroot(rootfs)
     os.chdir("/")
 
