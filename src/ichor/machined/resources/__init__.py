@@ -98,6 +98,7 @@ from ichor.machined.resources._hostdns import (
     DNSResolveCacheSpec,
     HostDNSConfigSpec,
 )
+from ichor.machined.resources._kubelet import KUBELET_TYPES
 from ichor.machined.resources._links import (
     BOND_ENUMS,
     VLAN_PROTOCOLS,
@@ -242,6 +243,7 @@ __all__ = [
     "IDENTITIES",
     "INFOS",
     "INFO_ID",
+    "KUBELET_TYPES",
     "LINK_SPECS",
     "LINK_STATUSES",
     "LOCAL_IDENTITY_ID",
@@ -409,6 +411,7 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     *CLUSTER_TYPES,
     *HOSTDNS_TYPES,
     *EXTENSION_TYPES,
+    *KUBELET_TYPES,
 )
 
 
