@@ -89,8 +89,15 @@ class Node:
         from ichor.machined.services.etcd import EtcdService
 
         etcd = EtcdService(layout, state, say, self.clock)
+        supervisors: list[Supervisor] = []
+
+        async def kubelet_files_changed() -> None:  # restart a running kubelet on new files
+            if supervisors and supervisors[0].is_running("kubelet"):
+                await supervisors[0].restart("kubelet")
+
         controllers = node_controllers(
             layout, stage=self.stage, services=self.services, events=self.events,
+            kubelet_changed=kubelet_files_changed,
             vip_store=lambda: etcd.client(etcd.control_plane_endpoints(include_self=True), timeout=5.0),
         )  # fmt: skip
         for controller in controllers:
@@ -103,6 +110,7 @@ class Node:
                 _running(_trimming_when_idle(), "malloc-trim"),
                 Supervisor(layout, clock=self.clock, on_change=self._on_service_change) as supervisor,
             ):
+                supervisors.append(supervisor)
                 system = _SystemServices(self, runtime, supervisor, store, etcd)
                 self.sequencer = Sequencer(NodeParts(
                     layout=layout, state=state, events=self.events, store=store, supervisor=supervisor,
@@ -166,6 +174,7 @@ class _SystemServices:
         from ichor.machined.services.apid import apid_service
         from ichor.machined.services.containerd import containerd_services
         from ichor.machined.services.extensions import extension_services
+        from ichor.machined.services.kubelet import kubelet_service
         from ichor.machined.services.machined import machined_service
         from ichor.machined.services.trustd import trustd_service
 
@@ -175,6 +184,7 @@ class _SystemServices:
             apid_service(layout, state),
             *containerd_services(layout),
             *extension_services(layout, state),
+            kubelet_service(layout, state, report=self.store.say),
         ]
         if loaded.is_control_plane:
             services += [trustd_service(layout, state), self.etcd.service()]

@@ -15,6 +15,8 @@ The graph, as ``talosctl inspect dependencies`` prints it:
             Affiliates -> merged Affiliates -> Members -> Endpoints
 * runtime:  the sequencer's stage -> MachineStatus; the supervisor's services -> Services (+ waits);
             TimeStatus (synced by SNTP from TimeServerStatus on a node with its own network, else the host's)
+* k8s:      MachineConfig -> KubeletConfig, NodeIPConfig; NodeIPConfig + routed NodeAddresses -> NodeIP;
+            Hostname -> Nodename; KubeletConfig + Nodename + NodeIP -> KubeletSpec -> kubelet files
 * extensions: /etc/extensions.yaml -> ExtensionStatuses; ExtensionServiceConfig documents ->
             ExtensionServiceConfigs -> their files on disk -> ExtensionServiceConfigStatuses
 * k8s:      MachineConfig + Members -> KubePrismEndpoints; + features.kubePrism -> KubePrismConfigs ->
@@ -28,7 +30,7 @@ a test that seeds its inputs into a State and asserts its outputs (``assert_reso
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 
 from ichor.machined.controllers import (
     cluster,
@@ -42,6 +44,7 @@ from ichor.machined.controllers import (
     timesync,
 )
 from ichor.machined.controllers.k8s import kubeprism
+from ichor.machined.controllers.k8s import kubelet as k8s_kubelet
 from ichor.machined.cosi import Controller, Source
 from ichor.machined.events import EventBus
 from ichor.machined.netlink import Netlink
@@ -62,6 +65,7 @@ def node_controllers(
     request_certificate: secrets.RequestCertificate | None = None,
     netlink: Netlink | None = None,
     vip_store: network.StoreFactory | None = None,
+    kubelet_changed: Callable[[], Awaitable[None]] | None = None,
 ) -> list[Controller]:
     """Every controller of a node, in registration order."""
     return [
@@ -84,4 +88,5 @@ def node_controllers(
         extensions.extension_service_config_controller(),
         extensions.ExtensionServiceConfigFilesController(layout),
         *kubeprism.kubeprism_controllers(layout),
+        *k8s_kubelet.kubelet_controllers(layout, on_change=kubelet_changed),
     ]

@@ -219,6 +219,25 @@ class Ctr:
             self._run, namespace, "tasks", "start", "--detach", "--log-uri", uri, container_id
         )
 
+    async def mount_image(self, namespace: str, reference: str, target: Path) -> None:
+        """Mount a writable snapshot of the pulled image ``reference`` at ``target`` (a container's
+        root file system for ``ctr run --config``); a mount left at ``target`` is replaced."""
+        await self.unmount_image(namespace, target)
+        target.mkdir(parents=True, exist_ok=True, mode=0o755)
+        await asyncio.to_thread(self._run, namespace, "images", "mount", "--rw", reference, str(target))
+
+    async def unmount_image(self, namespace: str, target: Path) -> None:
+        """Unmount ``target`` and remove its snapshot; nothing mounted there is not an error."""
+        try:
+            await asyncio.to_thread(self._run, namespace, "images", "unmount", "--rm", str(target))
+        except CRIError as err:
+            if (
+                "not found" not in str(err)
+                and "not mounted" not in str(err)
+                and "invalid argument" not in str(err)
+            ):
+                raise
+
     async def pull(self, namespace: str, reference: str, hosts_dir: Path) -> None:
         """Pull ``reference`` through the registry host files (mirrors) in ``hosts_dir``."""
         await asyncio.to_thread(

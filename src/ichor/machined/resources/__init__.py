@@ -111,6 +111,7 @@ from ichor.machined.resources._kubeprism import (
     KubePrismEndpointsSpec,
     KubePrismStatusesSpec,
 )
+from ichor.machined.resources._kubelet import KUBELET_TYPES
 from ichor.machined.resources._links import (
     BOND_ENUMS,
     VLAN_PROTOCOLS,
@@ -262,6 +263,7 @@ __all__ = [
     "KUBEPRISM_STATUSES",
     "KUBEPRISM_STATUSES_ID",
     "KUBEPRISM_TYPES",
+    "KUBELET_TYPES",
     "LINK_SPECS",
     "LINK_STATUSES",
     "LOCAL_IDENTITY_ID",
@@ -434,6 +436,7 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     *HOSTDNS_TYPES,
     *EXTENSION_TYPES,
     *KUBEPRISM_TYPES,
+    *KUBELET_TYPES,
 )
 
 

@@ -1,1 +1,1 @@
-"""Area ``k8s``: Talos's Kubernetes controllers, one module per part (``kubeprism``, ...)."""
+"""Area ``k8s``: Talos's Kubernetes controllers, one module per part (``kubelet``, ``kubeprism``, ...)."""

@@ -1,0 +1,199 @@
+"""The ``kubelet`` service (Talos ``system/services/kubelet.go``), run from ``KubeletSpecs/kubelet``.
+
+Talos runs the kubelet image as container ``kubelet`` in the CRI containerd
+(``/run/containerd/containerd.sock``), namespace ``system``, and so does this module:
+
+* conditions: ``cri`` up (a dependency), the network ready (addresses, hostname, etc files), time
+  in sync, the kubelet spec, and ``/etc/kubernetes/kubelet.yaml`` written (by
+  ``k8s.KubeletServiceController``);
+* pre: the image pulled through the registry mirrors with Talos's retry, each attempt reported
+  ("Pulling image ...", :func:`ichor.machined.cri.pull_with_retry`), then mounted as the container's
+  root (a writable snapshot); the bind mount sources created;
+* the runtime spec (:func:`runtime_spec`): ``/usr/local/bin/kubelet`` with the spec's args, the
+  host's network and PID namespaces (own mount, IPC, UTS), privileged as far as the node itself is
+  (every capability it holds, every device), root propagation ``shared``, cgroup
+  ``/podruntime/kubelet``, Talos's mounts then ``machine.kubelet.extraMounts``;
+* health: ``GET http://127.0.0.1:10248/healthz`` answering 200, first after 2 s (kubelet is slow to
+  start); restart: forever.
+
+A process node shares the host's namespaces and runs no containerd: ``kubelet`` is ``Skipped`` with
+the reason, like ``containerd`` and ``cri``. :func:`follow_spec` restarts a running kubelet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ichor.machined import cri
+from ichor.machined.cosi import State
+from ichor.machined.platform import Layout
+from ichor.machined.resources import ACTIVE_CONFIG_ID, MACHINE_CONFIGS
+from ichor.machined.resources._kubelet import KUBELET_ID, KUBELET_SPECS, KubeletMount, KubeletSpecSpec
+from ichor.machined.services import (
+    HealthCheck,
+    RestartPolicy,
+    RunContext,
+    Runner,
+    Service,
+    ServiceLoadError,
+    file_exists,
+)
+from ichor.machined.services._container import ContainerRunner
+from ichor.machined.services.conditions import resource_exists, time_sync
+from ichor.machined.services.containerd import skip_reason
+from ichor.machined.services.extensions import _bounding_set, _own_oom_score_adj, network_ready
+from ichor.machinery.extensions import NetworkCheck
+from ichor.machinery.extensions._oci import DEFAULT_PATH, GRANTABLE_CAPABILITIES, OCI_VERSION, fit_to_node
+
+__all__ = ["CONTAINER_ID", "NAMESPACE", "TALOS_MOUNTS", "kubelet_service", "runtime_spec"]
+
+CONTAINER_ID = "kubelet"
+NAMESPACE = "system"
+ROOTFS = "/system/run/kubelet/rootfs"
+CONFIG_JSON = "/system/run/kubelet/config.json"
+CGROUP = "/podruntime/kubelet"
+HEALTH_URL = ("127.0.0.1", 10248, "/healthz")
+CONFIG_FILE = "/etc/kubernetes/kubelet.yaml"
+
+_RW = ("rbind", "rshared", "rw")
+TALOS_MOUNTS: tuple[KubeletMount, ...] = (
+    KubeletMount("/dev", "bind", "/dev", _RW),
+    KubeletMount("/sys", "sysfs", "/sys", ("bind", "ro")),
+    KubeletMount("/sys/fs/cgroup", "bind", "/sys/fs/cgroup", _RW),
+    KubeletMount("/lib/modules", "bind", "/lib/modules", ("bind", "ro")),
+    KubeletMount("/etc/kubernetes", "bind", "/etc/kubernetes", ("bind", "rshared", "rw")),
+    KubeletMount("/etc/nfsmount.conf", "bind", "/etc/nfsmount.conf", ("bind", "ro")),
+    KubeletMount("/etc/machine-id", "bind", "/etc/machine-id", ("bind", "ro")),
+    KubeletMount("/etc/os-release", "bind", "/etc/os-release", ("bind", "ro")),
+    KubeletMount("/system/resolved/resolv.conf", "bind", "/system/resolved/resolv.conf", ("bind", "ro")),
+    KubeletMount("/etc/cni", "bind", "/etc/cni", _RW),
+    KubeletMount("/usr/libexec/kubernetes", "bind", "/usr/libexec/kubernetes", _RW),
+    KubeletMount("/var/run", "bind", "/run", _RW),
+    KubeletMount("/var/lib/containerd", "bind", "/var/lib/containerd", _RW),
+    KubeletMount("/var/lib/kubelet", "bind", "/var/lib/kubelet", _RW),
+    KubeletMount("/var/log/containers", "bind", "/var/log/containers", _RW),
+    KubeletMount("/var/log/pods", "bind", "/var/log/pods", _RW),
+    KubeletMount("/var/lib/kubelet/seccomp", "bind", "/var/lib/seccomp", ("bind", "ro")),
+    KubeletMount("/opt", "bind", "/opt", _RW),
+)
+"""Talos 1.7's kubelet mounts (destination, type, source, options), in its order."""
+_FILE_SOURCES = frozenset(
+    {"/etc/nfsmount.conf", "/etc/machine-id", "/etc/os-release", "/system/resolved/resolv.conf"}
+)
+
+
+def _mount(m: KubeletMount, layout: Layout) -> dict[str, Any]:
+    if m.type == "bind" and m.source.startswith("/"):
+        return {**m.to_oci(), "source": str(layout.path(m.source))}
+    return m.to_oci()
+
+
+def runtime_spec(spec: KubeletSpecSpec, layout: Layout, *, environment: Sequence[str] = ()) -> dict[str, Any]:
+    """The ``config.json`` of container ``kubelet`` (sources mapped into the node's root)."""
+    mounts = [
+        {"destination": "/proc", "type": "proc", "source": "proc", "options": ["nosuid", "noexec", "nodev"]}
+    ]
+    mounts += [_mount(m, layout) for m in (*TALOS_MOUNTS, *spec.extra_mounts)]
+    capabilities = list(GRANTABLE_CAPABILITIES)
+    return {
+        "ociVersion": OCI_VERSION,
+        "process": {
+            "user": {"uid": 0, "gid": 0},
+            "args": ["/usr/local/bin/kubelet", *spec.args],
+            "env": [DEFAULT_PATH, *environment],
+            "cwd": "/",
+            "capabilities": {kind: capabilities for kind in ("bounding", "effective", "permitted")},
+            "noNewPrivileges": False,
+            "oomScoreAdj": -999,
+        },
+        "root": {"path": str(layout.path(ROOTFS)), "readonly": False},
+        "mounts": mounts,
+        "linux": {
+            "resources": {"devices": [{"allow": True, "access": "rwm"}]},
+            "cgroupsPath": CGROUP,
+            "namespaces": [{"type": t} for t in ("ipc", "uts", "mount")],  # host network and PID
+            "rootfsPropagation": "shared",
+            "maskedPaths": [],
+            "readonlyPaths": [],
+        },
+    }
+
+
+def _environment(state: State) -> list[str]:
+    found = state.spec_of(MACHINE_CONFIGS, ACTIVE_CONFIG_ID)
+    config = found.v1alpha1 if found is not None else None
+    env = config.machine.env if config is not None and config.machine is not None else None
+    return [f"{k}={v}" for k, v in (env or {}).items()]
+
+
+async def healthz(address: str = HEALTH_URL[0], port: int = HEALTH_URL[1], path: str = HEALTH_URL[2]) -> None:
+    """Talos's kubelet health check: ``GET /healthz`` must answer ``200``."""
+    reader, writer = await asyncio.open_connection(address, port)
+    try:
+        writer.write(f"GET {path} HTTP/1.1\r\nHost: {address}:{port}\r\nConnection: close\r\n\r\n".encode())
+        await writer.drain()
+        status = (await reader.readline()).decode(errors="replace").strip()
+    finally:
+        writer.close()
+        with contextlib.suppress(OSError):
+            await writer.wait_closed()
+    parts = status.split(" ", 2)
+    if len(parts) < 2 or parts[1] != "200":
+        raise RuntimeError(f"expected HTTP status OK, got {' '.join(parts[1:]) or 'no response'}")
+
+
+def kubelet_service(
+    layout: Layout, state: State, *, report: Callable[[str], None] = lambda _m: None
+) -> Service:
+    """``kubelet`` for this node (Skipped with the reason on a process node); ``report`` gets the
+    image pull's progress (the node's console)."""
+    reason = skip_reason(layout)
+    if reason:
+        return Service(CONTAINER_ID, lambda _c: None, description="Kubelet", skip_reason=reason)
+    client = cri.Ctr(layout.path(cri.CRI.address))
+
+    def current() -> KubeletSpecSpec:
+        spec = state.spec_of(KUBELET_SPECS, KUBELET_ID)
+        if spec is None:
+            raise ServiceLoadError(
+                "no kubelet spec", hint="the node's machine config has no machine.kubelet section yet"
+            )
+        return spec
+
+    async def pre() -> None:
+        spec = current()
+        hosts_dir = layout.path(cri.CRI_HOSTS_DIR)
+        await cri.pull_with_retry(
+            lambda: client.pull(NAMESPACE, spec.image, hosts_dir), spec.image,
+            cri.mirrors_for(hosts_dir, cri.registry_of(spec.image)), report=report,
+        )  # fmt: skip
+        await client.mount_image(NAMESPACE, spec.image, layout.path(ROOTFS))
+        for mount in (*TALOS_MOUNTS, *spec.extra_mounts):
+            source = (
+                layout.path(mount.source) if mount.type == "bind" and mount.source.startswith("/") else None
+            )
+            if source is None or source.exists():
+                continue
+            if mount.source in _FILE_SOURCES:
+                source.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+                source.touch(mode=0o644)
+            else:
+                source.mkdir(parents=True, exist_ok=True, mode=0o755)
+
+    def factory(context: RunContext) -> Runner:
+        oci = fit_to_node(
+            runtime_spec(current(), layout, environment=_environment(state)),
+            held=_bounding_set(), oom_score_adj=_own_oom_score_adj(),
+        )  # fmt: skip
+        return ContainerRunner(client, NAMESPACE, CONTAINER_ID, oci, layout.path(CONFIG_JSON), context)
+
+    network = network_ready(state, (NetworkCheck.ADDRESSES, NetworkCheck.HOSTNAME, NetworkCheck.ETCFILES))
+    return Service(
+        CONTAINER_ID, factory, description="Kubelet", depends_on=("cri",),
+        conditions=(network, time_sync(state), resource_exists(state, KUBELET_SPECS, KUBELET_ID, "kubelet spec"),
+                    file_exists(layout.path(CONFIG_FILE), display=CONFIG_FILE)),
+        restart=RestartPolicy.FOREVER, pre=pre, health_check=HealthCheck(healthz, initial_delay=2.0),
+    )  # fmt: skip
