@@ -169,7 +169,12 @@ def enter(rootfs: Path) -> None:
     # read-only bind over them keeps everything in the node, root or not, from changing them.
     sysctls, net = f"{proc_dir}/sys", f"{proc_dir}/sys/net"
     linux.mount(sysctls, sysctls, None, linux.MS_BIND | linux.MS_REC)
-    linux.mount(None, sysctls, None, linux.MS_BIND | linux.MS_REMOUNT | linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV)
+    linux.mount(
+        None,
+        sysctls,
+        None,
+        linux.MS_BIND | linux.MS_REMOUNT | linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV,
+    )
     linux.mount(net, net, None, linux.MS_BIND | linux.MS_REC)
     os.chroot(rootfs)
     os.chdir("/")

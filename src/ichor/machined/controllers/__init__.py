@@ -43,8 +43,8 @@ from ichor.machined.controllers import (
     secrets,
     timesync,
 )
-from ichor.machined.controllers.k8s import kubeprism
 from ichor.machined.controllers.k8s import kubelet as k8s_kubelet
+from ichor.machined.controllers.k8s import kubeprism
 from ichor.machined.cosi import Controller, Source
 from ichor.machined.events import EventBus
 from ichor.machined.netlink import Netlink

@@ -98,6 +98,7 @@ from ichor.machined.resources._hostdns import (
     DNSResolveCacheSpec,
     HostDNSConfigSpec,
 )
+from ichor.machined.resources._kubelet import KUBELET_TYPES
 from ichor.machined.resources._kubeprism import (
     KUBEPRISM_CONFIG_ID,
     KUBEPRISM_CONFIGS,
@@ -111,7 +112,6 @@ from ichor.machined.resources._kubeprism import (
     KubePrismEndpointsSpec,
     KubePrismStatusesSpec,
 )
-from ichor.machined.resources._kubelet import KUBELET_TYPES
 from ichor.machined.resources._links import (
     BOND_ENUMS,
     VLAN_PROTOCOLS,
@@ -256,6 +256,7 @@ __all__ = [
     "IDENTITIES",
     "INFOS",
     "INFO_ID",
+    "KUBELET_TYPES",
     "KUBEPRISM_CONFIGS",
     "KUBEPRISM_CONFIG_ID",
     "KUBEPRISM_ENDPOINTS",
@@ -263,7 +264,6 @@ __all__ = [
     "KUBEPRISM_STATUSES",
     "KUBEPRISM_STATUSES_ID",
     "KUBEPRISM_TYPES",
-    "KUBELET_TYPES",
     "LINK_SPECS",
     "LINK_STATUSES",
     "LOCAL_IDENTITY_ID",
