@@ -16,6 +16,19 @@ Talos runs the kubelet image as container ``kubelet`` in the CRI containerd
 * health: ``GET http://127.0.0.1:10248/healthz`` answering 200, first after 2 s (kubelet is slow to
   start); restart: forever.
 
+The kernel a container node runs on is the host's, shared with every other node and the host
+itself, so no setting of it may change (``/proc/sys`` is read-only in the node but for ``net``). The
+kubelet, though, sets six kernel settings at start (``vm.overcommit_memory=1``, ``vm.panic_on_oom=0``,
+``kernel.panic=10``, ``kernel.panic_on_oops=1``, ``kernel.keys.root_maxkeys``/``root_maxbytes``) and
+refuses to start when it cannot, even with ``protectKernelDefaults: false`` and the
+``KubeletInUserNamespace`` gate (which forgives the failure only inside a user namespace). So its
+``/proc`` is a view of the node's own (:func:`prepare_proc_view`, a proc mount of the node's PID
+namespace at ``/system/run/kubelet/proc``): ``/proc/sys`` read-only but for ``net``, and over each
+of those settings whose host value differs, a read-only file holding the value the kubelet wants.
+The kubelet reads it, finds nothing to change and changes nothing; the host keeps its own values
+(``sysctl`` on the host shows them unchanged). Only the kubelet sees this view, and only for those
+files; everything else under it is the node's live ``/proc``.
+
 A process node shares the host's namespaces and runs no containerd: ``kubelet`` is ``Skipped`` with
 the reason, like ``containerd`` and ``cri``. :func:`follow_spec` restarts a running kubelet.
 """
@@ -25,6 +38,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from ichor.machined import cri
@@ -45,6 +59,7 @@ from ichor.machined.services._container import ContainerRunner
 from ichor.machined.services.conditions import resource_exists, time_sync
 from ichor.machined.services.containerd import skip_reason
 from ichor.machined.services.extensions import _bounding_set, _own_oom_score_adj, network_ready
+from ichor.machinery import proc
 from ichor.machinery.extensions import NetworkCheck
 from ichor.machinery.extensions._oci import DEFAULT_PATH, GRANTABLE_CAPABILITIES, OCI_VERSION, fit_to_node
 
@@ -57,6 +72,17 @@ CONFIG_JSON = "/system/run/kubelet/config.json"
 CGROUP = "/podruntime/kubelet"
 HEALTH_URL = ("127.0.0.1", 10248, "/healthz")
 CONFIG_FILE = "/etc/kubernetes/kubelet.yaml"
+PROC_VIEW = "/system/run/kubelet/proc"
+SYSCTL_VALUES = "/system/run/kubelet/sysctls"
+KUBELET_SYSCTLS: tuple[tuple[str, str], ...] = (
+    ("vm/overcommit_memory", "1"),
+    ("vm/panic_on_oom", "0"),
+    ("kernel/panic", "10"),
+    ("kernel/panic_on_oops", "1"),
+    ("kernel/keys/root_maxkeys", "1000000"),
+    ("kernel/keys/root_maxbytes", "25000000"),
+)
+"""The kernel settings the kubelet sets at start (its ``setupKernelTunables``) and their values."""
 
 _RW = ("rbind", "rshared", "rw")
 TALOS_MOUNTS: tuple[KubeletMount, ...] = (
@@ -91,11 +117,49 @@ def _mount(m: KubeletMount, layout: Layout) -> dict[str, Any]:
     return m.to_oci()
 
 
+def _mounted(target: Path) -> bool:
+    with contextlib.suppress(OSError):
+        return any(
+            line.split()[4] == str(target) for line in Path("/proc/self/mountinfo").read_text().splitlines()
+        )
+    return False
+
+
+def prepare_proc_view(layout: Layout) -> Path:
+    """Mount the kubelet's view of ``/proc`` (see the module doc) once per boot; return its path.
+
+    Runs inside the node (its PID 1's mount and PID namespaces): the proc mount shows the node's
+    processes. ``mount`` is util-linux's, called through the subprocess helper (a one-off step)."""
+    view = layout.path(PROC_VIEW)
+    if _mounted(view):
+        return view
+    values = layout.path(SYSCTL_VALUES)
+    view.mkdir(parents=True, exist_ok=True)
+    values.mkdir(parents=True, exist_ok=True)
+    sysctls = view / "sys"
+    proc.run(["mount", "-t", "proc", "-o", "nosuid,nodev,noexec", "proc", str(view)], timeout=30)
+    proc.run(["mount", "--rbind", str(sysctls), str(sysctls)], timeout=30)
+    proc.run(["mount", "-o", "remount,bind,ro,nosuid,nodev,noexec", str(sysctls)], timeout=30)
+    proc.run(["mount", "--rbind", str(sysctls / "net"), str(sysctls / "net")], timeout=30)
+    for name, wanted in KUBELET_SYSCTLS:
+        live = sysctls / name
+        with contextlib.suppress(OSError):
+            if live.read_text().strip() == wanted:
+                continue  # the host's value already is the kubelet's: nothing to show differently
+        shown = values / name.replace("/", ".")
+        shown.write_text(wanted + "\n")
+        proc.run(["mount", "--bind", "-o", "ro", str(shown), str(live)], timeout=30)
+        proc.run(["mount", "-o", "remount,bind,ro", str(live)], timeout=30)
+    return view
+
+
 def runtime_spec(spec: KubeletSpecSpec, layout: Layout, *, environment: Sequence[str] = ()) -> dict[str, Any]:
     """The ``config.json`` of container ``kubelet`` (sources mapped into the node's root)."""
+    # runc accepts a bind on /proc itself only from a proc mount: the view is one.
     mounts = [
-        {"destination": "/proc", "type": "proc", "source": "proc", "options": ["nosuid", "noexec", "nodev"]}
-    ]
+        {"destination": "/proc", "type": "bind", "source": str(layout.path(PROC_VIEW)),
+         "options": ["rbind", "nosuid", "noexec", "nodev"]}
+    ]  # fmt: skip
     mounts += [_mount(m, layout) for m in (*TALOS_MOUNTS, *spec.extra_mounts)]
     capabilities = list(GRANTABLE_CAPABILITIES)
     return {
@@ -171,6 +235,7 @@ def kubelet_service(
             cri.mirrors_for(hosts_dir, cri.registry_of(spec.image)), report=report,
         )  # fmt: skip
         await client.mount_image(NAMESPACE, spec.image, layout.path(ROOTFS))
+        await asyncio.to_thread(prepare_proc_view, layout)
         for mount in (*TALOS_MOUNTS, *spec.extra_mounts):
             source = (
                 layout.path(mount.source) if mount.type == "bind" and mount.source.startswith("/") else None
