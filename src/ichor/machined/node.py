@@ -92,6 +92,7 @@ class Node:
         controllers = node_controllers(
             layout, stage=self.stage, services=self.services, events=self.events,
             vip_store=lambda: etcd.client(etcd.control_plane_endpoints(include_self=True), timeout=5.0),
+            say=say,
         )  # fmt: skip
         for controller in controllers:
             runtime.register(controller)

@@ -15,6 +15,8 @@ The graph, as ``talosctl inspect dependencies`` prints it:
             Affiliates -> merged Affiliates -> Members -> Endpoints
 * runtime:  the sequencer's stage -> MachineStatus; the supervisor's services -> Services (+ waits);
             TimeStatus (synced by SNTP from TimeServerStatus on a node with its own network, else the host's)
+* k8s:      (control planes) cluster.* -> Kubernetes PKI, component configs, their files ->
+            StaticPods once etcd is healthy; machine.pods -> StaticPods; StaticPods -> PodList server
 * extensions: /etc/extensions.yaml -> ExtensionStatuses; ExtensionServiceConfig documents ->
             ExtensionServiceConfigs -> their files on disk -> ExtensionServiceConfigStatuses
 
@@ -26,7 +28,7 @@ a test that seeds its inputs into a State and asserts its outputs (``assert_reso
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from ichor.machined.controllers import (
     cluster,
@@ -34,6 +36,7 @@ from ichor.machined.controllers import (
     cri,
     etcd,
     extensions,
+    k8s,
     network,
     runtime,
     secrets,
@@ -59,6 +62,7 @@ def node_controllers(
     request_certificate: secrets.RequestCertificate | None = None,
     netlink: Netlink | None = None,
     vip_store: network.StoreFactory | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> list[Controller]:
     """Every controller of a node, in registration order."""
     return [
@@ -80,4 +84,5 @@ def node_controllers(
         extensions.extension_status_controller(layout),
         extensions.extension_service_config_controller(),
         extensions.ExtensionServiceConfigFilesController(layout),
+        *k8s.k8s_controllers(layout, say=say),
     ]

@@ -98,6 +98,7 @@ from ichor.machined.resources._hostdns import (
     DNSResolveCacheSpec,
     HostDNSConfigSpec,
 )
+from ichor.machined.resources._k8s import K8S_TYPES
 from ichor.machined.resources._links import (
     BOND_ENUMS,
     VLAN_PROTOCOLS,
@@ -409,6 +410,7 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     *CLUSTER_TYPES,
     *HOSTDNS_TYPES,
     *EXTENSION_TYPES,
+    *K8S_TYPES,
 )
 
 
