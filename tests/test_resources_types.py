@@ -145,6 +145,9 @@ def test_definitions_match_talos(registry: Registry) -> None:
         "OperatorSpecs.net.talos.dev",  # may carry VIP API tokens
         "ExtensionServiceConfigs.runtime.talos.dev",  # config files of extension services
         "RegistriesConfigs.cri.talos.dev",  # registry auth and client keys
+        "KubernetesRootSecrets.secrets.talos.dev",
+        "KubernetesDynamicCerts.secrets.talos.dev",
+        "KubernetesSecrets.secrets.talos.dev",
     }
     assert "extensions" in facts["ExtensionStatuses.runtime.talos.dev"].aliases
     namespaces = {t: spec.default_namespace for t, spec in facts.items()}

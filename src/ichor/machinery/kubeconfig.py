@@ -40,6 +40,7 @@ __all__ = [
     "extract_kubeconfig",
     "kubeconfig_archive",
     "kubeconfig_servers",
+    "kubeconfig_text",
     "merge_kubeconfig",
 ]
 
@@ -75,6 +76,15 @@ contexts:
   name: {context}@{cluster}
 current-context: {context}@{cluster}
 """
+
+
+def kubeconfig_text(*, cluster: str, server: str, ca: bytes, user: str, crt: bytes, key: bytes) -> str:
+    """A one-cluster kubeconfig in Talos's layout: user and context ``<user>@<cluster>``, PEM data inline."""
+    b64 = base64.b64encode
+    return _TEMPLATE.format(
+        cluster=cluster, server=server, ca=b64(ca).decode(), user=user, context=user,
+        crt=b64(crt).decode(), key=b64(key).decode(),
+    )  # fmt: skip
 
 
 def _v1alpha1_cluster(config: Any) -> Any:

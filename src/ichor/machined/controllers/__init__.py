@@ -17,6 +17,8 @@ The graph, as ``talosctl inspect dependencies`` prints it:
             TimeStatus (synced by SNTP from TimeServerStatus on a node with its own network, else the host's)
 * k8s:      MachineConfig -> KubeletConfig, NodeIPConfig; NodeIPConfig + routed NodeAddresses -> NodeIP;
             Hostname -> Nodename; KubeletConfig + Nodename + NodeIP -> KubeletSpec -> kubelet files
+* k8s:      (control planes) cluster.* -> Kubernetes PKI, component configs, their files ->
+            StaticPods once etcd is healthy; machine.pods -> StaticPods; StaticPods -> PodList server
 * extensions: /etc/extensions.yaml -> ExtensionStatuses; ExtensionServiceConfig documents ->
             ExtensionServiceConfigs -> their files on disk -> ExtensionServiceConfigStatuses
 * k8s:      MachineConfig + Members -> KubePrismEndpoints; + features.kubePrism -> KubePrismConfigs ->
@@ -38,6 +40,7 @@ from ichor.machined.controllers import (
     cri,
     etcd,
     extensions,
+    k8s,
     network,
     runtime,
     secrets,
@@ -50,6 +53,7 @@ from ichor.machined.events import EventBus
 from ichor.machined.netlink import Netlink
 from ichor.machined.platform import Layout
 from ichor.machined.resources import MachineStage
+from ichor.machined.resources._k8s import STATIC_POD_SERVER_STATUSES
 from ichor.machined.services import ServiceInfo
 
 __all__ = ["node_controllers"]
@@ -66,6 +70,7 @@ def node_controllers(
     netlink: Netlink | None = None,
     vip_store: network.StoreFactory | None = None,
     kubelet_changed: Callable[[], Awaitable[None]] | None = None,
+    say: Callable[[str], None] | None = None,
 ) -> list[Controller]:
     """Every controller of a node, in registration order."""
     return [
@@ -88,5 +93,8 @@ def node_controllers(
         extensions.extension_service_config_controller(),
         extensions.ExtensionServiceConfigFilesController(layout),
         *kubeprism.kubeprism_controllers(layout),
-        *k8s_kubelet.kubelet_controllers(layout, on_change=kubelet_changed),
+        *k8s_kubelet.kubelet_controllers(
+            layout, static_pod_status=STATIC_POD_SERVER_STATUSES, on_change=kubelet_changed
+        ),
+        *k8s.k8s_controllers(layout, say=say),
     ]

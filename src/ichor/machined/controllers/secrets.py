@@ -19,7 +19,14 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from ichor.machined import _certs
 from ichor.machined.controllers.config import ACTIVE_CONFIG, active_config, control_plane_host
-from ichor.machined.cosi import ControllerContext, Input, SkipReconcile, TransformController, WaitingFor
+from ichor.machined.cosi import (
+    ControllerContext,
+    Input,
+    OutputKind,
+    SkipReconcile,
+    TransformController,
+    WaitingFor,
+)
 from ichor.machined.platform import Layout
 from ichor.machined.resources import (
     API_CERTIFICATES,
@@ -127,7 +134,7 @@ def cert_san_controller() -> TransformController[CertSANSpec]:
         "secrets.CertSANController",
         inputs=[Input(OS_ROOT_SECRETS, id=OS_ROOT_ID), Input(HOSTNAME_STATUSES, id=HOSTNAME_STATUS_ID),
                 Input(NODE_ADDRESSES, id=NODE_ADDRESS_CURRENT_ID)],
-        output=CERT_SANS, map_inputs=derive,
+        output=CERT_SANS, map_inputs=derive, output_kind=OutputKind.SHARED,
     )  # fmt: skip
 
 

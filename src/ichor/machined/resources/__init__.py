@@ -98,6 +98,7 @@ from ichor.machined.resources._hostdns import (
     DNSResolveCacheSpec,
     HostDNSConfigSpec,
 )
+from ichor.machined.resources._k8s import K8S_TYPES
 from ichor.machined.resources._kubelet import KUBELET_TYPES
 from ichor.machined.resources._kubeprism import (
     KUBEPRISM_CONFIG_ID,
@@ -437,6 +438,7 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     *EXTENSION_TYPES,
     *KUBEPRISM_TYPES,
     *KUBELET_TYPES,
+    *K8S_TYPES,
 )
 
 

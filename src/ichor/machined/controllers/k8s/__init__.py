@@ -1,1 +1,37 @@
-"""Area ``k8s``: Talos's Kubernetes controllers, one module per part (``kubelet``, ``kubeprism``, ...)."""
+"""Area ``k8s``: Talos's Kubernetes layer on a node (Talos's ``controllers/k8s`` and the Kubernetes
+parts of ``controllers/secrets``).
+
+Control planes: MachineConfig -> KubernetesRootSecrets -> CertSANs ``k8s`` -> KubernetesDynamicCerts,
+KubernetesSecrets (:mod:`.secrets`); MachineConfig -> APIServer/ControllerManager/Scheduler/
+AdmissionControl/AuditPolicy configs (:mod:`.control_plane`); those -> files under
+``/system/secrets/kubernetes`` and ``/system/config/kubernetes`` + SecretsStatus/ConfigStatus
+(:mod:`.render`); configs + statuses + a healthy etcd -> StaticPods (:mod:`.static_pods`).
+Every node: ``machine.pods`` -> StaticPods; StaticPods -> the PodList server the kubelet polls
+(:mod:`.static_pod_server`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ichor.machined.controllers.k8s import control_plane, render, secrets, static_pod_server, static_pods
+from ichor.machined.cosi import Controller
+from ichor.machined.platform import Layout
+
+__all__ = ["k8s_controllers"]
+
+
+def k8s_controllers(layout: Layout, *, say: Callable[[str], None] | None = None) -> list[Controller]:
+    """The controllers of this area, in registration order."""
+    return [
+        secrets.k8s_root_controller(),
+        secrets.k8s_cert_san_controller(),
+        secrets.k8s_dynamic_certs_controller(),
+        secrets.k8s_secrets_controller(),
+        *control_plane.control_plane_config_controllers(),
+        render.render_secrets_controller(layout),
+        render.render_configs_controller(layout),
+        static_pods.control_plane_static_pod_controller(),
+        static_pods.extra_static_pod_controller(),
+        static_pod_server.StaticPodServerController(layout, say=say),
+    ]

@@ -1,0 +1,120 @@
+"""``k8s.StaticPodServerController``: every StaticPods resource, served to the kubelet as a PodList.
+
+Talos 1.7 writes no manifests directory: the kubelet polls ``staticPodURL``, an HTTP server on
+``127.0.0.1:<random port>`` inside the node that answers any ``GET`` with a ``v1`` ``PodList`` JSON
+of the StaticPods resources (sorted by id). The URL is published as StaticPodServerStatus
+``static-pod-server-status``; each pod the server has not served before is logged as
+"rendered new static pod" with its id (the line the troubleshooting guide greps the console for).
+
+The server only answers loopback clients of the node and reads at most a small request head with a
+timeout; anything else gets an HTTP error and the connection is closed. It runs exactly as long
+as the controller does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import Any
+
+from ichor.machined.cosi import Controller, ControllerContext, Input, Output
+from ichor.machined.platform import Layout
+from ichor.machined.resources._k8s import (
+    STATIC_POD_SERVER_STATUS_ID,
+    STATIC_POD_SERVER_STATUSES,
+    STATIC_PODS,
+    StaticPodServerStatusSpec,
+)
+
+__all__ = ["MAX_REQUEST_HEAD", "REQUEST_TIMEOUT", "StaticPodServerController", "pod_list"]
+
+MAX_REQUEST_HEAD = 8192
+"""Bytes of request line and headers a client may send; the kubelet sends a few hundred."""
+REQUEST_TIMEOUT = 10.0
+
+
+def pod_list(pods: list[tuple[str, dict[str, Any]]]) -> bytes:
+    """The PodList body for ``(id, pod)`` pairs, in id order."""
+    items = [pod for _, pod in sorted(pods, key=lambda p: p[0])]
+    return json.dumps({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items}).encode()
+
+
+def _response(status: HTTPStatus, body: bytes, content_type: str = "text/plain; charset=utf-8") -> bytes:
+    head = (
+        f"HTTP/1.1 {status.value} {status.phrase}\r\nContent-Type: {content_type}\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+class StaticPodServerController(Controller):
+    """``k8s.StaticPodServerController`` (see the module doc)."""
+
+    name = "k8s.StaticPodServerController"
+    inputs = (Input(STATIC_PODS),)
+    outputs = (Output(STATIC_POD_SERVER_STATUSES),)
+    writes = "(an HTTP server on the node's loopback, serving the kubelet's staticPodURL)"
+
+    def __init__(self, layout: Layout, say: Callable[[str], None] | None = None) -> None:
+        # A node with its own network namespace owns its 127.0.0.1; a process node shares the
+        # host's loopback and binds its own address there instead.
+        self._host = "127.0.0.1" if layout.own_netns else layout.address
+        self._say = say
+        self._body = pod_list([])
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            try:
+                async with asyncio.timeout(REQUEST_TIMEOUT):
+                    head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.LimitOverrunError:
+                response = _response(HTTPStatus.REQUEST_HEADER_FIELDS_TOO_LARGE, b"request head too large\n")
+            except (asyncio.IncompleteReadError, TimeoutError):
+                return
+            else:
+                response = self._answer(head)
+            writer.write(response)
+            with contextlib.suppress(ConnectionError):
+                await writer.drain()
+        finally:
+            writer.close()
+            with contextlib.suppress(ConnectionError):
+                await writer.wait_closed()
+
+    def _answer(self, head: bytes) -> bytes:
+        parts = head.split(b"\r\n", 1)[0].split(b" ")
+        if len(parts) != 3 or not parts[2].startswith(b"HTTP/1."):
+            return _response(HTTPStatus.BAD_REQUEST, b"malformed request line\n")
+        if parts[0] not in (b"GET", b"HEAD"):
+            return _response(HTTPStatus.METHOD_NOT_ALLOWED, b"only GET is served\n")
+        response = _response(HTTPStatus.OK, self._body, "application/json")
+        return response[: response.index(b"\r\n\r\n") + 4] if parts[0] == b"HEAD" else response
+
+    async def run(self, ctx: ControllerContext) -> None:
+        server = await asyncio.start_server(self._handle, self._host, 0, limit=MAX_REQUEST_HEAD)
+        try:
+            port = server.sockets[0].getsockname()[1]
+            url = f"http://{self._host}:{port}"
+            served: set[str] = set()
+            while True:
+                await ctx.changed()
+                pods = [(r.id, dict(r.spec.pod)) for r in ctx.list(STATIC_PODS)]
+                self._body = pod_list(pods)
+                for id_ in sorted({id_ for id_, _ in pods} - served):
+                    ctx.logger.info("rendered new static pod", id=id_)
+                    if self._say is not None:
+                        self._say(f'rendered new static pod {{"component": "controller-runtime", '
+                                  f'"controller": "{self.name}", "id": "{id_}"}}')  # fmt: skip
+                served = {id_ for id_, _ in pods}
+                ctx.modify(
+                    STATIC_POD_SERVER_STATUSES,
+                    STATIC_POD_SERVER_STATUS_ID,
+                    StaticPodServerStatusSpec(url=url),
+                )
+        finally:
+            server.close()
+            with contextlib.suppress(Exception):
+                await server.wait_closed()
