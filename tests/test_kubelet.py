@@ -283,6 +283,20 @@ def test_runtime_spec_runs_kubelet_with_talos_mounts_and_host_namespaces(tmp_pat
     assert oci["root"]["path"] == str(layout.path(service.ROOTFS))
 
 
+def test_mounts_whose_source_the_node_lacks_are_dropped(tmp_path: Path) -> None:
+    layout = Layout(tmp_path, "10.5.0.2", platform=Platform.CONTAINER)
+    spec = KubeletSpecSpec(image="ghcr.io/siderolabs/kubelet:v1.30.3", args=())
+    layout.path("/dev").mkdir(parents=True)
+    kept = service.without_missing_sources(service.runtime_spec(spec, layout))
+    destinations = [m["destination"] for m in kept["mounts"]]
+    assert "/dev" in destinations and "/proc" not in destinations and "/lib/modules" not in destinations
+    layout.path(service.PROC_VIEW).mkdir(parents=True)
+    assert "/proc" in [
+        m["destination"]
+        for m in service.without_missing_sources(service.runtime_spec(spec, layout))["mounts"]
+    ]
+
+
 def test_process_node_shows_kubelet_skipped_with_the_reason(tmp_path: Path) -> None:
     svc = service.kubelet_service(Layout(tmp_path, "127.0.0.1"), State())
     assert svc.id == "kubelet" and "process node" in svc.skip_reason

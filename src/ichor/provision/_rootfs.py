@@ -80,7 +80,7 @@ def host_paths() -> list[Path]:
     return sorted(p for p in kept if not any(p != q and p.is_relative_to(q) for q in kept))
 
 
-def _bind(source: Path, target: Path, *, read_only: bool = False) -> None:
+def _bind(source: Path, target: Path, *, read_only: bool = False, device: bool = False) -> None:
     if source.is_dir():
         target.mkdir(parents=True, exist_ok=True)
     else:
@@ -88,7 +88,9 @@ def _bind(source: Path, target: Path, *, read_only: bool = False) -> None:
         target.touch(exist_ok=True)
     linux.mount(str(source), str(target), None, linux.MS_BIND | linux.MS_REC)
     if read_only:
-        flags = linux.MS_BIND | linux.MS_REMOUNT | linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV
+        flags = linux.MS_BIND | linux.MS_REMOUNT | linux.MS_RDONLY | linux.MS_NOSUID
+        if not device:  # a device node on a nodev mount cannot be opened at all
+            flags |= linux.MS_NODEV
         linux.mount(None, str(target), None, flags)
 
 
@@ -121,7 +123,7 @@ def build(rootfs: Path, node_root: Path, cgroups: Sequence[_cgroups.Hierarchy] =
             _bind(Path("/dev", device), rootfs / "dev" / device)
     for device in _READ_ONLY_DEVICES:
         if Path("/dev", device).exists():
-            _bind(Path("/dev", device), rootfs / "dev" / device, read_only=True)
+            _bind(Path("/dev", device), rootfs / "dev" / device, read_only=True, device=True)
     for name, target in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"),
                          ("stdout", "/proc/self/fd/1"), ("stderr", "/proc/self/fd/2")):  # fmt: skip
         (rootfs / "dev" / name).symlink_to(target)

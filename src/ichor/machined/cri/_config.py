@@ -25,6 +25,7 @@ from typing import Any
 
 from ichor.machined.cri import _toml
 from ichor.machined.cri._errors import CRIConfigError
+from ichor.machinery.constants import PAUSE_IMAGE, PAUSE_VERSION
 
 __all__ = [
     "CRI",
@@ -92,6 +93,8 @@ def cri_config() -> str:
 def cri_base_part() -> str:
     """``00-base.part``: the CRI plugin's settings every Talos node has (see the module doc)."""
     cri: dict[str, Any] = {
+        # containerd 1.7 (Talos 1.7's) defaults to pause 3.8; Debian's 1.6 would ask for 3.6.
+        "sandbox_image": f"{PAUSE_IMAGE}:{PAUSE_VERSION}",
         "restrict_oom_score_adj": True,
         "enable_unprivileged_ports": True,
         "enable_unprivileged_icmp": True,

@@ -132,7 +132,11 @@ def prepare_proc_view(layout: Layout) -> Path:
     processes. ``mount`` is util-linux's, called through the subprocess helper (a one-off step)."""
     view = layout.path(PROC_VIEW)
     if _mounted(view):
-        return view
+        if (view / "self").exists():
+            return view
+        # Made by an earlier boot: a container node keeps its mounts across reboots, but that proc
+        # shows a PID namespace that is gone (no /proc/self): replace it.
+        proc.run(["umount", "--recursive", "--lazy", str(view)], timeout=30)
     values = layout.path(SYSCTL_VALUES)
     view.mkdir(parents=True, exist_ok=True)
     values.mkdir(parents=True, exist_ok=True)
@@ -184,6 +188,12 @@ def runtime_spec(spec: KubeletSpecSpec, layout: Layout, *, environment: Sequence
             "readonlyPaths": [],
         },
     }
+
+
+def without_missing_sources(oci: dict[str, Any]) -> dict[str, Any]:
+    """``oci`` without the bind mounts whose source the node lacks (pre could not make them)."""
+    kept = [m for m in oci["mounts"] if m.get("type") != "bind" or Path(m["source"]).exists()]
+    return {**oci, "mounts": kept}
 
 
 def _environment(state: State) -> list[str]:
@@ -242,15 +252,22 @@ def kubelet_service(
             )
             if source is None or source.exists():
                 continue
-            if mount.source in _FILE_SOURCES:
-                source.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
-                source.touch(mode=0o644)
-            else:
-                source.mkdir(parents=True, exist_ok=True, mode=0o755)
+            try:
+                if mount.source in _FILE_SOURCES:
+                    source.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+                    source.touch(mode=0o644)
+                else:
+                    source.mkdir(parents=True, exist_ok=True, mode=0o755)
+            except OSError as err:
+                # A read-only path the node does not have (a host without /lib/modules): the kubelet
+                # runs without that mount, and the console says so.
+                report(
+                    f"kubelet: not mounting {mount.destination}: {mount.source} cannot be made ({err.strerror})"
+                )
 
     def factory(context: RunContext) -> Runner:
         oci = fit_to_node(
-            runtime_spec(current(), layout, environment=_environment(state)),
+            without_missing_sources(runtime_spec(current(), layout, environment=_environment(state))),
             held=_bounding_set(), oom_score_adj=_own_oom_score_adj(),
         )  # fmt: skip
         return ContainerRunner(client, NAMESPACE, CONTAINER_ID, oci, layout.path(CONFIG_JSON), context)
