@@ -39,6 +39,8 @@ from ichor.machined.controllers import (
     secrets,
     timesync,
 )
+from ichor.machined.controllers.k8s import extra_manifests as k8s_extra_manifests
+from ichor.machined.controllers.k8s import manifests as k8s_manifests
 from ichor.machined.cosi import Controller, Source
 from ichor.machined.events import EventBus
 from ichor.machined.netlink import Netlink
@@ -80,4 +82,9 @@ def node_controllers(
         extensions.extension_status_controller(layout),
         extensions.extension_service_config_controller(),
         extensions.ExtensionServiceConfigFilesController(layout),
+        # k8s: bootstrap and extra manifests (control planes only)
+        k8s_manifests.bootstrap_manifests_config_controller(),
+        k8s_manifests.extra_manifests_config_controller(),
+        k8s_manifests.manifest_controller(),
+        k8s_extra_manifests.ExtraManifestController(),
     ]
