@@ -61,7 +61,7 @@ def load_kubeconfig(
     try:
         docs = load_documents(text, source=source)
     except MachineryError as exc:
-        raise KubeconfigInvalidError(f"{source}: {exc}", hint=_HINT) from None
+        raise KubeconfigInvalidError(str(exc), hint=_HINT) from None
     if len(docs) != 1 or not isinstance(docs[0], dict):
         raise KubeconfigInvalidError(f"{source}: expected one YAML mapping (kind: Config)", hint=_HINT)
     doc = to_plain(docs[0])

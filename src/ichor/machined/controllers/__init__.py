@@ -40,6 +40,7 @@ from ichor.machined.controllers import (
     timesync,
 )
 from ichor.machined.controllers.k8s import extra_manifests as k8s_extra_manifests
+from ichor.machined.controllers.k8s import manifest_apply as k8s_manifest_apply
 from ichor.machined.controllers.k8s import manifests as k8s_manifests
 from ichor.machined.cosi import Controller, Source
 from ichor.machined.events import EventBus
@@ -87,4 +88,5 @@ def node_controllers(
         k8s_manifests.extra_manifests_config_controller(),
         k8s_manifests.manifest_controller(),
         k8s_extra_manifests.ExtraManifestController(),
+        k8s_manifest_apply.ManifestApplyController(layout, vip_store),
     ]
