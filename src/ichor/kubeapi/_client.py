@@ -255,8 +255,7 @@ class KubeClient:
             )
         return found
 
-    async def create(self, obj: dict[str, Any]) -> Any:
-        """POST ``obj`` to its collection (discovered from apiVersion/kind and metadata.namespace)."""
+    async def _where(self, obj: dict[str, Any]) -> tuple[APIResource, dict[str, Any]]:
         api_version, kind = obj.get("apiVersion"), obj.get("kind")
         raw_meta = obj.get("metadata")
         meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
@@ -265,5 +264,18 @@ class KubeClient:
                 "object has no apiVersion, kind or metadata.name",
                 hint="every manifest object needs all three",
             )
-        res = await self.resource_for(api_version, kind)
+        return await self.resource_for(api_version, kind), meta
+
+    async def create(self, obj: dict[str, Any]) -> Any:
+        """POST ``obj`` to its collection (discovered from apiVersion/kind and metadata.namespace)."""
+        res, meta = await self._where(obj)
         return await self.post(res.path(meta.get("namespace")), obj)
+
+    async def exists(self, obj: dict[str, Any]) -> bool:
+        """Whether an object of ``obj``'s kind, namespace and name is stored."""
+        res, meta = await self._where(obj)
+        try:
+            await self.get(res.path(meta.get("namespace"), str(meta["name"])))
+        except KubeNotFoundError:
+            return False
+        return True

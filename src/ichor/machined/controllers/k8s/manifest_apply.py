@@ -67,23 +67,29 @@ def apply_order(objects: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(objects, key=rank)
 
 
+async def _create_if_absent(client: kubeapi.KubeClient, obj: dict[str, Any]) -> bool:
+    # Ask first, as Talos does: the API server validates some creates (a Service's clusterIP)
+    # before it notices the object exists, and would fail instead of answering AlreadyExists.
+    if await client.exists(obj):
+        return False
+    try:
+        await client.create(obj)
+    except kubeapi.KubeAlreadyExistsError:
+        return False
+    return True
+
+
 async def apply_manifests(client: kubeapi.KubeClient, objects: list[dict[str, Any]]) -> tuple[int, int]:
     """Create each object that does not exist yet; (created, already there)."""
     created = existing = 0
     for obj in apply_order(objects):
         try:
-            await client.create(obj)
-            created += 1
-        except kubeapi.KubeAlreadyExistsError:
-            existing += 1
+            made = await _create_if_absent(client, obj)
         except kubeapi.KubeUnknownKindError:
             # a kind from a CRD created just now: discovery is cached, ask again once
             await client.resource_for(str(obj.get("apiVersion")), str(obj.get("kind")), refresh=True)
-            try:
-                await client.create(obj)
-                created += 1
-            except kubeapi.KubeAlreadyExistsError:
-                existing += 1
+            made = await _create_if_absent(client, obj)
+        created, existing = created + made, existing + (not made)
     return created, existing
 
 
