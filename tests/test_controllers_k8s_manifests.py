@@ -208,3 +208,30 @@ def test_a_url_that_is_not_http_is_refused_naming_the_key() -> None:
             await extra_manifests.fetch_url("file:///etc/passwd", {})
 
     run(main)
+
+
+def test_apply_waits_for_healthy_etcd_then_for_the_admin_kubeconfig(tmp_path: Path) -> None:
+    from ichor.machined.controllers.k8s import manifest_apply
+    from ichor.machined.platform import Layout
+    from ichor.machined.resources import SERVICES, ManifestSpec, ServiceSpec
+
+    async def main() -> None:
+        controller = manifest_apply.ManifestApplyController(
+            Layout(tmp_path, "127.0.0.1"), None, first_retry=0.05
+        )
+        async with running(controller) as state:
+            state.create(
+                MANIFESTS.new("00-x", ManifestSpec(items=({"apiVersion": "v1", "kind": "Namespace"},)))
+            )
+            name = "k8s.ManifestApplyController"
+            await assert_resource(state, WAIT_STATUSES, name, lambda r: "etcd" in r.spec.reason, timeout=5)
+            state.create(SERVICES.new("etcd", ServiceSpec(running=True, healthy=True)))
+            await assert_resource(
+                state,
+                WAIT_STATUSES,
+                name,
+                lambda r: manifest_apply.ADMIN_KUBECONFIG in r.spec.reason,
+                timeout=5,
+            )
+
+    run(main)
