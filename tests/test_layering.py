@@ -4,6 +4,7 @@ Rules:
 
 * ``ichor.machinery`` imports nothing of Ichor outside ``ichor.machinery`` (it is what everything
   else builds on, and what talosctl needs without a node);
+* ``ichor.kubeapi`` imports only ``ichor.machinery`` (client, machined and provision all use it);
 * ``ichor.cli`` never imports ``ichor.machined`` (talosctl talks to nodes only through the API);
 * only the node's entry point, ``ichor.machined.__main__``, imports ``ichor.machined.node``.
 """
@@ -58,8 +59,9 @@ def all_imports() -> Iterator[tuple[str, str, int]]:
             yield module, target, line
 
 
-def within(module: str, package: str) -> bool:
-    return module == package or module.startswith(package + ".")
+def within(module: str, package: str | tuple[str, ...]) -> bool:
+    packages = (package,) if isinstance(package, str) else package
+    return any(module == p or module.startswith(p + ".") for p in packages)
 
 
 def violations(imports: Iterable[tuple[str, str, int]]) -> list[str]:
@@ -69,6 +71,8 @@ def violations(imports: Iterable[tuple[str, str, int]]) -> list[str]:
             continue
         if within(module, "ichor.machinery") and not within(target, "ichor.machinery"):
             found.append(f"{module}:{line} imports {target} (machinery imports only machinery)")
+        if within(module, "ichor.kubeapi") and not within(target, ("ichor.kubeapi", "ichor.machinery")):
+            found.append(f"{module}:{line} imports {target} (kubeapi imports only machinery)")
         if within(module, "ichor.cli") and within(target, "ichor.machined"):
             found.append(f"{module}:{line} imports {target} (the CLI talks to nodes through the API)")
         if within(target, NODE) and module not in NODE_ENTRY_POINTS:
@@ -110,6 +114,8 @@ def test_the_scan_sees_every_kind_of_import() -> None:
         ("ichor.machined.server._machine", "ichor.machined.node", True),
         ("ichor.provision._cluster", "ichor.machined.node.Node", True),
         ("ichor.cli._get", "grpclib", False),
+        ("ichor.kubeapi._client", "ichor.machinery.pki", False),
+        ("ichor.kubeapi._client", "ichor.client", True),
     ],
 )
 def test_each_rule_catches_its_violation(module: str, target: str, broken: bool) -> None:

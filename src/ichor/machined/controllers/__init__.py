@@ -46,8 +46,11 @@ from ichor.machined.controllers import (
     secrets,
     timesync,
 )
+from ichor.machined.controllers.k8s import extra_manifests as k8s_extra_manifests
 from ichor.machined.controllers.k8s import kubelet as k8s_kubelet
 from ichor.machined.controllers.k8s import kubeprism
+from ichor.machined.controllers.k8s import manifest_apply as k8s_manifest_apply
+from ichor.machined.controllers.k8s import manifests as k8s_manifests
 from ichor.machined.cosi import Controller, Source
 from ichor.machined.events import EventBus
 from ichor.machined.netlink import Netlink
@@ -97,4 +100,10 @@ def node_controllers(
             layout, static_pod_status=STATIC_POD_SERVER_STATUSES, on_change=kubelet_changed
         ),
         *k8s.k8s_controllers(layout, say=say),
+        # k8s: bootstrap and extra manifests (control planes only)
+        k8s_manifests.bootstrap_manifests_config_controller(),
+        k8s_manifests.extra_manifests_config_controller(),
+        k8s_manifests.manifest_controller(),
+        k8s_extra_manifests.ExtraManifestController(),
+        k8s_manifest_apply.ManifestApplyController(layout, vip_store),
     ]

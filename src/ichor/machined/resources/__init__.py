@@ -99,6 +99,21 @@ from ichor.machined.resources._hostdns import (
     HostDNSConfigSpec,
 )
 from ichor.machined.resources._k8s import K8S_TYPES
+from ichor.machined.resources._k8s_manifests import (
+    BOOTSTRAP_MANIFESTS_CONFIG_ID,
+    BOOTSTRAP_MANIFESTS_CONFIGS,
+    EXTRA_MANIFESTS_CONFIG_ID,
+    EXTRA_MANIFESTS_CONFIGS,
+    K8S_MANIFEST_TYPES,
+    MANIFEST_STATUS_ID,
+    MANIFEST_STATUSES,
+    MANIFESTS,
+    BootstrapManifestsConfigSpec,
+    ExtraManifest,
+    ExtraManifestsConfigSpec,
+    ManifestSpec,
+    ManifestStatusSpec,
+)
 from ichor.machined.resources._kubelet import KUBELET_TYPES
 from ichor.machined.resources._kubeprism import (
     KUBEPRISM_CONFIG_ID,
@@ -221,6 +236,8 @@ __all__ = [
     "API_CERTIFICATES",
     "API_CERTIFICATES_ID",
     "BOND_ENUMS",
+    "BOOTSTRAP_MANIFESTS_CONFIGS",
+    "BOOTSTRAP_MANIFESTS_CONFIG_ID",
     "CERT_SANS",
     "CERT_SAN_API_ID",
     "CLUSTER_NAMESPACE",
@@ -247,6 +264,8 @@ __all__ = [
     "EXTENSION_SERVICE_CONFIGS",
     "EXTENSION_SERVICE_CONFIG_STATUSES",
     "EXTENSION_STATUSES",
+    "EXTRA_MANIFESTS_CONFIGS",
+    "EXTRA_MANIFESTS_CONFIG_ID",
     "FILES_NAMESPACE",
     "HOSTDNS_TYPES",
     "HOSTNAME_SPECS",
@@ -257,6 +276,7 @@ __all__ = [
     "IDENTITIES",
     "INFOS",
     "INFO_ID",
+    "K8S_MANIFEST_TYPES",
     "KUBELET_TYPES",
     "KUBEPRISM_CONFIGS",
     "KUBEPRISM_CONFIG_ID",
@@ -276,6 +296,9 @@ __all__ = [
     "MACHINE_TYPES",
     "MACHINE_TYPE_ID",
     "MAINTENANCE_CONFIG_ID",
+    "MANIFESTS",
+    "MANIFEST_STATUSES",
+    "MANIFEST_STATUS_ID",
     "MEMBERS",
     "NETWORK_CONFIG_NAMESPACE",
     "NETWORK_NAMESPACE",
@@ -316,6 +339,7 @@ __all__ = [
     "AffiliateSpec",
     "ApiCertificatesSpec",
     "BondMasterSpec",
+    "BootstrapManifestsConfigSpec",
     "CertSANSpec",
     "ConfigLayer",
     "ControlPlaneSpec",
@@ -334,6 +358,8 @@ __all__ = [
     "ExtensionServiceConfigSpec",
     "ExtensionServiceConfigStatusSpec",
     "ExtensionStatusSpec",
+    "ExtraManifest",
+    "ExtraManifestsConfigSpec",
     "HostDNSConfigSpec",
     "HostnameSpecSpec",
     "HostnameStatusSpec",
@@ -353,6 +379,8 @@ __all__ = [
     "MachineStatusSpec",
     "MachineStatusStatus",
     "MachineTypeSpec",
+    "ManifestSpec",
+    "ManifestStatusSpec",
     "MemberSpec",
     "NetworkStatusSpec",
     "NodeAddressSpec",
@@ -439,6 +467,7 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     *KUBEPRISM_TYPES,
     *KUBELET_TYPES,
     *K8S_TYPES,
+    *K8S_MANIFEST_TYPES,
 )
 
 
