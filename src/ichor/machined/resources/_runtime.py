@@ -128,6 +128,8 @@ MACHINE_STATUSES: ResourceType[MachineStatusSpec] = ResourceType(
     default_namespace=RUNTIME_NAMESPACE,
     spec_class=MachineStatusSpec,
     print_columns=(PrintColumn("Stage", "{.stage}"), PrintColumn("Ready", "{.status.ready}")),
+    # ManifestStatuses shares the initials: `get ms` stays the machine status, as on Talos.
+    aliases=("ms",),
 )
 
 MACHINE_RESET_SIGNALS: ResourceType[EmptySpec] = ResourceType(
