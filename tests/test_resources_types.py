@@ -148,6 +148,7 @@ def test_definitions_match_talos(registry: Registry) -> None:
         "KubernetesRootSecrets.secrets.talos.dev",
         "KubernetesDynamicCerts.secrets.talos.dev",
         "KubernetesSecrets.secrets.talos.dev",
+        "Manifests.kubernetes.talos.dev",  # the bootstrap token's Secret among them
     }
     assert "extensions" in facts["ExtensionStatuses.runtime.talos.dev"].aliases
     namespaces = {t: spec.default_namespace for t, spec in facts.items()}
