@@ -93,6 +93,8 @@ TALOS_MOUNTS: tuple[KubeletMount, ...] = (
     KubeletMount("/etc/kubernetes", "bind", "/etc/kubernetes", ("bind", "rshared", "rw")),
     KubeletMount("/etc/nfsmount.conf", "bind", "/etc/nfsmount.conf", ("bind", "ro")),
     KubeletMount("/etc/machine-id", "bind", "/etc/machine-id", ("bind", "ro")),
+    # hostNetwork pods get the node's hosts file, which the kubelet copies from its own /etc/hosts.
+    KubeletMount("/etc/hosts", "bind", "/etc/hosts", ("bind", "ro")),
     KubeletMount("/etc/os-release", "bind", "/etc/os-release", ("bind", "ro")),
     KubeletMount("/system/resolved/resolv.conf", "bind", "/system/resolved/resolv.conf", ("bind", "ro")),
     KubeletMount("/etc/cni", "bind", "/etc/cni", _RW),
@@ -107,7 +109,7 @@ TALOS_MOUNTS: tuple[KubeletMount, ...] = (
 )
 """Talos 1.7's kubelet mounts (destination, type, source, options), in its order."""
 _FILE_SOURCES = frozenset(
-    {"/etc/nfsmount.conf", "/etc/machine-id", "/etc/os-release", "/system/resolved/resolv.conf"}
+    {"/etc/nfsmount.conf", "/etc/machine-id", "/etc/hosts", "/etc/os-release", "/system/resolved/resolv.conf"}
 )
 
 
