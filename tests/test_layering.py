@@ -5,6 +5,7 @@ Rules:
 * ``ichor.machinery`` imports nothing of Ichor outside ``ichor.machinery`` (it is what everything
   else builds on, and what talosctl needs without a node);
 * ``ichor.cli`` never imports ``ichor.machined`` (talosctl talks to nodes only through the API);
+* ``ichor.kubebuild`` imports only ``ichor.machinery`` and ``ichor.images`` (the provisioner calls it);
 * only the node's entry point, ``ichor.machined.__main__``, imports ``ichor.machined.node``.
 """
 
@@ -69,6 +70,10 @@ def violations(imports: Iterable[tuple[str, str, int]]) -> list[str]:
             continue
         if within(module, "ichor.machinery") and not within(target, "ichor.machinery"):
             found.append(f"{module}:{line} imports {target} (machinery imports only machinery)")
+        if within(module, "ichor.kubebuild") and not any(
+            within(target, p) for p in ("ichor.kubebuild", "ichor.machinery", "ichor.images")
+        ):
+            found.append(f"{module}:{line} imports {target} (kubebuild imports only machinery and images)")
         if within(module, "ichor.cli") and within(target, "ichor.machined"):
             found.append(f"{module}:{line} imports {target} (the CLI talks to nodes through the API)")
         if within(target, NODE) and module not in NODE_ENTRY_POINTS:

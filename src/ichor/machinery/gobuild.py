@@ -25,9 +25,12 @@ import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
+from typing import TypeVar
 
 from ichor.machinery import proc
 from ichor.machinery.errors import MachineryError, ProcessError
+
+T = TypeVar("T")
 
 STEP_TIMEOUT = 60 * 60.0
 """The longest one ``go`` command may run (Kubernetes's six binaries take ~20 min on 2 cores)."""
@@ -129,19 +132,32 @@ class GoRunner:
             if child.poll() is None:
                 child.stop()
         if code != 0:
-            tail = self._tail(start_offset)
-            if _NETWORK_FAILURE.search(tail):
-                hint = (
-                    f"the Go module proxy (GOPROXY={self.proxy}) or the checksum database did not answer "
-                    f"or does not serve this version; allow access to it or set GOPROXY to a reachable "
-                    f"mirror; {self.fallback}"
-                )
-            else:
-                hint = f"the whole output is in {self.log}; {self.fallback}"
-            shown = " ".join(a if len(a) < 80 else a[:77] + "..." for a in argv[1:])
-            raise self.error(
-                f"`{Path(argv[0]).name} {shown}` (in {cwd}) failed with exit code {code}:\n{tail}", hint=hint
+            raise self._failure(argv, cwd, code, self._tail(start_offset))
+
+    def output(self, args: list[str], *, cwd: Path, env: Mapping[str, str] | None = None) -> str:
+        """Run ``go args`` (a short query such as ``mod download -json``) and return its stdout."""
+        argv = [self.go, *args]
+        done = proc.run(argv, cwd=cwd, env={**self.env, **(env or {})}, timeout=STEP_TIMEOUT, check=False)
+        with self.log.open("a") as log:
+            log.write(done.stderr)
+        if done.exit_code != 0:
+            tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
+            raise self._failure(argv, cwd, done.exit_code, tail)
+        return done.stdout
+
+    def _failure(self, argv: list[str], cwd: Path, code: int | None, tail: str) -> MachineryError:
+        if _NETWORK_FAILURE.search(tail):
+            hint = (
+                f"the Go module proxy (GOPROXY={self.proxy}) or the checksum database did not answer "
+                f"or does not serve this version; allow access to it or set GOPROXY to a reachable "
+                f"mirror; {self.fallback}"
             )
+        else:
+            hint = f"the whole output is in {self.log}; {self.fallback}"
+        shown = " ".join(a if len(a) < 80 else a[:77] + "..." for a in argv[1:])
+        return self.error(
+            f"`{Path(argv[0]).name} {shown}` (in {cwd}) failed with exit code {code}:\n{tail}", hint=hint
+        )
 
     def _new_text(self, offset: int) -> str:
         with self.log.open("rb") as f:
@@ -175,14 +191,15 @@ def locked(path: Path, report: Callable[[str], None], what: str) -> Iterator[Non
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def install_staged(target: Path, build: Callable[[Path], None]) -> Path:
+def install_staged(target: Path, build: Callable[[Path], T]) -> T:
     """Run ``build(staging)`` into a fresh ``<target>.new`` and, when it returns, rename it to
-    ``target`` (replacing what was there); when it raises, nothing is left but the old ``target``."""
+    ``target`` (replacing what was there) and return what it returned; when it raises, nothing is
+    left but the old ``target``."""
     staging = target.with_name(target.name + ".new")
     shutil.rmtree(staging, ignore_errors=True)
     staging.mkdir(parents=True)
     try:
-        build(staging)
+        result = build(staging)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -192,4 +209,4 @@ def install_staged(target: Path, build: Callable[[Path], None]) -> Path:
         os.rename(target, old)
     os.rename(staging, target)
     shutil.rmtree(old, ignore_errors=True)
-    return target
+    return result
