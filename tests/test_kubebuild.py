@@ -80,6 +80,12 @@ case "$1 $2" in
     test -f tools.go && grep -q '^require ' go.mod && echo "go: finding module for package x" >&2
     ;;
 "build -v")
+    if [ -n "$FAKE_GO_BROKEN" ]; then
+        for i in $(seq 1 30); do echo "example.com/dep$i" >&2; done
+        printf '# example.com/broken/udp\n/m/udp_amd64.go:95:3: undefined: runCProxy\n' >&2
+        for i in $(seq 31 60); do echo "example.com/dep$i" >&2; done
+        exit 1
+    fi
     out=$6
     echo "$7/internal/pkg"
     printf '#!/bin/sh\necho "%s"\n' "$FAKE_BIN_SAYS" > "$out"
@@ -351,3 +357,14 @@ def test_every_image_is_pushed_to_a_real_registry_under_its_repository_and_tag(
     with pytest.raises(MachineryError) as caught:  # the registry is gone: the push says where it looked
         push_images(artifacts, endpoint)
     assert f"is the registry at {endpoint} running?" in (caught.value.hint or "")
+
+
+def test_a_compile_error_is_shown_among_hundreds_of_package_names(
+    tmp_path: Path, fake_go: tuple[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("FAKE_GO_BROKEN", "1")
+    with pytest.raises(KubeBuildError) as err:
+        ensure_built(go=fake_go[0], cc=fake_go[1], only=["flannel"])
+    assert "# example.com/broken/udp\n/m/udp_amd64.go:95:3: undefined: runCProxy" in str(err.value)
+    assert "example.com/dep60" not in str(err.value)
+    assert "build.log" in (err.value.hint or "")

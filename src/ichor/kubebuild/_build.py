@@ -114,6 +114,8 @@ class _Builder:
         shutil.rmtree(src, ignore_errors=True)
         src.mkdir(parents=True)
         env = {"GOTOOLCHAIN": component.toolchain} if component.toolchain else {}
+        if component.cgo:
+            env["CGO_ENABLED"] = "1"
         version, module_dir, go_mod = self._download(component, src, env)
         if component.name == "pause":
             self.runner.run_logged(

@@ -66,6 +66,8 @@ class Component:
     staged: str | None = None
     """Modules under this prefix replaced by a local directory are staging modules published at
     ``v0.<minor>.<patch>`` of the component's ``v1.<minor>.<patch>`` (Kubernetes's convention)."""
+    cgo: bool = False
+    """Built with cgo, linked statically (flannel's UDP backend is C on amd64, as upstream builds it)."""
     module_version: str | None = None
     """The module's version when it is not the component's (pause is a C file of Kubernetes's module)."""
 
@@ -132,7 +134,8 @@ COMPONENTS: tuple[Component, ...] = (
         "github.com/flannel-io/flannel",
         (FLANNEL_VERSION, "v0.25.7", "v0.25.6"),
         (Binary("flanneld", "github.com/flannel-io/flannel", ("--version",), "{version}"),),
-        ("-s", "-w", "-X github.com/flannel-io/flannel/pkg/version.Version={version}"),
+        ("-s", "-w", "-X github.com/flannel-io/flannel/pkg/version.Version={version}", "-extldflags=-static"),
+        cgo=True,
     ),
     Component(
         "flannel-cni",

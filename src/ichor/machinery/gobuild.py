@@ -43,6 +43,11 @@ _NETWORK_FAILURE = re.compile(
 )
 
 
+_MESSAGE = re.compile(
+    r"^# |^go: (?!downloading)|\.(?:go|c|h):\d+(?::\d+)?: |^\s+\S+ imports$|\berror:", re.IGNORECASE
+)
+
+
 def cache_root(env: Mapping[str, str], *parts: str) -> Path:
     """``$XDG_CACHE_HOME/ichor/<parts>`` (default ``~/.cache``; a relative XDG value is ignored, as the spec says)."""
     xdg = env.get("XDG_CACHE_HOME", "")
@@ -172,7 +177,11 @@ class GoRunner:
         return f"{sum(1 for line in lines if not line.startswith('go: '))} packages compiled"
 
     def _tail(self, offset: int, lines: int = 20) -> str:
-        return "\n".join(self._new_text(offset).rstrip("\n").splitlines()[-lines:])
+        """The compiler's and go's messages when there are any (``go build -v`` interleaves them with
+        hundreds of package names), else the last lines."""
+        text = self._new_text(offset).rstrip("\n").splitlines()
+        messages = [line for line in text if _MESSAGE.search(line) or _NETWORK_FAILURE.search(line)]
+        return "\n".join((messages or text)[-lines:])
 
 
 @contextlib.contextmanager
