@@ -221,7 +221,8 @@ def test_a_cold_build_fills_the_cache_and_a_warm_run_does_nothing(
 
     root = tmp_path / "cache" / "ichor" / "kubernetes"
     assert artifacts_root() == root
-    assert artifacts.bin_dir == root / "kubernetes-v1.30.3" / "bin" and artifacts.kubectl.is_file()
+    assert artifacts.bin_dir == root / "kubernetes-v1.30.3" / "bin"
+    assert artifacts.kubectl is not None and artifacts.kubectl.is_file() and artifacts.cni_dir is not None
     assert sorted(p.name for p in artifacts.cni_dir.iterdir()) == sorted(
         ["bandwidth", "bridge", "firewall", "host-local", "loopback", "portmap"]
     )
@@ -278,6 +279,7 @@ def test_flannel_falls_back_to_a_served_release_of_the_same_minor(
     config = image.layout / "blobs" / "sha256" / image.config_digest.removeprefix("sha256:")
     assert json.loads(config.read_text())["config"]["Labels"]["org.opencontainers.image.version"] == "v0.25.7"
     assert list(artifacts.images) == ["ghcr.io/siderolabs/flannel:v0.25.3"]  # nothing else was built
+    assert artifacts.bin_dir is None and artifacts.kubectl is None and artifacts.cni_dir is None
 
 
 def test_an_unreachable_module_proxy_is_named_and_nothing_is_cached(

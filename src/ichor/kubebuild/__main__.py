@@ -48,9 +48,13 @@ def main(argv: list[str] | None = None) -> int:
         if err.hint:
             print(f"build-kubernetes: hint: {err.hint}", file=sys.stderr)
         return 1
-    print(f"bin {artifacts.bin_dir}")
-    print(f"kubectl {artifacts.kubectl}")
-    print(f"cni {artifacts.cni_dir}")
+    for label, path in (
+        ("bin", artifacts.bin_dir),
+        ("kubectl", artifacts.kubectl),
+        ("cni", artifacts.cni_dir),
+    ):
+        if path is not None:
+            print(f"{label} {path}")
     for reference, image in artifacts.images.items():
         print(f"image {reference} {image.layout}")
     _say(f"done in {gobuild.elapsed(time.monotonic() - started)}")

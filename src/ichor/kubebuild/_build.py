@@ -39,10 +39,11 @@ _IMAGE_STAMP = "ichor-image.json"
 class KubernetesArtifacts:
     """What a build produced: binaries, the CNI plugin directory, and every image layout by reference."""
 
-    bin_dir: Path
-    """kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl."""
-    kubectl: Path
-    cni_dir: Path
+    bin_dir: Path | None
+    """kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy, kubectl (None
+    when Kubernetes was left out with ``only``; so for the two below)."""
+    kubectl: Path | None
+    cni_dir: Path | None
     """The CNI reference plugins, for a node's /opt/cni/bin."""
     images: Mapping[str, BuiltImage]
     versions: Mapping[str, str]
@@ -247,9 +248,9 @@ def ensure_built(
             images[recipe.reference] = _pack(root, recipe, binaries, versions, report)
     if not missing:
         report(f"everything wanted is already built in {root}")
-    kube = done.get("kubernetes", (root / "kubernetes-missing" / "bin", ""))[0]
-    cni = done.get("cni-plugins", (root / "cni-plugins-missing" / "bin", ""))[0]
-    return KubernetesArtifacts(kube, kube / "kubectl", cni, images, versions)
+    kube = done["kubernetes"][0] if "kubernetes" in done else None
+    cni = done["cni-plugins"][0] if "cni-plugins" in done else None
+    return KubernetesArtifacts(kube, kube / "kubectl" if kube else None, cni, images, versions)
 
 
 def _build_missing(root: Path, missing: list[Component], done: dict[str, tuple[Path, str]], *,
