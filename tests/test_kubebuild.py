@@ -370,3 +370,14 @@ def test_a_compile_error_is_shown_among_hundreds_of_package_names(
     assert "# example.com/broken/udp\n/m/udp_amd64.go:95:3: undefined: runCProxy" in str(err.value)
     assert "example.com/dep60" not in str(err.value)
     assert "build.log" in (err.value.hint or "")
+
+
+def test_a_missing_c_compiler_for_pause_says_what_to_install(
+    tmp_path: Path, fake_go: tuple[str, str]
+) -> None:
+    with pytest.raises(
+        KubeBuildError, match=r"cannot build pause: the C compiler '.*no-cc' is not on PATH"
+    ) as err:
+        ensure_built(go=fake_go[0], cc=str(tmp_path / "no-cc"), only=["pause"])
+    assert "apt-get install -y gcc libc6-dev" in (err.value.hint or "")
+    assert not (artifacts_root() / "pause-3.8").exists()

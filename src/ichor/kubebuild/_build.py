@@ -119,8 +119,15 @@ class _Builder:
             env["CGO_ENABLED"] = "1"
         version, module_dir, go_mod = self._download(component, src, env)
         if component.name == "pause":
+            cc = shutil.which(self.cc)
+            if cc is None:
+                raise KubeBuildError(
+                    f"cannot build pause: the C compiler {self.cc!r} is not on PATH",
+                    hint="install gcc and the static C library (`apt-get install -y gcc libc6-dev`; "
+                    "`bash run.sh` does it as root)",
+                )
             self.runner.run_logged(
-                [self.cc, "-static", "-O2", f"-DVERSION={version}", "-o", str(bin_dir / "pause"),
+                [cc, "-static", "-O2", f"-DVERSION={version}", "-o", str(bin_dir / "pause"),
                  str(module_dir / component.binaries[0].package)], cwd=src, what="compiling pause",
             )  # fmt: skip
         else:
@@ -269,7 +276,7 @@ def _build_missing(root: Path, missing: list[Component], done: dict[str, tuple[P
     runner.log.write_text("")
     builder = _Builder(root, runner, cc, report)
     report(f"building {', '.join(c.name for c in still)} from the Go modules with {runner.go_version} into {root} "
-           "(first run only: about 25 min on 2 cores for everything, most of it Kubernetes; progress every "
+           "(first run only: 10-25 min on 2 cores for everything, most of it Kubernetes; progress every "
            f"{tick:g} s, the whole output in {runner.log})")  # fmt: skip
     for component in still:
         started = time.monotonic()
