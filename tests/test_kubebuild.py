@@ -265,6 +265,12 @@ def test_a_cold_build_fills_the_cache_and_a_warm_run_does_nothing(
     assert any("image registry.k8s.io/pause:3.8" in line for line in said)
     assert (artifacts.cni_dir / "bridge").read_text() != "#!/bin/sh\n"
 
+    # --force rebuilds what it names, and the images made of it are packed again; the others stay.
+    said.clear()
+    ensure_built(said.append, go=go, cc=cc, force=True, only=["coredns"])
+    packed = [line for line in said if line.startswith("  image ")]
+    assert len(packed) == 1 and "registry.k8s.io/coredns/coredns:v1.11.1" in packed[0]
+
 
 @NEEDS_IMAGE_TOOLS
 def test_flannel_falls_back_to_a_served_release_of_the_same_minor(

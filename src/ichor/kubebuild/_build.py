@@ -168,7 +168,7 @@ class _Builder:
         raise errors[0]
 
 
-def _image_ready(layout: Path, inputs: Mapping[str, int]) -> BuiltImage | None:
+def _image_ready(layout: Path, inputs: Mapping[str, list[int]]) -> BuiltImage | None:
     """The image recorded in ``layout``'s stamp when its blobs are there and its inputs unchanged."""
     stamp = _read_stamp(layout / _IMAGE_STAMP)
     if stamp is None or stamp.get("inputs") != dict(inputs):
@@ -190,9 +190,9 @@ def _image_ready(layout: Path, inputs: Mapping[str, int]) -> BuiltImage | None:
 def _pack(root: Path, recipe: ImageRecipe, binaries: Mapping[str, Path], versions: Mapping[str, str],
           report: Callable[[str], None]) -> BuiltImage:  # fmt: skip
     layout = root / "images" / recipe.key
-    inputs = {
-        key: binaries[key].stat().st_size for key in sorted({f"{c}/{b}" for c, b in recipe.files.values()})
-    }
+    # Size and mtime of each binary packed: a rebuilt binary (``--force``) repacks the image.
+    inputs = {key: [(st := binaries[key].stat()).st_size, st.st_mtime_ns]
+              for key in sorted({f"{c}/{b}" for c, b in recipe.files.values()})}  # fmt: skip
     ready = _image_ready(layout, inputs)
     if ready is not None:
         return ready
@@ -245,7 +245,7 @@ def ensure_built(
     missing = [c for c in wanted if c.name not in done]
     if missing:
         with gobuild.locked(root / ".lock", report, "Kubernetes"):
-            _build_missing(root, missing, done, report=report, go=go, cc=cc, tick=tick)
+            _build_missing(root, missing, done, report=report, go=go, cc=cc, tick=tick, force=force)
     binaries = {f"{name}/{b.name}": bin_dir / b.name
                 for c in COMPONENTS if (name := c.name) in done for bin_dir in [done[name][0]] for b in c.binaries}  # fmt: skip
     versions = {name: version for name, (_, version) in done.items()}
@@ -261,8 +261,9 @@ def ensure_built(
 
 
 def _build_missing(root: Path, missing: list[Component], done: dict[str, tuple[Path, str]], *,
-                   report: Callable[[str], None], go: str | None, cc: str, tick: float) -> None:  # fmt: skip
-    still = [c for c in missing if _built(root, c) is None]  # another process may have built some
+                   report: Callable[[str], None], go: str | None, cc: str, tick: float, force: bool) -> None:  # fmt: skip
+    # Another process may have built some while this one waited for the lock.
+    still = missing if force else [c for c in missing if _built(root, c) is None]
     for component in missing:
         if component not in still:
             done[component.name] = _built(root, component)  # type: ignore[assignment]
