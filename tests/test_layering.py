@@ -6,6 +6,7 @@ Rules:
   else builds on, and what talosctl needs without a node);
 * ``ichor.kubeapi`` imports only ``ichor.machinery`` (client, machined and provision all use it);
 * ``ichor.cli`` never imports ``ichor.machined`` (talosctl talks to nodes only through the API);
+* ``ichor.kubebuild`` imports only ``ichor.machinery`` and ``ichor.images`` (the provisioner calls it);
 * only the node's entry point, ``ichor.machined.__main__``, imports ``ichor.machined.node``.
 """
 
@@ -73,6 +74,10 @@ def violations(imports: Iterable[tuple[str, str, int]]) -> list[str]:
             found.append(f"{module}:{line} imports {target} (machinery imports only machinery)")
         if within(module, "ichor.kubeapi") and not within(target, ("ichor.kubeapi", "ichor.machinery")):
             found.append(f"{module}:{line} imports {target} (kubeapi imports only machinery)")
+        if within(module, "ichor.kubebuild") and not any(
+            within(target, p) for p in ("ichor.kubebuild", "ichor.machinery", "ichor.images")
+        ):
+            found.append(f"{module}:{line} imports {target} (kubebuild imports only machinery and images)")
         if within(module, "ichor.cli") and within(target, "ichor.machined"):
             found.append(f"{module}:{line} imports {target} (the CLI talks to nodes through the API)")
         if within(target, NODE) and module not in NODE_ENTRY_POINTS:
