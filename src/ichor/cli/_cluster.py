@@ -91,6 +91,16 @@ def _choose_provisioner(asked: str | None) -> tuple[str, str]:
     "internal registry; destroy stops it",
 )
 @click.option(
+    "--kubernetes-images",
+    type=click.Choice(["local", "upstream"]),
+    default="local",
+    show_default=True,
+    help="(Ichor) container nodes: 'local' builds Kubernetes, CoreDNS, flannel and pause from their Go modules "
+    "(once, cached; the first build takes many minutes and shows progress), serves them from the cluster's own "
+    "registry and mirrors registry.k8s.io and ghcr.io to it (the Air-gapped guide); 'upstream' leaves the nodes "
+    "to pull the public images",
+)
+@click.option(
     "--static-addresses/--no-static-addresses",
     default=False,
     hidden=True,
@@ -123,7 +133,7 @@ def _choose_provisioner(asked: str | None) -> tuple[str, str]:
 def create(name: str, state: str, provisioner: str | None, controlplanes: int, workers: int, cidr: str | None,
            extra_cidr: str, mtu: int, nameservers: str, registry_mirror: tuple[str, ...], with_registry: str | None, static_addresses: bool,
            config_patch: tuple[str, ...], config_patch_control_plane: tuple[str, ...], config_patch_worker: tuple[str, ...],
-           extension: tuple[str, ...], wait: bool, wait_timeout: str) -> None:  # fmt: skip
+           extension: tuple[str, ...], wait: bool, wait_timeout: str, kubernetes_images: str) -> None:  # fmt: skip
     from ichor.cli._nodecmd import parse_duration
     from ichor.provision._cluster import create as create_cluster
 
@@ -138,6 +148,7 @@ def create(name: str, state: str, provisioner: str | None, controlplanes: int, w
         progress=lambda line: click.echo(line, err=True), provisioner=chosen, mtu=mtu,
         nameservers=[n.strip() for n in nameservers.split(",") if n.strip()], registry_mirrors=registry_mirror,
         static_addresses=static_addresses, with_registry=with_registry, extensions=extension, extra_cidr=extra_cidr,
+        kubernetes_images=kubernetes_images,
     )  # fmt: skip
 
 

@@ -33,6 +33,8 @@ _MIN_GO = (1, 22)
 _FALLBACK = "clusters can still use the public images when the nodes reach the internet"
 _BUILD_STAMP = "ichor-build.json"
 _IMAGE_STAMP = "ichor-image.json"
+IMAGE_LAYOUT_VERSION = 3
+"""Bumped whenever :func:`~ichor.kubebuild._images.assemble_rootfs` lays images out differently."""
 
 
 @dataclass(frozen=True)
@@ -193,6 +195,7 @@ def _pack(root: Path, recipe: ImageRecipe, binaries: Mapping[str, Path], version
     # Size and mtime of each binary packed: a rebuilt binary (``--force``) repacks the image.
     inputs = {key: [(st := binaries[key].stat()).st_size, st.st_mtime_ns]
               for key in sorted({f"{c}/{b}" for c, b in recipe.files.values()})}  # fmt: skip
+    inputs["layout"] = [IMAGE_LAYOUT_VERSION]  # a change to how images are laid out repacks them
     ready = _image_ready(layout, inputs)
     if ready is not None:
         return ready

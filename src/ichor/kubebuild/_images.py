@@ -18,7 +18,7 @@ import os
 import re
 import shutil
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ichor.images import ImageSpec, busybox_rootfs
@@ -47,6 +47,8 @@ class ImageRecipe:
     entrypoint: tuple[str, ...]
     applets: tuple[str, ...] = ()
     iptables: bool = False
+    scripts: Mapping[str, str] = field(default_factory=dict)
+    """Path in the image -> a shell script's text (mode 0755)."""
 
     def spec(self, source_version: str) -> ImageSpec:
         return ImageSpec(
@@ -61,6 +63,12 @@ def _kube(key: str, name: str, reference: str, **extra: object) -> ImageRecipe:
                        (f"/usr/local/bin/{name}",), **extra)  # type: ignore[arg-type]  # fmt: skip
 
 
+_INSTALL_CNI = """#!/bin/sh
+# The flannel CNI plugin into the node's /opt/cni/bin (the DaemonSet's install-cni init container).
+set -e
+cp -f /flannel /host/opt/cni/bin/flannel.tmp
+mv -f /host/opt/cni/bin/flannel.tmp /host/opt/cni/bin/flannel
+"""
 _DEFAULT = Images()
 IMAGES: tuple[ImageRecipe, ...] = (
     _kube("kube-apiserver", "kube-apiserver", _DEFAULT.kube_apiserver),
@@ -72,7 +80,8 @@ IMAGES: tuple[ImageRecipe, ...] = (
     ImageRecipe("coredns", _DEFAULT.coredns, {"coredns": ("coredns", "coredns")}, ("/coredns",)),
     ImageRecipe("flannel", _DEFAULT.flannel,
                 {"opt/bin/flanneld": ("flannel", "flanneld"), "flannel": ("flannel-cni", "flannel")},
-                ("/opt/bin/flanneld",), applets=("sh", "cp", "mkdir", "cat", "ls"), iptables=True),
+                ("/opt/bin/flanneld",), applets=("sh", "cp", "mv", "mkdir", "cat", "ls"), iptables=True,
+                scripts={"install-cni.sh": _INSTALL_CNI}),
     ImageRecipe("pause", _DEFAULT.pause, {"pause": ("pause", "pause")}, ("/pause",)),
 )  # fmt: skip
 
@@ -116,14 +125,20 @@ def assemble_rootfs(recipe: ImageRecipe, root: Path, binaries: Mapping[str, Path
     shutil.rmtree(root, ignore_errors=True)
     if recipe.applets:
         busybox_rootfs(root, recipe.applets)
-    for directory in ("etc", "tmp"):
+    for directory in ("etc", "tmp", "run", "var"):
         (root / directory).mkdir(parents=True, exist_ok=True)
     (root / "tmp").chmod(0o1777)
+    # As on Debian: /var/run is /run (Talos mounts the node's /run at /var/run for the kubelet, which
+    # then finds containerd's socket at /run/containerd/containerd.sock).
+    (root / "var" / "run").symlink_to("../run")
     (root / "etc" / "passwd").write_text(_PASSWD)
     (root / "etc" / "group").write_text(_GROUP)
     (root / "etc" / "nsswitch.conf").write_text("hosts: files dns\n")
     for inside, (component, name) in recipe.files.items():
         _place(binaries[f"{component}/{name}"], root / inside)
+    for inside, text in recipe.scripts.items():
+        (root / inside).write_text(text)
+        (root / inside).chmod(0o755)
     if recipe.iptables:
         for inside, host in iptables_files().items():
             target = root / inside

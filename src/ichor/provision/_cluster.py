@@ -82,6 +82,7 @@ def create(
     with_registry: str | None = None,
     extensions: Sequence[str] = (),
     extra_cidr: str = "",
+    kubernetes_images: str = "upstream",
 ) -> ClusterRecord:
     """Create a cluster of process nodes, as a user would: boot, apply configs, merge talosconfig,
     bootstrap; then (``wait``) wait until every node's API answers and etcd is healthy on every
@@ -94,7 +95,10 @@ def create(
     ``registry_mirrors`` (``<registry host>=<mirror URL>``) become ``machine.registries.mirrors`` of
     every node, as in Talos. ``with_registry`` (comma-separated registry hosts, an Ichor extension)
     starts the cluster's own registry on the CIDR's first address (:mod:`._registry`) and adds a
-    mirror to it for each of those hosts.
+    mirror to it for each of those hosts. ``kubernetes_images="local"`` (container nodes) does the same for
+    the registries of Talos's Kubernetes images (:data:`KUBERNETES_REGISTRIES`) and, before any node
+    starts, builds (:mod:`ichor.kubebuild`, cached) and pushes every image the cluster needs to it, and
+    gives each node the CNI reference plugins at ``/opt/cni/bin``.
 
     Everything a user can get wrong (counts, CIDR, patches, an address in use) is refused before
     anything starts. A create that fails later stops every process it started and takes its context
@@ -132,6 +136,12 @@ def create(
             f"--mtu {mtu} is out of range", hint="pass --mtu between 68 and 65535 (default 1500)"
         )
     mirrors = [parse_mirror(m) for m in registry_mirrors]
+    local_kubernetes = container and kubernetes_images == "local"
+    if local_kubernetes:
+        mirrored = {m.registry for m in mirrors}
+        wanted = [h for h in KUBERNETES_REGISTRIES if h not in mirrored]
+        hosts = [h.strip() for h in (with_registry or "").split(",") if h.strip()]
+        with_registry = ",".join(dict.fromkeys([*hosts, *wanted])) or with_registry
     if with_registry is not None:
         check_registry_installed()
         mirrors += mirrors_for(with_registry, net.gateway(cidr) if container else discovery_address(cidr))
@@ -180,6 +190,8 @@ def create(
             _container.create_network(record, progress)
         if with_registry is not None:
             _start_registry(record, container, progress)
+        if local_kubernetes:
+            _serve_kubernetes(record, progress)
         if extension_sources:
             record.extensions = fetch_extensions(extension_sources, state_dir)
             record.save()
@@ -193,6 +205,29 @@ def create(
         _undo(record, state, progress, keep_logs=True)
         raise
     return record
+
+
+KUBERNETES_REGISTRIES = ("registry.k8s.io", "ghcr.io")
+"""Where Talos 1.7's Kubernetes images come from (kube-*, coredns, pause; kubelet, flannel)."""
+
+
+def _serve_kubernetes(record: ClusterRecord, progress: Callable[[str], None]) -> None:
+    """Build (or find cached) every Kubernetes image and the CNI plugins, push the images to the
+    cluster's registry and put the plugins on each node's /opt/cni disk."""
+    from ichor.kubebuild import ensure_built, push_images
+
+    progress(
+        "Kubernetes images: building what is not cached yet (a first build takes 10-20 minutes on 2 cores)"
+    )
+    artifacts = ensure_built(progress)
+    if record.registry:
+        push_images(artifacts, record.registry, progress)
+    if artifacts.cni_dir is not None:
+        for node in record.nodes:
+            target = Path(node.root) / "opt/cni/bin"
+            target.mkdir(parents=True, exist_ok=True)
+            for plugin in sorted(artifacts.cni_dir.iterdir()):
+                shutil.copy2(plugin, target / plugin.name)
 
 
 def _start_registry(record: ClusterRecord, container: bool, progress: Callable[[str], None]) -> None:

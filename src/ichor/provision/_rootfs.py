@@ -3,8 +3,8 @@
 The root is a tmpfs (``<state>/<node>.rootfs``, a mount point only the node's mount namespace sees)
 holding Talos's paths as real paths, so machined runs with Talos's layout unchanged (root ``/``):
 
-- ``/system/state`` (STATE) and ``/system/meta`` (META), ``/var`` (EPHEMERAL), ``/etc/kubernetes``
-  and ``/etc/cri``: bind mounts of the node's directories under ``<state>/<node>`` (its disks,
+- ``/system/state`` (STATE) and ``/system/meta`` (META), ``/var`` (EPHEMERAL), ``/etc/kubernetes``,
+  ``/etc/cri`` and ``/opt/cni`` (the CNI plugins, flannel's installed by its DaemonSet beside them): bind mounts of the node's directories under ``<state>/<node>`` (its disks,
   kept across reboots and seen by ``cluster destroy`` only as files);
 - ``/system/run``, ``/tmp``, ``/run``, ``/dev/shm``, and the rest of ``/system`` and ``/etc``:
   tmpfs, as on Talos (lost when the node powers off);
@@ -40,7 +40,7 @@ from ichor.provision import _linux as linux
 
 __all__ = ["DISKS", "build", "disk_dirs", "enter", "host_paths", "leave"]
 
-DISKS = ("system/state", "system/meta", "var", "etc/kubernetes", "etc/cri")
+DISKS = ("system/state", "system/meta", "var", "etc/kubernetes", "etc/cri", "opt/cni")
 """The node's own directories (its disks), bound at the same Talos path inside the node."""
 _TALOS_OWNED = ("/system", "/var", "/etc", "/proc", "/sys", "/dev")
 """Paths the node owns: a host directory under them is not carried in (it would be hidden or land
@@ -110,6 +110,7 @@ def build(rootfs: Path, node_root: Path, cgroups: Sequence[_cgroups.Hierarchy] =
         host = Path("/") / link
         if host.is_symlink():
             (rootfs / link).symlink_to(os.readlink(host))
+    _lib_modules(rootfs)
     # /tmp and /run first: a checkout or virtualenv under /tmp (a CI clone) is bound on top of them,
     # not hidden under them.
     _tmpfs(rootfs / "tmp", 0o1777)
@@ -143,6 +144,21 @@ def build(rootfs: Path, node_root: Path, cgroups: Sequence[_cgroups.Hierarchy] =
             shutil.copyfile(Path("/etc", name), rootfs / "etc" / name)
     (rootfs / "etc/machine-id").write_text(_machine_id(node_root) + "\n")
     (rootfs / "etc/hosts").write_text("127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n")
+
+
+def _lib_modules(rootfs: Path) -> None:
+    """A ``/lib/modules`` the node can mount from (kube-proxy's DaemonSet asks for it): with ``/lib`` a
+    link into the host's read-only ``/usr`` and no modules there (a host whose kernel has none on
+    disk), ``/lib`` becomes a directory of the node's own, linking every entry of ``/usr/lib``, with an
+    empty ``modules``."""
+    lib = rootfs / "lib"
+    if not lib.is_symlink() or os.readlink(lib).strip("/") != "usr/lib" or Path("/usr/lib/modules").exists():
+        return
+    lib.unlink()
+    lib.mkdir()
+    for entry in sorted(Path("/usr/lib").iterdir()):
+        (lib / entry.name).symlink_to(entry)
+    (lib / "modules").mkdir()
 
 
 def _machine_id(node_root: Path) -> str:
