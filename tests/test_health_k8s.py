@@ -181,6 +181,7 @@ def test_each_stage_waits_saying_what_for(breaks: Any, waiting: str) -> None:
     breaks(talos, kube)
     lines, error = _run(talos, kube)
     assert error is not None and str(error).startswith("timed out waiting for")
+    assert error.hint and "talosctl service kubelet" in error.hint
     assert any(line.startswith(waiting) for line in lines), lines
 
 

@@ -90,6 +90,9 @@ KUBERNETES_CHECKS = (
 CHECK_NAMES = (REACHABLE, *ETCD_CHECKS, *KUBERNETES_CHECKS)
 """The stages of ``talosctl health``, in order (Talos 1.7's)."""
 
+_K8S_LOOK = "(`talosctl service kubelet`, `talosctl logs kubelet`, `talosctl containers -k`)"
+_LOOK_AT = {name: _K8S_LOOK for name in KUBERNETES_CHECKS}
+"""Where to look when a stage times out (etcd's services otherwise)."""
 _UNAVAILABLE = 14
 _NOT_ANSWERING = "not answering yet"
 
@@ -417,7 +420,7 @@ async def wait_for(
                     raise HealthCheckError(
                         f"timed out waiting for {check.name}: {reason}{behind}",
                         hint="raise --wait-timeout, or look at the nodes named above "
-                        "(`talosctl service etcd`, `talosctl logs etcd`)",
+                        + _LOOK_AT.get(check.name, "(`talosctl service etcd`, `talosctl logs etcd`)"),
                     ) from None
                 await sleep(interval)
                 continue
