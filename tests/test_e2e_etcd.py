@@ -146,7 +146,7 @@ def test_three_control_planes_form_etcd_survive_faults_and_recover(tmp_path: Pat
         for stage in ("all nodes' APIs to be reachable: OK", "etcd to be healthy: OK",
                       "etcd members to be consistent across nodes: OK", "etcd members to be control plane nodes: OK"):  # fmt: skip
             assert stage in health.stdout + health.stderr, health.stdout + health.stderr
-        assert health.exit_code != 0 and "Ichor runs no Kubernetes components yet" in health.stderr
+        assert health.exit_code != 0 and "the nodes run no Kubernetes" in health.stderr
         kubeconfig = _talosctl(home, "-n", cps[0], "kubeconfig", str(home / "kube"))
         assert kubeconfig.exit_code == 0, kubeconfig.stderr
         assert f"admin@{NAME}" in (home / "kube").read_text()

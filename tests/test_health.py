@@ -83,8 +83,8 @@ def test_client_side_stages_pass_then_kubernetes_fails_truthfully(node: FakeNode
         "waiting for etcd members to be consistent across nodes: OK",
         "waiting for etcd members to be control plane nodes: OK",
     ]
-    assert lines[4].startswith("waiting for kubelet to be healthy: Ichor runs no Kubernetes components yet")
-    assert "error: kubelet to be healthy: Ichor runs no Kubernetes components yet" in r.stderr
+    assert lines[4].startswith("waiting for kubelet to be healthy: the nodes run no Kubernetes")
+    assert "error: kubelet to be healthy: the nodes run no Kubernetes" in r.stderr
     assert "OK" not in lines[4]
 
 
@@ -139,7 +139,7 @@ def test_server_side_streams_progress_and_reports_errors(node: FakeNode, talosct
         )
         failed = cluster_pb2.HealthCheckProgress()
         failed.metadata.hostname = "10.5.0.2"
-        failed.metadata.error = "kubelet to be healthy: Ichor runs no Kubernetes components yet"
+        failed.metadata.error = "kubelet to be healthy: the nodes run no Kubernetes"
         await stream.send_message(failed)
 
     node.handlers["HealthCheck"] = health
@@ -216,8 +216,8 @@ def test_node_cluster_service_runs_the_same_checks(tmp_path: Path) -> None:
     # Nodes named in the request were not discovered: no "discovered nodes" line.
     assert not any(line.startswith("discovered nodes") for line in lines), lines
     assert "waiting for etcd members to be control plane nodes: OK" in lines
-    assert lines[-1].startswith("waiting for kubelet to be healthy: Ichor runs no Kubernetes")
-    assert "Ichor runs no Kubernetes components yet" in (error.message or "")
+    assert lines[-1].startswith("waiting for kubelet to be healthy: the nodes run no Kubernetes")
+    assert "the nodes run no Kubernetes" in (error.message or "")
 
 
 def _members(node: FakeNode, members: list[tuple[str, list[str]]]) -> list[Any]:
@@ -251,7 +251,7 @@ def test_client_side_without_nodes_uses_the_discovered_members(node: FakeNode, t
     lines = r.stderr.splitlines()
     assert lines[0] == 'discovered nodes: ["10.5.0.2" "10.5.0.5"]'
     assert "waiting for etcd members to be control plane nodes: OK" in lines
-    assert "Ichor runs no Kubernetes components yet" in r.stderr
+    assert "the nodes run no Kubernetes" in r.stderr
     (request,) = requests
     assert (request.namespace, request.type) == ("cluster", "Members.cluster.talos.dev")
 
@@ -276,7 +276,7 @@ def test_node_cluster_service_without_nodes_checks_the_members_its_node_knows(tm
     )
     assert lines[0] == 'discovered nodes: ["10.5.0.2" "10.5.0.5"]'
     assert "waiting for etcd members to be control plane nodes: OK" in lines
-    assert "Ichor runs no Kubernetes components yet" in (error.message or "")
+    assert "the nodes run no Kubernetes" in (error.message or "")
 
 
 def test_cluster_info_from_members() -> None:
@@ -307,4 +307,4 @@ def test_node_cluster_service_without_nodes_uses_its_members(tmp_path: Path, mem
     else:
         assert lines[0] == 'discovered nodes: ["10.5.0.2"]'
         assert "waiting for etcd members to be control plane nodes: OK" in lines
-        assert "Ichor runs no Kubernetes components yet" in (error.message or "")
+        assert "the nodes run no Kubernetes" in (error.message or "")

@@ -86,6 +86,12 @@ def health(
             click.echo(f"discovered nodes: [{nodes}]", err=True)
         else:
             info = given
-        await run_checks(client, info, timeout=timeout, report=lambda line: click.echo(line, err=True))
+        await run_checks(
+            client,
+            info,
+            timeout=timeout,
+            report=lambda line: click.echo(line, err=True),
+            k8s_endpoint=k8s_endpoint,
+        )
 
     run(on_client)

@@ -18,6 +18,7 @@ import click
 
 from ichor.cli._lazy import CobraCommand
 from ichor.cli._nodecmd import run
+from ichor.client.health_k8s import fetch_kubeconfig
 
 HELP = """Download the admin kubeconfig from the node.
 
@@ -30,27 +31,6 @@ def default_kubeconfig_path() -> Path:
     env = os.environ.get("KUBECONFIG", "")
     first = next((p for p in env.split(os.pathsep) if p), "")
     return Path(first) if first else Path.home() / ".kube" / "config"
-
-
-async def fetch_kubeconfig(client: Any) -> bytes:
-    """The admin kubeconfig from the node's ``Kubeconfig`` stream (a tar.gz holding ``kubeconfig``)."""
-    from google.protobuf import empty_pb2
-
-    from ichor.client import ClientError, message_error
-    from ichor.machinery.kubeconfig import extract_kubeconfig
-
-    chunks: list[bytes] = []
-    async with client.machine.Kubeconfig.open() as call:
-        await call.send_message(empty_pb2.Empty(), end=True)
-        async for data in call:
-            error = message_error(data, client.peer_host)
-            if error is not None:
-                raise ClientError(
-                    f"error copying: {error}",
-                    hint="the admin kubeconfig is served by control plane nodes only: pass one with -n",
-                )
-            chunks.append(data.bytes)
-    return extract_kubeconfig(b"".join(chunks))
 
 
 async def kubelet_running(client: Any) -> bool | None:

@@ -12,8 +12,9 @@ when it passes (Talos's check descriptions):
 3. ``etcd members to be consistent across nodes`` - every control plane sees the same members, and
    none of them is still a learner (Ichor's addition: a learner is not a member you can count on);
 4. ``etcd members to be control plane nodes`` - the members are exactly ``control_plane_nodes``;
-5. Kubernetes stages (``kubelet to be healthy`` ...): Ichor runs no Kubernetes components yet, so
-   these fail at once with that reason. They never pass.
+5. the Kubernetes stages (``kubelet to be healthy`` ... ``all k8s nodes to report schedulable``,
+   :mod:`ichor.client.health_k8s`); on nodes that run no kubelet (process nodes) the first of them
+   fails at once, saying so. A stage with nothing to check (no kube-proxy DaemonSet) reports ``SKIP``.
 
 A reason says what is being waited for, in words (``service etcd is Preparing``, ``not answering
 yet``); the raw error behind it (a gRPC status, a refused connection) is kept as the reason's
@@ -53,6 +54,7 @@ __all__ = [
     "REACHABLE",
     "Check",
     "CheckFailed",
+    "CheckSkipped",
     "ClusterInfo",
     "HealthCheckError",
     "HealthError",
@@ -63,10 +65,11 @@ __all__ = [
     "member_entries",
     "plain_reason",
     "run_checks",
+    "service_state",
     "wait_for",
 ]
 
-NO_KUBERNETES = "Ichor runs no Kubernetes components yet"
+NO_KUBERNETES = "the nodes run no Kubernetes"
 REACHABLE = "all nodes' APIs to be reachable"
 ETCD_CHECKS = (
     "etcd to be healthy",
@@ -84,9 +87,12 @@ KUBERNETES_CHECKS = (
     "coredns to report ready",
     "all k8s nodes to report schedulable",
 )
-CHECK_NAMES = (REACHABLE, *ETCD_CHECKS, KUBERNETES_CHECKS[0])
-"""The stages of ``talosctl health``, in order (the Kubernetes ones stop at the first)."""
+CHECK_NAMES = (REACHABLE, *ETCD_CHECKS, *KUBERNETES_CHECKS)
+"""The stages of ``talosctl health``, in order (Talos 1.7's)."""
 
+_K8S_LOOK = "(`talosctl service kubelet`, `talosctl logs kubelet`, `talosctl containers -k`)"
+_LOOK_AT = {name: _K8S_LOOK for name in KUBERNETES_CHECKS}
+"""Where to look when a stage times out (etcd's services otherwise)."""
 _UNAVAILABLE = 14
 _NOT_ANSWERING = "not answering yet"
 
@@ -99,6 +105,11 @@ class HealthCheckError(ClientError):
     """A check did not pass: it timed out, or it can never pass (Kubernetes stages)."""
 
 
+class CheckSkipped(Exception):
+    """Raised by an attempt whose subject is not deployed (no kube-proxy DaemonSet): the stage
+    reports ``SKIP`` and the next one runs, as Talos's conditions do."""
+
+
 class CheckFailed(Exception):
     """Raised by one attempt of a check: ``str()`` is the reason shown after ``waiting for ...:``."""
 
@@ -107,7 +118,7 @@ class CheckFailed(Exception):
     ) -> None:
         super().__init__(reason)
         self.final = final
-        """No retry can help (the Kubernetes stages)."""
+        """No retry can help (no kubelet on any control plane)."""
         self.hint = hint
         """What to do, when ``final``."""
         self.detail = detail
@@ -230,7 +241,7 @@ def _service(services: Iterable[Any], name: str) -> Any:
     return next((s for s in services if s.id == name), None)
 
 
-def _service_state(service: Any, name: str) -> str | None:
+def service_state(service: Any, name: str) -> str | None:
     """Why ``service`` (a ServiceInfo, None when the node has none) is not Running and healthy."""
     if service is None:
         return f"service {name} is not started yet"
@@ -245,7 +256,13 @@ def _service_state(service: Any, name: str) -> str | None:
     return None
 
 
-def cluster_checks(client: Any, info: ClusterInfo) -> list[Check]:
+def cluster_checks(
+    client: Any,
+    info: ClusterInfo,
+    *,
+    k8s_endpoint: str = "",
+    kube: Callable[[], Awaitable[Any]] | None = None,
+) -> list[Check]:
     """The stages of ``talosctl health`` (:data:`CHECK_NAMES`) over ``client``, in order."""
     from google.protobuf import empty_pb2  # type: ignore[import-untyped]
 
@@ -273,7 +290,7 @@ def cluster_checks(client: Any, info: ClusterInfo) -> list[Check]:
                         raise CheckFailed("etcd is a learner, not yet promoted to a voting member")
                     if message.member_status.errors:
                         raise CheckFailed("etcd member errors: " + ", ".join(message.member_status.errors))
-            waiting = _service_state(service, "etcd")
+            waiting = service_state(service, "etcd")
             if waiting:
                 raise CheckFailed(waiting)
             alarms = await view.EtcdAlarmList(empty_pb2.Empty())
@@ -333,19 +350,11 @@ def cluster_checks(client: Any, info: ClusterInfo) -> list[Check]:
                 f"etcd members {sorted(hosts)} do not match the control plane nodes {sorted(expected)}"
             )
 
-    def kubernetes(name: str) -> Callable[[], Awaitable[None]]:
-        async def never() -> None:
-            raise CheckFailed(
-                f"{NO_KUBERNETES} ({name.split(' to ')[0]} is not implemented)",
-                final=True,
-                hint="Kubernetes health can be checked once Ichor runs Kubernetes; the etcd stages above are "
-                "the cluster health Ichor has today",
-            )
+    from ichor.client.health_k8s import kubernetes_checks
 
-        return never
-
-    attempts = [reachable, etcd_healthy, consistent, are_control_planes, kubernetes(KUBERNETES_CHECKS[0])]
-    return [Check(name, attempt) for name, attempt in zip(CHECK_NAMES, attempts, strict=True)]
+    attempts = [reachable, etcd_healthy, consistent, are_control_planes]
+    etcd = [Check(name, attempt) for name, attempt in zip(CHECK_NAMES, attempts, strict=False)]
+    return [*etcd, *kubernetes_checks(client, info, k8s_endpoint=k8s_endpoint, kube=kube)]
 
 
 def maintenance_check(client: Any, nodes: Sequence[str]) -> Check:
@@ -393,6 +402,9 @@ async def wait_for(
         while True:
             try:
                 await check.attempt()
+            except CheckSkipped:
+                report(f"waiting for {check.name}: SKIP")
+                break
             except (CheckFailed, ClientError) as exc:
                 failed = (
                     exc if isinstance(exc, CheckFailed) else CheckFailed(plain_reason(exc), detail=str(exc))
@@ -408,7 +420,7 @@ async def wait_for(
                     raise HealthCheckError(
                         f"timed out waiting for {check.name}: {reason}{behind}",
                         hint="raise --wait-timeout, or look at the nodes named above "
-                        "(`talosctl service etcd`, `talosctl logs etcd`)",
+                        + _LOOK_AT.get(check.name, "(`talosctl service etcd`, `talosctl logs etcd`)"),
                     ) from None
                 await sleep(interval)
                 continue
@@ -425,10 +437,12 @@ async def run_checks(
     interval: float = 1.0,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+    k8s_endpoint: str = "",
 ) -> None:
-    """``talosctl health``: every stage of :func:`cluster_checks`, in order (see :func:`wait_for`)."""
+    """``talosctl health``: every stage of :func:`cluster_checks`, in order (see :func:`wait_for`);
+    ``k8s_endpoint`` replaces the kubeconfig's API server host (``--k8s-endpoint``)."""
     await wait_for(
-        cluster_checks(client, info),
+        cluster_checks(client, info, k8s_endpoint=k8s_endpoint),
         timeout=timeout,
         report=report,
         interval=interval,

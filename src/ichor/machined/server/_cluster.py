@@ -93,7 +93,13 @@ class ClusterService(cluster_grpc.ClusterServiceBase):
             cluster = given
             try:
                 await run_checks(
-                    client, cluster, timeout=wait, report=lines.append, interval=self._interval, sleep=sleep
+                    client,
+                    cluster,
+                    timeout=wait,
+                    report=lines.append,
+                    interval=self._interval,
+                    sleep=sleep,
+                    k8s_endpoint=request.cluster_info.force_endpoint,
                 )
             except HealthCheckError as exc:
                 await flush()
