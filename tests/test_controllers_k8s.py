@@ -155,7 +155,7 @@ def test_control_plane_gets_pki_files_and_static_pods_once_etcd_is_healthy(tmp_p
                 and "--enable-bootstrap-token-auth=true" in args
             )
             scheduler = state.get("k8s", STATIC_PODS, "kube-scheduler").spec.pod["spec"]["containers"][0]
-            assert scheduler["livenessProbe"]["httpGet"]["path"] == "/livez"
+            assert scheduler["livenessProbe"]["httpGet"]["path"] == "/healthz"
             assert scheduler["readinessProbe"]["httpGet"] == {"path": "/readyz", "host": "localhost", "port": 10259,
                                                                "scheme": "HTTPS"}  # fmt: skip
 

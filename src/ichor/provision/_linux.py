@@ -27,6 +27,7 @@ __all__ = [
     "MS_RDONLY",
     "MS_REC",
     "MS_REMOUNT",
+    "MS_SHARED",
     "mount",
     "setns",
     "umount",
@@ -48,6 +49,7 @@ MS_REMOUNT = 0x20
 MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 0x40000
+MS_SHARED = 0x100000
 
 MNT_DETACH = 0x2
 

@@ -142,6 +142,9 @@ def build(rootfs: Path, node_root: Path, cgroups: Sequence[_cgroups.Hierarchy] =
     for name in _ETC_FROM_HOST:
         if Path("/etc", name).is_file():
             shutil.copyfile(Path("/etc", name), rootfs / "etc" / name)
+    # Shared within the node (the host's mounts stay private to it, made so above): the kubelet's
+    # volume mounts (/var/lib/kubelet, rshared in its container) must reach containerd, as on Talos.
+    linux.mount(None, str(rootfs), None, linux.MS_REC | linux.MS_SHARED)
     (rootfs / "etc/machine-id").write_text(_machine_id(node_root) + "\n")
     (rootfs / "etc/hosts").write_text("127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n")
 

@@ -251,7 +251,7 @@ def _net_conf(pod_cidrs: tuple[str, ...]) -> str:
 
 
 _CNI_CONF = json.dumps({
-    "name": "cbr0", "cniVersion": "1.0.0",
+    "name": "cbr0", "cniVersion": "0.3.1",
     "plugins": [
         {"type": "flannel", "delegate": {"hairpinMode": True, "isDefaultGateway": True}},
         {"type": "portmap", "capabilities": {"portMappings": True}},

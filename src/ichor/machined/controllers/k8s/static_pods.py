@@ -289,8 +289,9 @@ def _scheduler(cfg: SchedulerConfigSpec, annotations: dict[str, str]) -> dict[st
     key = "cluster.scheduler"
     args = merge_args(base, cfg.extra_args, policies, f"{key}.extraArgs")
     resources = _resources(cfg.resources, "10m", "64Mi")
-    # /livez and /readyz exist from Kubernetes 1.26 on; older schedulers answer /healthz only.
-    new = kubernetes_version(cfg.image, f"{key}.image") >= (1, 26)
+    # A 1.30.3 scheduler answers 404 on /livez (seen here: its startup probe killed it), so probes use
+    # /healthz up to 1.30, Talos 1.7's newest; /livez and /readyz from 1.31 on.
+    new = kubernetes_version(cfg.image, f"{key}.image") >= (1, 31)
     return _pod(
         SCHEDULER_ID, cfg.image, ["/usr/local/bin/kube-scheduler", *args], annotations=annotations,
         env=_env(cfg.environment_variables, resources, key),
