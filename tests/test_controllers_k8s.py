@@ -156,7 +156,7 @@ def test_control_plane_gets_pki_files_and_static_pods_once_etcd_is_healthy(tmp_p
             )
             scheduler = state.get("k8s", STATIC_PODS, "kube-scheduler").spec.pod["spec"]["containers"][0]
             assert scheduler["livenessProbe"]["httpGet"]["path"] == "/healthz"
-            assert scheduler["readinessProbe"]["httpGet"] == {"path": "/readyz", "host": "localhost", "port": 10259,
+            assert scheduler["readinessProbe"]["httpGet"] == {"path": "/healthz", "host": "localhost", "port": 10259,
                                                                "scheme": "HTTPS"}  # fmt: skip
 
             state.destroy("runtime", SERVICES, "etcd")  # etcd's service gone: the pods go too
