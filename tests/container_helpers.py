@@ -93,12 +93,15 @@ class ContainerCluster:
     def talosctl(self, *args: str, timeout: float = 180) -> proc.Completed:
         return talosctl_in(self.home, *args, timeout=timeout)
 
-    def create(self, *args: str, timeout: float = 300) -> proc.Completed:
+    def create(self, *args: str, timeout: float = 300, kubernetes: bool = False) -> proc.Completed:
         """``cluster create --provisioner container`` with this cluster's name, state and CIDR plus
-        ``args``; asserts it succeeded."""
+        ``args``; asserts it succeeded. Without ``kubernetes`` the nodes get no Kubernetes images
+        (``--kubernetes-images upstream``: their kubelets fail to pull and stay down), which keeps the
+        tests that are about something else light."""
         created = self.talosctl(
             "cluster", "create", "--provisioner", "container", "--name", self.name, "--state", str(self.state),
             "--cidr", self.cidr, "--wait-timeout", "3m",
+            "--kubernetes-images", "local" if kubernetes else "upstream",
             *(["--extra-cidr", self.extra_cidr] if self.extra_cidr else []), *args, timeout=timeout,
         )  # fmt: skip
         assert created.exit_code == 0, created.stdout + created.stderr

@@ -197,6 +197,8 @@ def enter(rootfs: Path) -> None:
         linux.MS_BIND | linux.MS_REMOUNT | linux.MS_RDONLY | linux.MS_NOSUID | linux.MS_NODEV,
     )
     linux.mount(net, net, None, linux.MS_BIND | linux.MS_REC)
+    # A bind of a read-only mount is read-only too: net (this namespace's own) is made writable again.
+    linux.mount(None, net, None, linux.MS_BIND | linux.MS_REMOUNT | linux.MS_NOSUID | linux.MS_NODEV)
     os.chroot(rootfs)
     os.chdir("/")
 

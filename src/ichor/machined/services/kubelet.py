@@ -147,6 +147,7 @@ def prepare_proc_view(layout: Layout) -> Path:
     proc.run(["mount", "--rbind", str(sysctls), str(sysctls)], timeout=30)
     proc.run(["mount", "-o", "remount,bind,ro,nosuid,nodev,noexec", str(sysctls)], timeout=30)
     proc.run(["mount", "--rbind", str(sysctls / "net"), str(sysctls / "net")], timeout=30)
+    proc.run(["mount", "-o", "remount,bind,rw,nosuid,nodev,noexec", str(sysctls / "net")], timeout=30)
     for name, wanted in KUBELET_SYSCTLS:
         live = sysctls / name
         with contextlib.suppress(OSError):

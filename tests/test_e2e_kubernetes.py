@@ -1,0 +1,73 @@
+"""Kubernetes on container nodes, end to end: a 1+1 cluster whose images are built here and served by
+its own registry (``--kubernetes-images local``), as the Getting Started guide ends: ``talosctl
+kubeconfig`` and ``kubectl get nodes`` with every node Ready; the control plane's static pods and
+the DaemonSets running, and the host's kernel settings untouched by the kubelets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from container_helpers import CONTAINER_NODES, container_cluster, until
+
+from ichor.kubebuild import ensure_built
+from ichor.machinery import proc
+
+pytestmark = [pytest.mark.e2e, CONTAINER_NODES]
+
+_SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops")
+
+
+def _host_sysctls() -> dict[str, str]:
+    return {name: Path("/proc/sys", name).read_text().strip() for name in _SYSCTLS}
+
+
+def test_getting_started_ends_with_every_node_ready(tmp_path: Path) -> None:
+    kubectl = ensure_built().kubectl
+    assert kubectl is not None
+    before = _host_sysctls()
+    with container_cluster(tmp_path, "k8s-e2e") as cluster:
+        cluster.create("--workers", "1", kubernetes=True, timeout=600)
+        cp, worker = cluster.address(2), cluster.address(3)
+        kubeconfig = tmp_path / "kubeconfig"
+        assert cluster.talosctl("-n", cp, "kubeconfig", str(kubeconfig), "--force").exit_code == 0
+
+        def kubectl_json(*args: str) -> dict[str, object]:
+            done = proc.run([str(kubectl), "--kubeconfig", str(kubeconfig), *args, "-o", "json"],
+                            check=False, timeout=30)  # fmt: skip
+            return json.loads(done.stdout) if done.exit_code == 0 else {}
+
+        def ready_nodes() -> set[str]:
+            items = kubectl_json("get", "nodes").get("items", [])
+            return {
+                n["metadata"]["name"] for n in items  # type: ignore[index]
+                if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])  # type: ignore[index]
+            }  # fmt: skip
+
+        until(
+            "both nodes Ready in kubectl get nodes",
+            lambda: ready_nodes() == {"k8s-e2e-controlplane-1", "k8s-e2e-worker-1"},
+            300,
+            3,
+        )
+
+        def running(selector: str) -> int:
+            pods = kubectl_json("-n", "kube-system", "get", "pods", "-l", selector).get("items", [])
+            return sum(1 for p in pods if p["status"].get("phase") == "Running")  # type: ignore[index]
+
+        until("kube-apiserver's mirror pod Running", lambda: running("k8s-app=kube-apiserver") == 1, 120, 3)
+        until("flannel Running on both nodes", lambda: running("k8s-app=flannel") == 2, 180, 3)
+        until("kube-proxy Running on both nodes", lambda: running("k8s-app=kube-proxy") == 2, 180, 3)
+        until("CoreDNS Running (pods on flannel's network)", lambda: running("k8s-app=kube-dns") == 2, 180, 3)
+
+        for node in (cp, worker):
+            shown = cluster.talosctl("-n", node, "service", "kubelet").stdout
+            assert "Running" in shown, shown
+        static = cluster.talosctl("-n", cp, "get", "staticpods").stdout
+        for pod in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+            assert pod in static, static
+        # Every pull was served by the cluster's own registry: its access log has the kubelet image.
+        log = (cluster.state_dir / "registry.log").read_text()
+        assert "/v2/siderolabs/kubelet/manifests/v1.30.3" in log
+    assert _host_sysctls() == before, "a kubelet changed the host's kernel settings"
