@@ -214,7 +214,8 @@ class DashboardApp(App[None]):
 
     def action_log_service(self, step: int) -> None:
         snap = self.snapshots.get(self.node)
-        ids = sorted(s.id for s in snap.services) if snap is not None else []
+        # A Skipped service never ran and has no log: the walk passes over it.
+        ids = sorted(s.id for s in snap.services if s.state != "Skipped") if snap is not None else []
         if not ids:
             return
         position = ids.index(self.log_service) if self.log_service in ids else -step
