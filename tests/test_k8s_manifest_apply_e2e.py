@@ -27,6 +27,7 @@ from ichor.machined.resources import (
     BootstrapManifestsConfigSpec,
     ServiceSpec,
 )
+from ichor.machined.resources._k8s import K8S_SECRETS, K8S_SECRETS_ID, KubernetesSecretsSpec
 from ichor.machinery import proc
 
 pytestmark = pytest.mark.e2e
@@ -59,9 +60,6 @@ def test_bootstrap_manifests_are_created_once_and_never_changed(tmp_path: Path) 
         (files / name).write_bytes(data)
     port = _free_port()
     layout = Layout(tmp_path / "node", "127.0.0.1")
-    kubeconfig = layout.path(manifest_apply.ADMIN_KUBECONFIG)
-    kubeconfig.parent.mkdir(parents=True)
-    kubeconfig.write_text(pki.kubeconfig(f"https://127.0.0.1:{port}"))
 
     with etcd_cluster(tmp_path / "etcd", [("cp-1", address)]) as etcd:
         member = etcd.members[0]
@@ -126,6 +124,9 @@ async def _scenario(layout: Layout, port: int, kubeconfig: str, etcd, apiserver,
     )
     async with running(controller) as state:
         state.create(SERVICES.new("etcd", ServiceSpec(running=True, healthy=True)))
+        state.create(
+            K8S_SECRETS.new(K8S_SECRETS_ID, KubernetesSecretsSpec(localhost_admin_kubeconfig=kubeconfig))
+        )
         for id, items in rendered.items():
             state.create(MANIFESTS.new(id, items))
         status = await assert_resource(state, MANIFEST_STATUSES, "manifests", timeout=120)
