@@ -99,6 +99,12 @@ def _own_oom_score_adj() -> int:
     return int(Path("/proc/self/oom_score_adj").read_text().strip() or 0)
 
 
+def fit_here(oci: dict[str, Any]) -> dict[str, Any]:
+    """``oci`` limited to what machined itself holds: its capabilities and its OOM score floor."""
+    fitted: dict[str, Any] = fit_to_node(oci, held=_bounding_set(), oom_score_adj=_own_oom_score_adj())
+    return fitted
+
+
 def _conditions(state: State, layout: Layout, spec: ServiceSpec) -> tuple[Condition, ...]:
     out: list[Condition] = []
     for dep in spec.depends:
@@ -123,9 +129,7 @@ def _runner(layout: Layout, state: State, spec: ServiceSpec) -> Callable[[RunCon
             mount_paths=tuple(f.mount_path for f in found.files) if found else (),
             environment=found.environment if found else (),
         )
-        oci: dict[str, Any] = fit_to_node(
-            runtime_spec(spec, config), held=_bounding_set(), oom_score_adj=_own_oom_score_adj()
-        )
+        oci = fit_here(runtime_spec(spec, config))
         config_json = layout.path(f"{RUN_DIR}/{spec.name}/config.json")
         return ContainerRunner(client, NAMESPACE, spec.service_id, oci, config_json, context)
 

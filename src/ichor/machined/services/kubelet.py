@@ -58,10 +58,10 @@ from ichor.machined.services import (
 from ichor.machined.services._container import ContainerRunner
 from ichor.machined.services.conditions import resource_exists, time_sync
 from ichor.machined.services.containerd import skip_reason
-from ichor.machined.services.extensions import _bounding_set, _own_oom_score_adj, network_ready
+from ichor.machined.services.extensions import fit_here, network_ready
 from ichor.machinery import proc
 from ichor.machinery.extensions import NetworkCheck
-from ichor.machinery.extensions._oci import DEFAULT_PATH, GRANTABLE_CAPABILITIES, OCI_VERSION, fit_to_node
+from ichor.machinery.extensions._oci import DEFAULT_PATH, GRANTABLE_CAPABILITIES, OCI_VERSION
 
 __all__ = ["CONTAINER_ID", "NAMESPACE", "TALOS_MOUNTS", "kubelet_service", "runtime_spec"]
 
@@ -113,10 +113,14 @@ _FILE_SOURCES = frozenset(
 )
 
 
+def _node_source(m: KubeletMount, layout: Layout) -> Path | None:
+    """Where a bind mount's source is in the node (None for other mounts)."""
+    return layout.path(m.source) if m.type == "bind" and m.source.startswith("/") else None
+
+
 def _mount(m: KubeletMount, layout: Layout) -> dict[str, Any]:
-    if m.type == "bind" and m.source.startswith("/"):
-        return {**m.to_oci(), "source": str(layout.path(m.source))}
-    return m.to_oci()
+    source = _node_source(m, layout)
+    return m.to_oci() if source is None else {**m.to_oci(), "source": str(source)}
 
 
 def _mounted(target: Path) -> bool:
@@ -250,9 +254,7 @@ def kubelet_service(
         await client.mount_image(NAMESPACE, spec.image, layout.path(ROOTFS))
         await asyncio.to_thread(prepare_proc_view, layout)
         for mount in (*TALOS_MOUNTS, *spec.extra_mounts):
-            source = (
-                layout.path(mount.source) if mount.type == "bind" and mount.source.startswith("/") else None
-            )
+            source = _node_source(mount, layout)
             if source is None or source.exists():
                 continue
             try:
@@ -269,10 +271,9 @@ def kubelet_service(
                 )
 
     def factory(context: RunContext) -> Runner:
-        oci = fit_to_node(
-            without_missing_sources(runtime_spec(current(), layout, environment=_environment(state))),
-            held=_bounding_set(), oom_score_adj=_own_oom_score_adj(),
-        )  # fmt: skip
+        oci = fit_here(
+            without_missing_sources(runtime_spec(current(), layout, environment=_environment(state)))
+        )
         return ContainerRunner(client, NAMESPACE, CONTAINER_ID, oci, layout.path(CONFIG_JSON), context)
 
     network = network_ready(state, (NetworkCheck.ADDRESSES, NetworkCheck.HOSTNAME, NetworkCheck.ETCFILES))
