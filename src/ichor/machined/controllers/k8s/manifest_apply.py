@@ -20,7 +20,7 @@ from typing import Any
 
 from ichor import kubeapi
 from ichor.etcd import EtcdError
-from ichor.machined.controllers.network.vip import ElectionStore, StoreFactory
+from ichor.machined.controllers.network.vip import ElectionStore, StoreFactory, wait_for_turn
 from ichor.machined.cosi import Controller, ControllerContext, Input, Output
 from ichor.machined.platform import Layout
 from ichor.machined.resources import (
@@ -110,13 +110,7 @@ async def etcd_mutex(store: ElectionStore, prefix: str, value: str = "") -> Asyn
         created = await store.create(key, value, lease=lease)
         if created is None:
             raise EtcdError(f"mutex key {key} already exists")
-        while True:
-            found = await store.get(f"{prefix}/", prefix=True)
-            ahead = [kv for kv in found.kvs if kv.create_revision < created]
-            if not ahead:
-                break
-            holder = max(ahead, key=lambda kv: kv.create_revision)
-            await store.wait_deleted(holder.key, after=found.revision)
+        await wait_for_turn(store, prefix, created)
         # A lost lease only means another holder may start: creates stay create-only, so no harm.
         keepalive = asyncio.ensure_future(_keep_alive(store, lease))
         try:

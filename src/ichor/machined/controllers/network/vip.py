@@ -51,6 +51,7 @@ __all__ = [
     "VIPOperatorController",
     "gratuitous_arp",
     "send_gratuitous_arp",
+    "wait_for_turn",
 ]
 
 ELECTION_PREFIX = "talos:v1:vip:election:"
@@ -78,6 +79,22 @@ class ElectionStore(Protocol):
 
 
 StoreFactory = Callable[[], AbstractAsyncContextManager[ElectionStore]]
+
+
+async def wait_for_turn(
+    store: ElectionStore, prefix: str, created: int, *, timeout: float | None = None
+) -> None:
+    """Return once no key under ``prefix/`` was created before ``created`` (etcd's election and mutex
+    order: each waits for the newest key ahead of it to go)."""
+    while True:
+        found = await store.get(f"{prefix}/", prefix=True)
+        ahead = [kv for kv in found.kvs if kv.create_revision < created]
+        if not ahead:
+            return
+        holder = max(ahead, key=lambda kv: kv.create_revision)
+        await store.wait_deleted(holder.key, after=found.revision, timeout=timeout)
+
+
 Announce = Callable[[str, bytes, ipaddress.IPv4Address], Awaitable[None]]
 
 
@@ -210,13 +227,7 @@ class VIPOperatorController(Controller):
 
     async def _lead(self, ctx: ControllerContext, store: ElectionStore, spec: OperatorSpecSpec, mac: bytes,
                     prefix: str, key: str, created: int, leading: dict[str, OperatorSpecSpec]) -> None:  # fmt: skip
-        while True:
-            found = await store.get(f"{prefix}/", prefix=True)
-            ahead = [kv for kv in found.kvs if kv.create_revision < created]
-            if not ahead:
-                break
-            holder = max(ahead, key=lambda kv: kv.create_revision)
-            await store.wait_deleted(holder.key, after=found.revision, timeout=_WATCH_TIMEOUT)
+        await wait_for_turn(store, prefix, created, timeout=_WATCH_TIMEOUT)
         leading[spec.id] = spec
         ctx.logger.info("enabled shared IP", ip=spec.vip.ip, link=spec.link_name)
         ctx.wake()
