@@ -526,3 +526,23 @@ def test_client_certificate_from_another_cluster_is_a_lost_connection_with_a_hin
         assert err.value.hint is not None and "context 'demo'" in err.value.hint
 
     _run(scenario)
+
+
+def test_leaving_the_client_closes_its_sockets_before_returning(tmp_path: Path) -> None:
+    """No socket outlives ``async with Client``: TLS closes in loop callbacks, and aclose waits for them."""
+    bundle = SecretsBundle.generate()
+    machine = _Machine()
+    tls = _server_tls(tmp_path, _apid_cert(bundle, ips=["127.0.0.1"]), bundle.os)
+
+    async def scenario() -> None:
+        async with _serving([machine, _State()], tls) as port:
+            path = _talosconfig(tmp_path, bundle, endpoints=[f"127.0.0.1:{port}"])
+            async with Client.from_options(GlobalOptions(talosconfig=str(path))) as c:
+                await c.machine.Version(empty_pb2.Empty())
+                transport = next(iter(c._conn.channel()._open.values()))
+                raw = transport.get_extra_info("socket")
+                assert raw.fileno() != -1
+            # Right after the block, with no loop turn given: the socket is closed.
+            assert raw.fileno() == -1
+
+    _run(scenario)

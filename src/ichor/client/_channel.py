@@ -153,6 +153,8 @@ class FailoverChannel(Channel):
         self._fingerprints = tuple(fingerprints)
         self.endpoint: Endpoint | None = None
         """The endpoint of the current (or last) connection."""
+        self._open: dict[asyncio.Future[None], asyncio.Transport] = {}
+        """Each connection not yet lost: a future its protocol's ``connection_lost`` resolves."""
 
     @property
     def dial_order(self) -> list[Endpoint]:
@@ -197,6 +199,7 @@ class FailoverChannel(Channel):
             except (OSError, TimeoutError) as exc:
                 failures.append(await self._classify(exc, ep))
                 continue
+            self._track(transport, protocol)
             problem = self._check_pinning(transport, ep)
             if problem is not None:
                 transport.abort()
@@ -208,6 +211,37 @@ class FailoverChannel(Channel):
             assert isinstance(protocol, H2Protocol)
             return protocol
         raise self._all_failed(failures)
+
+    def _track(self, transport: asyncio.Transport, protocol: asyncio.BaseProtocol) -> None:
+        lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        original = protocol.connection_lost
+
+        def connection_lost(exc: Exception | None) -> None:
+            try:
+                original(exc)
+            finally:
+                self._open.pop(lost, None)
+                if not lost.done():
+                    lost.set_result(None)
+
+        protocol.connection_lost = connection_lost  # type: ignore[method-assign]
+        self._open[lost] = transport
+
+    async def aclose(self, grace: float = 1.0) -> None:
+        """Close, then wait until every socket is closed (TLS closes in loop callbacks after ``close``).
+
+        A peer that does not finish the TLS shutdown within ``grace`` seconds has its socket aborted.
+        """
+        self.close()
+        if not self._open:
+            return
+        _, pending = await asyncio.wait(list(self._open), timeout=grace)
+        for lost in pending:
+            transport = self._open.get(lost)
+            if transport is not None:
+                transport.abort()
+        if pending:
+            await asyncio.wait(pending, timeout=grace)
 
     def _check_pinning(self, transport: asyncio.BaseTransport, ep: Endpoint) -> EndpointFailure | None:
         if not self._fingerprints:

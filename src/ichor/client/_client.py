@@ -124,6 +124,14 @@ class _Connection:
             self._channel.close()
             self._channel = None
 
+    async def aclose(self) -> None:
+        """Close, and return once every socket is closed."""
+        for child in self._children.values():
+            await child.aclose()
+        if self._channel is not None:
+            channel, self._channel = self._channel, None
+            await channel.aclose()
+
 
 class Client:
     """A talosctl connection: ``async with Client.from_options(opts) as c: await c.machine.Version(...)``.
@@ -441,10 +449,12 @@ class Client:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
-        # TLS transports finish closing in loop callbacks; give them a turn before the loop ends.
-        for _ in range(3):
-            await asyncio.sleep(0)
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connections and wait until their sockets are closed (TLS closes in loop callbacks)."""
+        if self._owner:
+            await self._conn.aclose()
 
 
 def _cosi_routing(metadata: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...] | None:
