@@ -40,8 +40,10 @@ def test_local_affiliate_info_and_member_without_a_server(tmp_path: Path) -> Non
                 node.state, ENDPOINTS, "discovery",
                 lambda r: r.spec.addresses == (ipaddress.ip_address("127.44.1.9"),),
             )  # fmt: skip
-            routed = NodeAddressSpec((ipaddress.ip_interface("10.44.0.9/24"),))
-            node.state.create(NODE_ADDRESSES.new("routed", routed))
+            # What peers are told is the routed set without the pod network (flannel's addresses).
+            with_pods = (ipaddress.ip_interface("10.44.0.9/24"), ipaddress.ip_interface("10.244.1.0/32"))
+            node.state.create(NODE_ADDRESSES.new("routed", NodeAddressSpec(with_pods)))
+            node.state.create(NODE_ADDRESSES.new("routed-no-k8s", NodeAddressSpec(with_pods[:1])))
             await assert_resource(
                 node.state,
                 AFFILIATES,

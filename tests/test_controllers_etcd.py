@@ -9,6 +9,7 @@ from controller_helpers import ADDRESS, apply, config, run, running
 from ichor.machined.controllers import config as config_area
 from ichor.machined.controllers import etcd as etcd_area
 from ichor.machined.controllers import network
+from ichor.machined.controllers.k8s.address_filter import node_address_filter_controller
 from ichor.machined.cosi import WAIT_STATUSES, Controller, assert_no_resource, assert_resource
 from ichor.machined.platform import Layout
 from ichor.machined.resources import ETCD_CONFIGS, ETCD_SPECS
@@ -19,6 +20,7 @@ def _config_and_network(layout: Layout) -> list[Controller]:
         config_area.machine_type_controller(),
         *network.hostname_controllers(layout),
         network.node_address_controller(layout),
+        node_address_filter_controller(),
     ]
 
 

@@ -64,7 +64,9 @@ def _edited(edit: Any) -> str:
 
 def _seed_node(state: State) -> None:
     state.create(HOSTNAME_STATUSES.new("hostname", HostnameStatusSpec("cp-1", "lab")))
-    state.create(NODE_ADDRESSES.new("current", NodeAddressSpec((ipaddress.ip_interface(f"{ADDRESS}/8"),))))
+    state.create(
+        NODE_ADDRESSES.new("accumulative-no-k8s", NodeAddressSpec((ipaddress.ip_interface(f"{ADDRESS}/8"),)))
+    )
 
 
 def _set_etcd(state: State, healthy: bool) -> None:

@@ -17,6 +17,7 @@ from ichor.etcd import KV, EtcdUnavailableError, RangeResult
 from ichor.machined.controllers import config as config_area
 from ichor.machined.controllers import etcd as etcd_area
 from ichor.machined.controllers import network
+from ichor.machined.controllers.k8s.address_filter import node_address_filter_controller
 from ichor.machined.controllers.network import vip
 from ichor.machined.cosi import State, assert_no_resource, assert_resource
 from ichor.machined.platform import Layout
@@ -283,6 +284,7 @@ def test_etcd_never_advertises_or_listens_on_the_vip(tmp_path: Path) -> None:
         config_area.machine_type_controller(),
         etcd_area.etcd_config_controller(),
         etcd_area.etcd_spec_controller(),
+        node_address_filter_controller(),
     ]
 
     async def main() -> None:

@@ -13,6 +13,7 @@ from cryptography import x509
 
 from ichor.machined.controllers import config as config_area
 from ichor.machined.controllers import network, secrets
+from ichor.machined.controllers.k8s.address_filter import node_address_filter_controller
 from ichor.machined.cosi import WAIT_STATUSES, Controller, assert_no_resource, assert_resource
 from ichor.machined.platform import Layout
 from ichor.machined.resources import API_CERTIFICATES, CERT_SANS, ETCD_ROOT_SECRETS, OS_ROOT_SECRETS
@@ -24,6 +25,7 @@ def _config_and_network(layout: Layout) -> list[Controller]:
         config_area.machine_type_controller(),
         *network.hostname_controllers(layout),
         network.node_address_controller(layout),
+        node_address_filter_controller(),
     ]
 
 

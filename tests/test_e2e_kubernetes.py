@@ -6,6 +6,7 @@ the DaemonSets running, and the host's kernel settings untouched by the kubelets
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -56,10 +57,27 @@ def test_getting_started_ends_with_every_node_ready(tmp_path: Path) -> None:
             pods = kubectl_json("-n", "kube-system", "get", "pods", "-l", selector).get("items", [])
             return sum(1 for p in pods if p["status"].get("phase") == "Running")  # type: ignore[index]
 
-        until("kube-apiserver's mirror pod Running", lambda: running("k8s-app=kube-apiserver") == 1, 120, 3)
-        until("flannel Running on both nodes", lambda: running("k8s-app=flannel") == 2, 180, 3)
-        until("kube-proxy Running on both nodes", lambda: running("k8s-app=kube-proxy") == 2, 180, 3)
-        until("CoreDNS Running (pods on flannel's network)", lambda: running("k8s-app=kube-dns") == 2, 180, 3)
+        def explained(what: str, check: Callable[[], bool], limit: float) -> None:
+            """``until``, and on failure the pods and the kubelets' last words in the message."""
+            try:
+                print(f"{what}: {until(what, check, limit, 3):.1f}s")
+            except AssertionError as exc:
+                pods = proc.run([str(kubectl), "--kubeconfig", str(kubeconfig), "get", "pods", "-A", "-o", "wide"],
+                                check=False, timeout=30).stdout  # fmt: skip
+                logs = {
+                    n: cluster.talosctl("-n", n, "logs", "kubelet", "--tail", "30").stdout
+                    for n in (cp, worker)
+                }
+                raise AssertionError(
+                    f"{exc}\n{pods}\n" + "\n".join(f"--- kubelet {n}\n{t}" for n, t in logs.items())
+                ) from None
+
+        explained("kube-apiserver's mirror pod Running", lambda: running("k8s-app=kube-apiserver") == 1, 180)
+        explained("flannel Running on both nodes", lambda: running("k8s-app=flannel") == 2, 180)
+        explained("kube-proxy Running on both nodes", lambda: running("k8s-app=kube-proxy") == 2, 180)
+        explained(
+            "CoreDNS Running (pods on flannel's network)", lambda: running("k8s-app=kube-dns") == 2, 180
+        )
 
         for node in (cp, worker):
             shown = cluster.talosctl("-n", node, "service", "kubelet").stdout

@@ -60,7 +60,7 @@ def _config(
 def _seed_network(state: State, *addresses: str) -> None:
     state.create(HOSTNAME_STATUSES.new(HOSTNAME_STATUS_ID, HostnameStatusSpec("cp-1", "lab")))
     spec = NodeAddressSpec(tuple(ipaddress.ip_interface(a) for a in addresses))
-    state.create(NODE_ADDRESSES.new(NODE_ADDRESS_ROUTED_ID, spec))
+    state.create(NODE_ADDRESSES.new(f"{NODE_ADDRESS_ROUTED_ID}-no-k8s", spec))
 
 
 # --- rendering ---------------------------------------------------------------------------------

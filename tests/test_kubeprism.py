@@ -265,3 +265,43 @@ def test_the_lowest_tier_is_preferred_round_robin_inside_it() -> None:
     assert {lb.pick() for _ in range(3)} == {fast_2.upstream}
     fast_2.down(), fast_2.down(), fast_2.down()
     assert lb.pick() == slow.upstream
+
+
+def test_while_no_upstream_is_usable_health_rounds_come_every_second_until_one_is() -> None:
+    """An API server back after a restart is used again within seconds, not after three 20 s rounds."""
+    slept: list[float] = []
+
+    async def main() -> None:
+        rounds = asyncio.Event()
+
+        async def sleep(seconds: float) -> None:
+            slept.append(seconds)
+            rounds.set()
+            await asyncio.sleep(0)
+
+        async with serving("api") as api:
+            port = api.port
+        # The API server is gone (its port closed): every dial fails and lowers its score.
+        async with Balancer("127.0.0.1", 0, sleep=sleep) as lb:
+            lb.set_upstreams([("127.0.0.1", port)])
+            while lb.healthy():
+                await rounds.wait()
+                rounds.clear()
+            slept.clear()
+            await rounds.wait()
+            assert slept[-1] == kubeprism.RECOVERY_INTERVAL
+            # It comes back on the same port: a few one-second rounds later it is used again.
+            server = await asyncio.start_server(Server("api")._handle, "127.0.0.1", port)
+            try:
+                while not lb.healthy():
+                    await rounds.wait()
+                    rounds.clear()
+                assert await _ask(lb) == b"api:ping\n"
+                await rounds.wait()
+                rounds.clear()
+                await rounds.wait()
+                assert slept[-1] == kubeprism.HEALTH_INTERVAL
+            finally:
+                server.close()
+
+    _run(main())

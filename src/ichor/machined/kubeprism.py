@@ -44,6 +44,9 @@ HEALTH_INTERVAL = 20.0
 """Seconds between health check rounds (Talos's ``KubePrismHealthCheckInterval``)."""
 HEALTH_TIMEOUT = 15.0
 """Seconds a health check connect may take (``KubePrismHealthCheckTimeout``)."""
+RECOVERY_INTERVAL = 1.0
+"""Seconds between health check rounds while no upstream may be used: an API server that comes
+back (a restart, the first start) is used again within seconds, not after three 20 s rounds."""
 DIAL_TIMEOUT = 15.0
 """Seconds a client connection's upstream dial may take (``KubePrismDialTimeout``)."""
 
@@ -271,7 +274,9 @@ class Balancer:
     async def _health_loop(self) -> None:
         while True:
             await self.check_health()
-            await self._sleep(self.health_interval)
+            await self._sleep(
+                self.health_interval if self.healthy() else min(self.health_interval, RECOVERY_INTERVAL)
+            )
 
     # -- proxying ----------------------------------------------------------------------------
 

@@ -23,12 +23,17 @@ from ichor.machined.resources import (
     MACHINE_TYPE_ID,
     MACHINE_TYPES,
     NODE_ADDRESS_CURRENT_ID,
+    NODE_ADDRESS_FILTER_NO_K8S,
     NODE_ADDRESSES,
     OPERATOR_SPECS,
     EtcdConfigSpec,
     EtcdSpecSpec,
     MachineTypeSpec,
+    filtered_node_address_id,
 )
+
+_ETCD_ADDRESSES = filtered_node_address_id(NODE_ADDRESS_CURRENT_ID, NODE_ADDRESS_FILTER_NO_K8S)
+"""Talos's ``current-no-k8s``: etcd never advertises or listens on a pod network address."""
 
 __all__ = ["etcd_config_controller", "etcd_spec_controller"]
 
@@ -75,7 +80,7 @@ def etcd_spec_controller(*, exclusive: bool = True) -> TransformController[EtcdS
         if config is None:
             return {}
         hostname = ctx.get_or_none(HOSTNAME_STATUSES, HOSTNAME_STATUS_ID)
-        addresses = ctx.get_or_none(NODE_ADDRESSES, NODE_ADDRESS_CURRENT_ID)
+        addresses = ctx.get_or_none(NODE_ADDRESSES, _ETCD_ADDRESSES)
         if hostname is None or addresses is None:
             raise SkipReconcile
         shared = {r.spec.vip.ip for r in ctx.list(OPERATOR_SPECS) if r.spec.operator == "vip"}
@@ -95,6 +100,6 @@ def etcd_spec_controller(*, exclusive: bool = True) -> TransformController[EtcdS
     return TransformController(
         "etcd.SpecController",
         inputs=[Input(ETCD_CONFIGS, id=ETCD_ID), Input(HOSTNAME_STATUSES, id=HOSTNAME_STATUS_ID),
-                Input(NODE_ADDRESSES, id=NODE_ADDRESS_CURRENT_ID), Input(OPERATOR_SPECS)],
+                Input(NODE_ADDRESSES, id=_ETCD_ADDRESSES), Input(OPERATOR_SPECS)],
         output=ETCD_SPECS, map_inputs=derive,
     )  # fmt: skip

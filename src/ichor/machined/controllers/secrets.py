@@ -38,6 +38,7 @@ from ichor.machined.resources import (
     HOSTNAME_STATUS_ID,
     HOSTNAME_STATUSES,
     NODE_ADDRESS_CURRENT_ID,
+    NODE_ADDRESS_FILTER_NO_K8S,
     NODE_ADDRESSES,
     OS_ROOT_ID,
     OS_ROOT_SECRETS,
@@ -47,8 +48,12 @@ from ichor.machined.resources import (
     OSRootSpec,
     PEMCertificate,
     PEMCertificateAndKey,
+    filtered_node_address_id,
 )
 from ichor.machinery import pki
+
+_SAN_ADDRESSES = filtered_node_address_id(NODE_ADDRESS_CURRENT_ID, NODE_ADDRESS_FILTER_NO_K8S)
+"""The node's addresses, but the CNI's: a pod network coming up re-issues no certificate."""
 
 __all__ = [
     "RequestCertificate",
@@ -122,7 +127,7 @@ def cert_san_controller() -> TransformController[CertSANSpec]:
     def derive(ctx: ControllerContext) -> dict[str, CertSANSpec]:
         root = ctx.get_or_none(OS_ROOT_SECRETS, OS_ROOT_ID)
         host = ctx.get_or_none(HOSTNAME_STATUSES, HOSTNAME_STATUS_ID)
-        addresses = ctx.get_or_none(NODE_ADDRESSES, NODE_ADDRESS_CURRENT_ID)
+        addresses = ctx.get_or_none(NODE_ADDRESSES, _SAN_ADDRESSES)
         if root is None or host is None or addresses is None:
             raise SkipReconcile
         fqdn = ".".join(p for p in (host.spec.hostname, host.spec.domainname) if p)
@@ -133,7 +138,7 @@ def cert_san_controller() -> TransformController[CertSANSpec]:
     return TransformController(
         "secrets.CertSANController",
         inputs=[Input(OS_ROOT_SECRETS, id=OS_ROOT_ID), Input(HOSTNAME_STATUSES, id=HOSTNAME_STATUS_ID),
-                Input(NODE_ADDRESSES, id=NODE_ADDRESS_CURRENT_ID)],
+                Input(NODE_ADDRESSES, id=_SAN_ADDRESSES)],
         output=CERT_SANS, map_inputs=derive, output_kind=OutputKind.SHARED,
     )  # fmt: skip
 

@@ -18,13 +18,18 @@ __all__ = [
     "NODE_ADDRESS_ACCUMULATIVE_ID",
     "NODE_ADDRESS_CURRENT_ID",
     "NODE_ADDRESS_DEFAULT_ID",
+    "NODE_ADDRESS_FILTERS",
+    "NODE_ADDRESS_FILTER_NO_K8S",
+    "NODE_ADDRESS_FILTER_ONLY_K8S",
     "NODE_ADDRESS_ROUTED_ID",
     "AddressFamily",
     "AddressScope",
     "AddressStatusSpec",
     "HostnameStatusSpec",
     "IPPrefix",
+    "NodeAddressFilterSpec",
     "NodeAddressSpec",
+    "filtered_node_address_id",
 ]
 
 NETWORK_NAMESPACE = "network"
@@ -37,6 +42,17 @@ NODE_ADDRESS_ACCUMULATIVE_ID = "accumulative"
 """Every address the node has had since boot."""
 NODE_ADDRESS_ROUTED_ID = "routed"
 """Current addresses minus external and SideroLink ones: what services listen on."""
+
+NODE_ADDRESS_FILTER_NO_K8S = "no-k8s"
+"""The filter that removes the Kubernetes pod and service subnets (flannel's and kube-proxy's addresses)."""
+NODE_ADDRESS_FILTER_ONLY_K8S = "only-k8s"
+"""The filter that keeps only addresses in the Kubernetes pod and service subnets."""
+
+
+def filtered_node_address_id(kind: str, filter_id: str) -> str:
+    """The ID of a node address set seen through a filter, as Talos names it: ``routed-no-k8s``."""
+    return f"{kind}-{filter_id}"
+
 
 IPPrefix = ipaddress.IPv4Interface | ipaddress.IPv6Interface
 """An address with its prefix length, e.g. ``172.20.0.2/24`` (Go's ``netip.Prefix`` as Talos uses it)."""
@@ -78,6 +94,24 @@ class NodeAddressSpec:
 
 _OMITEMPTY = {"omitempty": True}
 
+_IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@dataclasses.dataclass(frozen=True)
+class NodeAddressFilterSpec:
+    """Which addresses a filtered node address set keeps: in ``include`` (when set) and not in ``exclude``."""
+
+    include_subnets: tuple[_IPNetwork, ...] = dataclasses.field(default=(), metadata=_OMITEMPTY)
+    exclude_subnets: tuple[_IPNetwork, ...] = dataclasses.field(default=(), metadata=_OMITEMPTY)
+
+    def keeps(self, address: IPPrefix) -> bool:
+        ip = address.ip
+        if self.include_subnets and not any(
+            ip in net for net in self.include_subnets if net.version == ip.version
+        ):
+            return False
+        return not any(ip in net for net in self.exclude_subnets if net.version == ip.version)
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AddressStatusSpec:
@@ -110,6 +144,16 @@ NODE_ADDRESSES: ResourceType[NodeAddressSpec] = ResourceType(
     default_namespace=NETWORK_NAMESPACE,
     spec_class=NodeAddressSpec,
     print_columns=(PrintColumn("Addresses", "{.addresses}"),),
+)
+
+NODE_ADDRESS_FILTERS: ResourceType[NodeAddressFilterSpec] = ResourceType(
+    type="NodeAddressFilters.net.talos.dev",
+    default_namespace=NETWORK_NAMESPACE,
+    spec_class=NodeAddressFilterSpec,
+    print_columns=(
+        PrintColumn("Include Subnets", "{.includeSubnets}"),
+        PrintColumn("Exclude Subnets", "{.excludeSubnets}"),
+    ),
 )
 
 ADDRESS_STATUSES: ResourceType[AddressStatusSpec] = ResourceType(

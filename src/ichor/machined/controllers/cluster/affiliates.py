@@ -25,6 +25,7 @@ from ichor.machined.resources import (
     LOCAL_IDENTITY_ID,
     MACHINE_TYPES,
     MEMBERS,
+    NODE_ADDRESS_FILTER_NO_K8S,
     NODE_ADDRESSES,
     RAW_NAMESPACE,
     AffiliateSpec,
@@ -32,8 +33,14 @@ from ichor.machined.resources import (
     EndpointSpec,
     IPAddress,
     MemberSpec,
+    filtered_node_address_id,
 )
 from ichor.machinery.constants import TALOS_VERSION
+
+_AFFILIATE_ADDRESSES = tuple(
+    filtered_node_address_id(kind, NODE_ADDRESS_FILTER_NO_K8S) for kind in ("routed", "current")
+)
+"""What a node tells its peers it is reached on (Talos's ``routed-no-k8s``): never a pod network address."""
 
 __all__ = [
     "OPERATING_SYSTEM",
@@ -66,7 +73,7 @@ def local_affiliate_controller(layout: Layout) -> TransformController[AffiliateS
         if machine_type is None:
             raise WaitingFor("the machine type", "no MachineType yet")
         addresses: tuple[IPAddress, ...] = ()
-        for id in ("routed", "current"):
+        for id in _AFFILIATE_ADDRESSES:
             found = ctx.get_or_none(NODE_ADDRESSES, id)
             if found is not None and found.spec.addresses:
                 addresses = tuple(dict.fromkeys(p.ip for p in found.spec.addresses))

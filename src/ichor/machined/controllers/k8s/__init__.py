@@ -6,7 +6,8 @@ KubernetesSecrets (:mod:`.secrets`); MachineConfig -> APIServer/ControllerManage
 AdmissionControl/AuditPolicy configs (:mod:`.control_plane`); those -> files under
 ``/system/secrets/kubernetes`` and ``/system/config/kubernetes`` + SecretsStatus/ConfigStatus
 (:mod:`.render`); configs + statuses + a healthy etcd -> StaticPods (:mod:`.static_pods`).
-Every node: ``machine.pods`` -> StaticPods; StaticPods -> the PodList server the kubelet polls
+Every node: MachineConfig -> NodeAddressFilters ``no-k8s``/``only-k8s`` (:mod:`.address_filter`);
+``machine.pods`` -> StaticPods; StaticPods -> the PodList server the kubelet polls
 (:mod:`.static_pod_server`).
 """
 
@@ -14,7 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from ichor.machined.controllers.k8s import control_plane, render, secrets, static_pod_server, static_pods
+from ichor.machined.controllers.k8s import (
+    address_filter,
+    control_plane,
+    render,
+    secrets,
+    static_pod_server,
+    static_pods,
+)
 from ichor.machined.cosi import Controller
 from ichor.machined.platform import Layout
 
@@ -24,6 +32,7 @@ __all__ = ["k8s_controllers"]
 def k8s_controllers(layout: Layout, *, say: Callable[[str], None] | None = None) -> list[Controller]:
     """The controllers of this area, in registration order."""
     return [
+        address_filter.node_address_filter_controller(),
         secrets.k8s_root_controller(),
         secrets.k8s_cert_san_controller(),
         secrets.k8s_dynamic_certs_controller(),

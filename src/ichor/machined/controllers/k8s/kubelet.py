@@ -43,10 +43,12 @@ from ichor.machined.resources import (
     HOSTNAME_STATUS_ID,
     HOSTNAME_STATUSES,
     MACHINE_CONFIGS,
+    NODE_ADDRESS_FILTER_NO_K8S,
     NODE_ADDRESS_ROUTED_ID,
     NODE_ADDRESSES,
     OPERATOR_SPECS,
     MachineTypeSpec,
+    filtered_node_address_id,
 )
 from ichor.machined.resources._kubelet import (
     KUBELET_CONFIGS,
@@ -69,6 +71,8 @@ from ichor.machinery.errors import ConfigError, MachineryError, SubnetError
 from ichor.machinery.files import write_atomic
 
 from . import kubelet_render as render
+
+_NODE_IP_ADDRESSES = filtered_node_address_id(NODE_ADDRESS_ROUTED_ID, NODE_ADDRESS_FILTER_NO_K8S)
 
 __all__ = [
     "KubeletServiceController",
@@ -186,7 +190,7 @@ def _is_cidr(text: str) -> bool:
 def node_ip_controller() -> TransformController[NodeIPSpec]:
     def derive(ctx: ControllerContext) -> dict[str, NodeIPSpec]:
         config = ctx.get_or_none(NODE_IP_CONFIGS, KUBELET_ID)
-        addresses = ctx.get_or_none(NODE_ADDRESSES, NODE_ADDRESS_ROUTED_ID)
+        addresses = ctx.get_or_none(NODE_ADDRESSES, _NODE_IP_ADDRESSES)
         if config is None or addresses is None:
             raise SkipReconcile
         valid = config.spec.valid_subnets
@@ -205,7 +209,7 @@ def node_ip_controller() -> TransformController[NodeIPSpec]:
 
     return TransformController(
         "k8s.NodeIPController",
-        inputs=[Input(NODE_IP_CONFIGS, id=KUBELET_ID), Input(NODE_ADDRESSES, id=NODE_ADDRESS_ROUTED_ID)],
+        inputs=[Input(NODE_IP_CONFIGS, id=KUBELET_ID), Input(NODE_ADDRESSES, id=_NODE_IP_ADDRESSES)],
         output=NODE_IPS, map_inputs=derive,
     )  # fmt: skip
 

@@ -42,12 +42,14 @@ from ichor.machined.resources import (
     HOSTNAME_STATUSES,
     MACHINE_TYPE_ID,
     MACHINE_TYPES,
-    NODE_ADDRESS_CURRENT_ID,
+    NODE_ADDRESS_ACCUMULATIVE_ID,
+    NODE_ADDRESS_FILTER_NO_K8S,
     NODE_ADDRESSES,
     CertSANSpec,
     MachineTypeSpec,
     PEMCertificate,
     PEMCertificateAndKey,
+    filtered_node_address_id,
 )
 from ichor.machined.resources._k8s import (
     APISERVER_CONFIGS,
@@ -67,6 +69,9 @@ from ichor.machinery import pki
 from ichor.machinery.config._models import Config
 from ichor.machinery.errors import PKIError
 from ichor.machinery.kubeconfig import kubeconfig_text
+
+_SAN_ADDRESSES = filtered_node_address_id(NODE_ADDRESS_ACCUMULATIVE_ID, NODE_ADDRESS_FILTER_NO_K8S)
+"""Every address the node has had, but the CNI's (Talos's ``accumulative-no-k8s``)."""
 
 __all__ = [
     "DEFAULT_DNS_DOMAIN",
@@ -175,7 +180,7 @@ def k8s_cert_san_controller() -> TransformController[CertSANSpec]:
     def derive(ctx: ControllerContext) -> dict[str, CertSANSpec]:
         root = ctx.get_or_none(K8S_ROOT_SECRETS, K8S_ROOT_ID)
         host = ctx.get_or_none(HOSTNAME_STATUSES, HOSTNAME_STATUS_ID)
-        addresses = ctx.get_or_none(NODE_ADDRESSES, NODE_ADDRESS_CURRENT_ID)
+        addresses = ctx.get_or_none(NODE_ADDRESSES, _SAN_ADDRESSES)
         if root is None:
             return {}
         if host is None or addresses is None:
@@ -205,7 +210,7 @@ def k8s_cert_san_controller() -> TransformController[CertSANSpec]:
     return TransformController(
         "secrets.KubernetesCertSANController",
         inputs=[Input(K8S_ROOT_SECRETS, id=K8S_ROOT_ID), Input(HOSTNAME_STATUSES, id=HOSTNAME_STATUS_ID),
-                Input(NODE_ADDRESSES, id=NODE_ADDRESS_CURRENT_ID)],
+                Input(NODE_ADDRESSES, id=_SAN_ADDRESSES)],
         output=CERT_SANS, map_inputs=derive, output_kind=OutputKind.SHARED,
     )  # fmt: skip
 

@@ -40,6 +40,7 @@ from ichor.machined.resources import (
     NODE_ADDRESS_ACCUMULATIVE_ID,
     NODE_ADDRESS_CURRENT_ID,
     NODE_ADDRESS_DEFAULT_ID,
+    NODE_ADDRESS_FILTERS,
     NODE_ADDRESS_ROUTED_ID,
     NODE_ADDRESSES,
     ROUTE_STATUSES,
@@ -50,6 +51,7 @@ from ichor.machined.resources import (
     NetworkStatusSpec,
     NodeAddressSpec,
     RouteStatusSpec,
+    filtered_node_address_id,
 )
 
 __all__ = [
@@ -127,15 +129,27 @@ def _usable(address: AddressStatusSpec, link: LinkStatusSpec | None) -> bool:
     )  # fmt: skip
 
 
+def _with_filtered(ctx: ControllerContext, sets: dict[str, NodeAddressSpec]) -> dict[str, NodeAddressSpec]:
+    """``sets`` plus each of current/routed/accumulative seen through every NodeAddressFilter
+    (``routed-no-k8s`` ...), as Talos publishes them."""
+    out = dict(sets)
+    for found in ctx.list(NODE_ADDRESS_FILTERS):
+        for kind in (NODE_ADDRESS_CURRENT_ID, NODE_ADDRESS_ROUTED_ID, NODE_ADDRESS_ACCUMULATIVE_ID):
+            if kind in sets:
+                kept = tuple(a for a in sets[kind].addresses if found.spec.keeps(a))
+                out[filtered_node_address_id(kind, found.id)] = NodeAddressSpec(kept)
+    return out
+
+
 def node_address_controller(layout: Layout) -> TransformController[NodeAddressSpec]:
     if not layout.own_netns:
         prefix = ipaddress.ip_interface(f"{layout.address}/{32 if ':' not in layout.address else 128}")
 
         def fixed(ctx: ControllerContext) -> dict[str, NodeAddressSpec]:
-            return dict.fromkeys(_NODE_ADDRESS_IDS, NodeAddressSpec((prefix,)))
+            return _with_filtered(ctx, dict.fromkeys(_NODE_ADDRESS_IDS, NodeAddressSpec((prefix,))))
 
-        return TransformController("network.NodeAddressController", inputs=[], output=NODE_ADDRESSES,
-                                   map_inputs=fixed)  # fmt: skip
+        return TransformController("network.NodeAddressController", inputs=[Input(NODE_ADDRESS_FILTERS)],
+                                   output=NODE_ADDRESSES, map_inputs=fixed)  # fmt: skip
 
     seen: dict[IPPrefix, None] = {}
 
@@ -155,10 +169,11 @@ def node_address_controller(layout: Layout) -> TransformController[NodeAddressSp
                   NODE_ADDRESS_ACCUMULATIVE_ID: NodeAddressSpec(tuple(sorted(seen, key=lambda p: (p.version, p.ip))))}  # fmt: skip
         if current:
             result[NODE_ADDRESS_DEFAULT_ID] = NodeAddressSpec((current[0],))
-        return result
+        return _with_filtered(ctx, result)
 
     return TransformController(
-        "network.NodeAddressController", inputs=[Input(ADDRESS_STATUSES), Input(LINK_STATUSES)],
+        "network.NodeAddressController",
+        inputs=[Input(ADDRESS_STATUSES), Input(LINK_STATUSES), Input(NODE_ADDRESS_FILTERS)],
         output=NODE_ADDRESSES, map_inputs=derive,
     )  # fmt: skip
 
