@@ -173,3 +173,13 @@ def test_image_default_lists_versioned_images(talosctl) -> None:
     assert "gcr.io/etcd-development/etcd:v3.5.13" in lines
     other = talosctl("images", "default", "--kubernetes-version", "1.29.2")
     assert "ghcr.io/siderolabs/kubelet:v1.29.2" in other.stdout.splitlines()
+
+
+@pytest.mark.parametrize("version", ["1.99.0", "banana", "1.24.0"])
+def test_a_kubernetes_version_talos_17_does_not_run_is_refused_naming_the_flag(
+    talosctl, tmp_path: Path, version: str
+) -> None:
+    result = talosctl("gen", "config", "c", ENDPOINT, "--kubernetes-version", version, cwd=tmp_path)
+    assert result.exit_code != 0
+    assert "--kubernetes-version" in result.stderr and version in result.stderr, result.stderr
+    assert not (tmp_path / "controlplane.yaml").exists()

@@ -34,7 +34,7 @@ from ichor.machined.resources import (
     AddressStatusSpec,
 )
 from ichor.machined.server._maintenance import MaintenanceService
-from ichor.machinery.errors import MachineryError
+from ichor.machinery.errors import ConfigValidationError, MachineryError
 from ichor.machinery.generate import GenOptions, OutputType, generate
 from ichor.machinery.secrets import SecretsBundle
 
@@ -62,6 +62,44 @@ def test_generated_config_is_bootable(controlplane: str) -> None:
 def test_damaged_configs_are_refused(controlplane: str, old: str, new: str, message: str) -> None:
     with pytest.raises(MachineryError, match=message):
         _load(controlplane.replace(old, new, 1), "test")
+
+
+def test_kubernetes_versions_talos_17_does_not_run_are_refused_naming_the_key(controlplane: str) -> None:
+    """Talos's runtime validation: the kubelet's and the control plane's image tags name a version it runs."""
+    kubelet = controlplane.replace(
+        "image: ghcr.io/siderolabs/kubelet:v1.30.3", "image: ghcr.io/siderolabs/kubelet:v1.99.0"
+    )
+    assert kubelet != controlplane
+    with pytest.raises(ConfigValidationError) as refused:
+        _load(kubelet, "test")
+    assert refused.value.problems == [
+        "machine.kubelet.image: kubelet image is not valid: "
+        "version of Kubernetes 1.99.0 is too new to be used with Talos 1.7.6"
+    ]
+    assert refused.value.hint is not None and "1.25.0 to 1.30.x" in refused.value.hint
+    old = controlplane.replace("kube-apiserver:v1.30.3", "kube-apiserver:v1.24.9").replace(
+        "kube-scheduler:v1.30.3", "kube-scheduler:latest"
+    )
+    with pytest.raises(ConfigValidationError) as refused:
+        _load(old, "test")
+    assert refused.value.problems == [
+        "cluster.apiServer.image: kube-apiserver image is not valid: "
+        "version of Kubernetes 1.24.9 is too old to be used with Talos 1.7.6",
+        "cluster.scheduler.image: kube-scheduler image is not valid: invalid image reference: "
+        '"registry.k8s.io/kube-scheduler:latest" (its tag must be the version, e.g. :v1.30.3)',
+    ]
+    # A worker runs no control plane: only its kubelet's version is checked.
+    opts = GenOptions(cluster_name="c", endpoint="https://127.0.0.1:6443")
+    worker = generate(
+        SecretsBundle.generate(), opts, output_types=[OutputType.WORKER], with_docs=False
+    ).outputs[OutputType.WORKER]
+    worker = worker.replace(
+        "\ncluster:\n",
+        "\ncluster:\n    apiServer:\n        image: registry.k8s.io/kube-apiserver:v1.24.9\n",
+        1,
+    )
+    assert "kube-apiserver:v1.24.9" in worker
+    assert _load(worker, "test").v1alpha1["machine"]["type"] == "worker"
 
 
 # --- bytes that are not UTF-8 --------------------------------------------------------------------

@@ -154,6 +154,7 @@ def gen_config(
     persist: bool,
     config_version: str,
 ) -> None:
+    from ichor.machinery.compatibility import KubernetesVersionError, check_kubernetes_version
     from ichor.machinery.constants import TALOS_VERSION
     from ichor.machinery.contract import CURRENT_CONTRACT, VersionContract
     from ichor.machinery.files import check_writable, write_atomic
@@ -189,6 +190,13 @@ def gen_config(
         mirrors.append((host, url))
 
     contract = VersionContract.parse(talos_version) if talos_version else CURRENT_CONTRACT
+    try:
+        kubernetes_version = check_kubernetes_version(kubernetes_version)
+    except KubernetesVersionError as err:
+        raise click.BadParameter(
+            f"{err}; Talos 1.7 runs Kubernetes 1.25.0 to 1.30.x (default 1.30.3)",
+            param_hint="--kubernetes-version",
+        ) from None
     patches = load_patches(list(config_patch), flag="--config-patch")
     cp_patches = load_patches(list(config_patch_control_plane), flag="--config-patch-control-plane")
     worker_patches = load_patches(list(config_patch_worker), flag="--config-patch-worker")
@@ -224,7 +232,7 @@ def gen_config(
     opts = GenOptions(
         cluster_name=cluster_name,
         endpoint=cluster_endpoint,
-        kubernetes_version=kubernetes_version.removeprefix("v"),
+        kubernetes_version=kubernetes_version,
         talos_version=TALOS_VERSION,
         contract=contract,
         install_disk=install_disk,

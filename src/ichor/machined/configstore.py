@@ -52,7 +52,7 @@ from ichor.machined.resources import (
 from ichor.machinery import goduration, pki
 from ichor.machinery.config import Config, Container
 from ichor.machinery.configdiff import ImmediateCheck, can_apply_immediately, unified_diff
-from ichor.machinery.errors import ConfigDecodeError, MachineryError
+from ichor.machinery.errors import ConfigDecodeError, ConfigValidationError, MachineryError
 from ichor.machinery.files import write_atomic
 from ichor.machinery.yamlio import to_plain
 
@@ -116,10 +116,47 @@ def load(data: str | bytes, source: str) -> LoadedConfig:
         raise MachineryError(f"{source}: the config has no v1alpha1 document (machine/cluster)")
     # Process nodes install nothing and run no container runtime: Talos's "cloud" rules fit them.
     warnings = validate_or_raise(container, Mode.CLOUD)
+    _check_kubernetes_images(container, source)
     loaded = LoadedConfig(container, text, tuple(warnings))
     _check_complete(loaded, source)
     _ = loaded.v1alpha1  # the plain copy apply compares with: made here, in the loading thread
     return loaded
+
+
+def _check_kubernetes_images(container: Container, source: str) -> None:
+    """What only a running node checks (Talos's runtime validation): the Kubernetes versions its
+    images name are ones Talos 1.7 runs: the kubelet's, and on control planes the control plane's."""
+    from ichor.machinery.compatibility import KubernetesVersionError, kubernetes_version_of_image
+    from ichor.machinery.constants import Images
+
+    doc = container.v1alpha1
+    assert doc is not None
+    config = doc.model
+    assert isinstance(config, Config)
+    default = Images()
+    machine, cluster = config.machine, config.cluster
+    kubelet = machine.kubelet if machine is not None else None
+    images = [("machine.kubelet.image", "kubelet", (kubelet.image if kubelet else None) or default.kubelet)]
+    if machine is not None and machine.type in ("init", "controlplane"):
+        for key, name, part, fallback in (
+            ("apiServer", "kube-apiserver", cluster.api_server if cluster else None, default.kube_apiserver),
+            ("controllerManager", "kube-controller-manager", cluster.controller_manager if cluster else None,
+             default.kube_controller_manager),
+            ("scheduler", "kube-scheduler", cluster.scheduler if cluster else None, default.kube_scheduler),
+        ):  # fmt: skip
+            images.append((f"cluster.{key}.image", name, (part.image if part else None) or fallback))
+    problems = []
+    for key, name, ref in images:
+        try:
+            kubernetes_version_of_image(ref)
+        except KubernetesVersionError as err:
+            problems.append(f"{key}: {name} image is not valid: {err}")
+    if problems:
+        raise ConfigValidationError(
+            f"{source}: {len(problems)} error{'s' if len(problems) != 1 else ''} occurred:",
+            problems,
+            hint="Talos 1.7 runs Kubernetes 1.25.0 to 1.30.x: tag the images with such a version (default v1.30.3)",
+        )
 
 
 def _check_complete(loaded: LoadedConfig, source: str) -> None:
