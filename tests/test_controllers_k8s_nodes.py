@@ -186,6 +186,7 @@ def test_an_unreachable_api_server_or_missing_credentials_is_a_wait_with_the_rea
         async with running(controller) as state:
             name = controller.name
             state.create(NODENAMES.new(NODENAME_ID, NodenameSpec(nodename="w-1")))
+            await assert_resource(state, WAIT_STATUSES, name, lambda r: r.spec.waiting_for == "machine type")
             state.create(MACHINE_TYPES.new(MACHINE_TYPE_ID, MachineTypeSpec.WORKER))
             await assert_resource(
                 state, WAIT_STATUSES, name,

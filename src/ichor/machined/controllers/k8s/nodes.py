@@ -218,8 +218,10 @@ class NodeApplyController(Controller):
     def _kubeconfig(self, ctx: ControllerContext) -> kubeapi.Kubeconfig | tuple[str, str]:
         """The credentials to write the Node with, or (what we wait for, why)."""
         machine_type = ctx.get_or_none(MACHINE_TYPES, MACHINE_TYPE_ID)
+        if machine_type is None:
+            return "machine type", "the machine type (control plane or worker) is not known yet"
         try:
-            if machine_type is not None and machine_type.spec is MachineTypeSpec.CONTROLPLANE:
+            if machine_type.spec is MachineTypeSpec.CONTROLPLANE:
                 secrets = ctx.get_or_none(K8S_SECRETS, K8S_SECRETS_ID)
                 if secrets is None or not secrets.spec.localhost_admin_kubeconfig:
                     return (
