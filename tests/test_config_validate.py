@@ -864,6 +864,48 @@ ERRORS: list[tuple[str, dict[str, Any], Mode, list[tuple[Path_, Any]], str]] = [
         [(("machine", "registries", "config"), {"ghcr.io": None})],
         'registries.config["ghcr.io"] is null',
     ),
+    (
+        "node-label-key",
+        WORKER,
+        Mode.CLOUD,
+        [(("machine", "nodeLabels"), {"bad key!": "x", "topology.kubernetes.io/zone": "rack-1"})],
+        'machine.nodeLabels["bad key!"]: invalid machine node labels: name "bad key!" is invalid',
+    ),
+    (
+        "node-label-value",
+        CONTROLPLANE,
+        Mode.CLOUD,
+        [(("machine", "nodeLabels"), {"example.com/tier": "-front"})],
+        'machine.nodeLabels["example.com/tier"]: invalid machine node labels: label value "-front" is invalid',
+    ),
+    (
+        "node-label-prefix",
+        WORKER,
+        Mode.CLOUD,
+        [(("machine", "nodeLabels"), {"Example.com/tier": "a"})],
+        'machine.nodeLabels["Example.com/tier"]: invalid machine node labels: prefix "Example.com" is invalid',
+    ),
+    (
+        "node-taint-effect",
+        WORKER,
+        Mode.CLOUD,
+        [(("machine", "nodeTaints"), {"dedicated": "storage:NoScheduled", "ok": "NoExecute"})],
+        'machine.nodeTaints.dedicated: invalid machine node taints: invalid taint effect: "NoScheduled"',
+    ),
+    (
+        "node-taint-value",
+        CONTROLPLANE,
+        Mode.CLOUD,
+        [(("machine", "nodeTaints"), {"dedicated": "st orage:NoSchedule"})],
+        'machine.nodeTaints.dedicated: invalid machine node taints: label value "st orage" is invalid',
+    ),
+    (
+        "node-taint-key",
+        WORKER,
+        Mode.CLOUD,
+        [(("machine", "nodeTaints"), {"a/b/c": "NoSchedule"})],
+        'invalid machine node taints: invalid format: too many slashes: "a/b/c"',
+    ),
 ]
 
 

@@ -1,13 +1,15 @@
 """Kubernetes on container nodes, end to end: a 1+1 cluster whose images are built here and served by
 its own registry (``--kubernetes-images local``), as the Getting Started guide ends: ``talosctl
 kubeconfig`` and ``kubectl get nodes`` with every node Ready; the control plane's static pods and
-the DaemonSets running, and the host's kernel settings untouched by the kubelets."""
+the DaemonSets running, the control plane labelled and tainted as Talos does (ROLES control-plane,
+``machine.nodeLabels`` applied), and the host's kernel settings untouched by the kubelets."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from container_helpers import CONTAINER_NODES, container_cluster, until
@@ -29,7 +31,11 @@ def test_getting_started_ends_with_every_node_ready(tmp_path: Path) -> None:
     assert kubectl is not None
     before = _host_sysctls()
     with container_cluster(tmp_path, "k8s-e2e") as cluster:
-        cluster.create("--workers", "1", kubernetes=True, timeout=600)
+        zone_patch = '{"machine": {"nodeLabels": {"topology.kubernetes.io/zone": "%s"}}}'
+        cluster.create(
+            "--workers", "1", "--config-patch-control-plane", zone_patch % "rack-1", "--config-patch-worker",
+            zone_patch % "rack-2", kubernetes=True, timeout=600,
+        )  # fmt: skip
         cp, worker = cluster.address(2), cluster.address(3)
         kubeconfig = tmp_path / "kubeconfig"
         assert cluster.talosctl("-n", cp, "kubeconfig", str(kubeconfig), "--force").exit_code == 0
@@ -52,6 +58,37 @@ def test_getting_started_ends_with_every_node_ready(tmp_path: Path) -> None:
             300,
             3,
         )
+
+        # Talos's node labels and taints: the role label and NoSchedule taint on the control plane,
+        # machine.nodeLabels on both (the worker's written with its kubelet's own credentials).
+        def node(name: str) -> dict[str, Any]:
+            return kubectl_json("get", "node", name)
+
+        def labelled(name: str, zone: str, *, control_plane: bool) -> bool:
+            meta = node(name).get("metadata", {})
+            labels = meta.get("labels", {}) if isinstance(meta, dict) else {}
+            return labels.get("topology.kubernetes.io/zone") == zone and (
+                labels.get("node-role.kubernetes.io/control-plane") == "" if control_plane else True
+            )
+
+        until(
+            "control plane labelled",
+            lambda: labelled("k8s-e2e-controlplane-1", "rack-1", control_plane=True),
+            120,
+            3,
+        )
+        until("worker labelled", lambda: labelled("k8s-e2e-worker-1", "rack-2", control_plane=False), 120, 3)
+        taints = node("k8s-e2e-controlplane-1")["spec"].get("taints", [])  # type: ignore[index]
+        assert {"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"} in taints, taints
+        assert "node-role.kubernetes.io/control-plane" not in node("k8s-e2e-worker-1")["metadata"]["labels"]  # type: ignore[index]
+        table = proc.run(
+            [str(kubectl), "--kubeconfig", str(kubeconfig), "get", "nodes"], check=False, timeout=30
+        ).stdout
+        roles = {line.split()[0]: line.split()[2] for line in table.splitlines()[1:]}
+        assert roles == {"k8s-e2e-controlplane-1": "control-plane", "k8s-e2e-worker-1": "<none>"}, table
+        specs = cluster.talosctl("-n", cp, "get", "nodelabelspecs").stdout
+        assert "node-role.kubernetes.io/control-plane" in specs and "rack-1" in specs, specs
+        assert "NoSchedule" in cluster.talosctl("-n", cp, "get", "nodetaintspecs").stdout
 
         def running(selector: str) -> int:
             pods = kubectl_json("-n", "kube-system", "get", "pods", "-l", selector).get("items", [])

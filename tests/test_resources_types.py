@@ -35,6 +35,8 @@ from ichor.machined.resources import (
     MACHINE_STATUSES,
     MACHINE_TYPES,
     NODE_ADDRESSES,
+    NODE_LABEL_SPECS,
+    NODE_TAINT_SPECS,
     NODE_TYPES,
     OS_ROOT_SECRETS,
     SERVICES,
@@ -108,6 +110,9 @@ def registry() -> Registry:
         ("waits", WAIT_STATUSES),
         ("rd", RESOURCE_DEFINITIONS),
         ("ns", NAMESPACES),
+        ("nodelabelspecs", NODE_LABEL_SPECS),
+        ("nls", NODE_LABEL_SPECS),
+        ("nts", NODE_TAINT_SPECS),
     ],
 )
 def test_alias_resolves_as_on_talos(registry: Registry, typed: str, expected: Any) -> None:
@@ -149,6 +154,8 @@ def test_definitions_match_talos(registry: Registry) -> None:
         "KubernetesDynamicCerts.secrets.talos.dev",
         "KubernetesSecrets.secrets.talos.dev",
         "Manifests.kubernetes.talos.dev",  # the bootstrap token's Secret among them
+        "NodeLabelSpecs.k8s.talos.dev",  # sensitive in Talos 1.7
+        "NodeTaintSpecs.k8s.talos.dev",
     }
     assert "extensions" in facts["ExtensionStatuses.runtime.talos.dev"].aliases
     namespaces = {t: spec.default_namespace for t, spec in facts.items()}

@@ -214,6 +214,9 @@ class KubeClient:
     async def patch(self, path: str, body: Any, *, content_type: str = PATCH_MERGE) -> Any:
         return await self.request("PATCH", path, body, content_type=content_type)
 
+    async def put(self, path: str, body: Any) -> Any:
+        return await self.request("PUT", path, body)
+
     async def delete(self, path: str) -> Any:
         return await self.request("DELETE", path)
 

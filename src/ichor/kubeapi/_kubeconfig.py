@@ -5,6 +5,8 @@ from __future__ import annotations
 import base64
 import binascii
 import dataclasses
+import re
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -44,8 +46,29 @@ def _named(doc: dict[str, Any], section: str, name: str, source: str) -> dict[st
     raise KubeconfigInvalidError(f"{source}: no {section[:-1]} named {name!r}", hint=_HINT)
 
 
-def _pem(body: dict[str, Any], key: str, source: str) -> bytes:
+_PEM_BLOCK = re.compile(rb"-----BEGIN ([A-Z ]+)-----.*?-----END \1-----\s*", re.DOTALL)
+
+
+def _only(pem: bytes, kind: str) -> bytes:
+    """The PEM blocks of ``pem`` whose label ends with ``kind`` (the kubelet keeps its client
+    certificate and key in one file); all of ``pem`` if it has none."""
+    blocks = [m.group(0) for m in _PEM_BLOCK.finditer(pem) if m.group(1).endswith(kind.encode())]
+    return b"".join(blocks) or pem
+
+
+def _pem(
+    body: dict[str, Any], key: str, source: str, read_file: Callable[[str], bytes] | None = None
+) -> bytes:
     value = body.get(key)
+    path = body.get(key.removesuffix("-data"))
+    if (not isinstance(value, str) or not value) and read_file is not None and isinstance(path, str) and path:
+        try:
+            return _only(read_file(path), "PRIVATE KEY" if key == "client-key-data" else "CERTIFICATE")
+        except (OSError, ValueError) as exc:
+            raise KubeconfigInvalidError(
+                f"{source}: {key.removesuffix('-data')} {path}: {getattr(exc, 'strerror', None) or exc}",
+                hint="is the file the kubeconfig names in place?",
+            ) from None
     if not isinstance(value, str) or not value:
         raise KubeconfigInvalidError(f"{source}: {key} is missing", hint=_HINT)
     try:
@@ -55,9 +78,15 @@ def _pem(body: dict[str, Any], key: str, source: str) -> bytes:
 
 
 def load_kubeconfig(
-    text: str | bytes, *, source: str = "kubeconfig", context: str | None = None
+    text: str | bytes,
+    *,
+    source: str = "kubeconfig",
+    context: str | None = None,
+    read_file: Callable[[str], bytes] | None = None,
 ) -> Kubeconfig:
-    """The current (or named) context of a kubeconfig with embedded certificates."""
+    """The current (or named) context of a kubeconfig with embedded certificates; with ``read_file``,
+    ``certificate-authority``/``client-certificate``/``client-key`` file paths too (as the kubelet
+    writes its own kubeconfig), read through it."""
     try:
         docs = load_documents(text, source=source)
     except MachineryError as exc:
@@ -79,7 +108,7 @@ def load_kubeconfig(
         )
     return Kubeconfig(
         server=server.rstrip("/"),
-        ca=_pem(cluster, "certificate-authority-data", source),
-        cert=_pem(user, "client-certificate-data", source),
-        key=_pem(user, "client-key-data", source),
+        ca=_pem(cluster, "certificate-authority-data", source, read_file),
+        cert=_pem(user, "client-certificate-data", source, read_file),
+        key=_pem(user, "client-key-data", source, read_file),
     )

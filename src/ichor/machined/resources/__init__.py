@@ -114,6 +114,13 @@ from ichor.machined.resources._k8s_manifests import (
     ManifestSpec,
     ManifestStatusSpec,
 )
+from ichor.machined.resources._k8s_node import (
+    K8S_NODE_TYPES,
+    NODE_LABEL_SPECS,
+    NODE_TAINT_SPECS,
+    NodeLabelSpecSpec,
+    NodeTaintSpecSpec,
+)
 from ichor.machined.resources._kubelet import KUBELET_TYPES
 from ichor.machined.resources._kubeprism import (
     KUBEPRISM_CONFIG_ID,
@@ -282,6 +289,7 @@ __all__ = [
     "INFOS",
     "INFO_ID",
     "K8S_MANIFEST_TYPES",
+    "K8S_NODE_TYPES",
     "KUBELET_TYPES",
     "KUBEPRISM_CONFIGS",
     "KUBEPRISM_CONFIG_ID",
@@ -318,6 +326,8 @@ __all__ = [
     "NODE_ADDRESS_FILTER_NO_K8S",
     "NODE_ADDRESS_FILTER_ONLY_K8S",
     "NODE_ADDRESS_ROUTED_ID",
+    "NODE_LABEL_SPECS",
+    "NODE_TAINT_SPECS",
     "NODE_TYPES",
     "OPERATOR_SPECS",
     "OS_ROOT_ID",
@@ -393,6 +403,8 @@ __all__ = [
     "NetworkStatusSpec",
     "NodeAddressFilterSpec",
     "NodeAddressSpec",
+    "NodeLabelSpecSpec",
+    "NodeTaintSpecSpec",
     "OSRootSpec",
     "OperatorSpecSpec",
     "PEMCertificate",
@@ -478,6 +490,7 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     *KUBEPRISM_TYPES,
     *KUBELET_TYPES,
     *K8S_TYPES,
+    *K8S_NODE_TYPES,
     *K8S_MANIFEST_TYPES,
 )
 

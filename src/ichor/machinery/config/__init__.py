@@ -16,11 +16,13 @@ from ._docs import field_description
 from ._document import Container, Document, load_config, load_config_file, talos_doc_id
 from ._models import KIND_MODELS, Config
 from ._validate import Mode, ValidationResult, validate, validate_document, validate_or_raise
+from ._validate_labels import TAINT_EFFECTS, parse_taint
 from ._validate_network import BOND_OPTIONS
 
 __all__ = [
     "BOND_OPTIONS",
     "KIND_MODELS",
+    "TAINT_EFFECTS",
     "Config",
     "Container",
     "Document",
@@ -29,6 +31,7 @@ __all__ = [
     "field_description",
     "load_config",
     "load_config_file",
+    "parse_taint",
     "talos_doc_id",
     "validate",
     "validate_document",

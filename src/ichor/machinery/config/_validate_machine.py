@@ -11,6 +11,7 @@ from . import _models as m
 from ._paths import PathElem
 from ._validate_base import Mode, _q, _Report, _subnet_or_address_ok, machine_type
 from ._validate_cluster import _validate_cluster, _validate_cni
+from ._validate_labels import validate_node_metadata
 from ._validate_network import _validate_network
 
 _ROLES = ("os:admin", "os:operator", "os:reader", "os:etcd:backup", "os:impersonator")
@@ -228,6 +229,8 @@ def _validate_v1alpha1(cfg: m.Config, mode: Mode, r: _Report) -> None:
                     ["machine", "features", "kubernetesTalosAPIAccess", "allowedRoles", i],
                     f"invalid role {_q(role)} in allowed roles for Kubernetes Talos API Access",
                 )
+
+    validate_node_metadata(machine.node_labels, machine.node_taints, r)
 
     if cfg.persist is False:
         r.error(["persist"], ".persist should be enabled")

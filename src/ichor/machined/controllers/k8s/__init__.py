@@ -8,7 +8,8 @@ AdmissionControl/AuditPolicy configs (:mod:`.control_plane`); those -> files und
 (:mod:`.render`); configs + statuses + a healthy etcd -> StaticPods (:mod:`.static_pods`).
 Every node: MachineConfig -> NodeAddressFilters ``no-k8s``/``only-k8s`` (:mod:`.address_filter`);
 ``machine.pods`` -> StaticPods; StaticPods -> the PodList server the kubelet polls
-(:mod:`.static_pod_server`).
+(:mod:`.static_pod_server`); MachineConfig -> NodeLabelSpecs, NodeTaintSpecs -> the ``Node`` object
+(:mod:`.nodes`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from ichor.machined.controllers.k8s import (
     address_filter,
     control_plane,
+    nodes,
     render,
     secrets,
     static_pod_server,
@@ -43,4 +45,7 @@ def k8s_controllers(layout: Layout, *, say: Callable[[str], None] | None = None)
         static_pods.control_plane_static_pod_controller(),
         static_pods.extra_static_pod_controller(),
         static_pod_server.StaticPodServerController(layout, say=say),
+        nodes.node_label_spec_controller(),
+        nodes.node_taint_spec_controller(),
+        nodes.NodeApplyController(layout),
     ]
