@@ -153,7 +153,10 @@ def test_ctrl_c_during_create_removes_the_nodes_the_context_and_the_state(
 ) -> None:
     from ichor.machinery.clientconfig import TalosConfig
 
+    configs: list[str] = []
+
     async def interrupted(*args: object) -> None:
+        configs.append((tmp_path / "clusters/c/c-controlplane-1.yaml").read_text())
         raise KeyboardInterrupt
 
     monkeypatch.setattr(_cluster, "_wait_etcd", interrupted)
@@ -162,6 +165,8 @@ def test_ctrl_c_during_create_removes_the_nodes_the_context_and_the_state(
     lines: list[str] = []
     with pytest.raises(KeyboardInterrupt):
         _create(tmp_path, _cidr(), lines, workers=0)
+    # No worker: as with Talos's cluster create, workloads may run on the control plane.
+    assert "allowSchedulingOnControlPlanes: true" in configs[0]
     state_dir = (tmp_path / "clusters/c").resolve()
     assert find(state_dir) == [] and not state_dir.exists()
     after = TalosConfig.load(talosconfig)

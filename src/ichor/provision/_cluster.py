@@ -280,6 +280,10 @@ def _bring_up(
         "cluster:\n  discovery:\n    enabled: true\n    registries:\n      kubernetes:\n        disabled: true\n"
         f"      service:\n        endpoint: {record.discovery_endpoint}\n"
     ])  # fmt: skip
+    if len(controlplanes) == len(record.nodes):
+        # As Talos's cluster create: with no worker, workloads may run on the control planes (their
+        # NoSchedule taint is left off); a --config-patch can still say otherwise.
+        discovery += load_patches(["cluster:\n  allowSchedulingOnControlPlanes: true\n"])
 
     progress("generating PKI and tokens")
     bundle = SecretsBundle.generate()
