@@ -5,20 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-import ssl
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 
 import pytest
-from kube_helpers import KubePKI, new_kube_pki
+from kube_helpers import PKI, Reply, fake_apiserver, json_reply, new_kube_pki
 
 from ichor import kubeapi
-from ichor.machinery.pki import load_into_ssl_context
-
-Reply = tuple[int, bytes, dict[str, str]]
-Handler = Callable[[str, str, bytes], Awaitable[Reply]]
-
-PKI = new_kube_pki()
 
 CORE = {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
     {"name": "namespaces", "kind": "Namespace", "namespaced": False},
@@ -27,54 +18,10 @@ CORE = {"kind": "APIResourceList", "groupVersion": "v1", "resources": [
 ]}  # fmt: skip
 
 
-def _json(code: int, body: object) -> Reply:
-    return code, json.dumps(body).encode(), {"Content-Type": "application/json"}
-
-
 def _status(code: int, reason: str, message: str) -> Reply:
-    return _json(
+    return json_reply(
         code, {"kind": "Status", "status": "Failure", "reason": reason, "message": message, "code": code}
     )
-
-
-@asynccontextmanager
-async def fake_apiserver(handler: Handler, pki: KubePKI = PKI) -> AsyncIterator[str]:
-    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    load_into_ssl_context(ctx, pki.server.crt, pki.server.key)
-    ctx.load_verify_locations(cadata=pki.ca.crt.decode())
-    ctx.verify_mode = ssl.CERT_REQUIRED
-
-    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            head = (await reader.readuntil(b"\r\n\r\n")).decode()
-            method, target = head.split(" ")[:2]
-            length = next(
-                (
-                    int(line.split(":")[1])
-                    for line in head.split("\r\n")
-                    if line.lower().startswith("content-length")
-                ),
-                0,
-            )
-            body = await reader.readexactly(length)
-            code, data, headers = await handler(method, target, body)
-            extra = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
-            if "Transfer-Encoding" not in headers:
-                extra += f"Content-Length: {len(data)}\r\n"
-            writer.write(f"HTTP/1.1 {code} X\r\n{extra}\r\n".encode() + data)
-            await writer.drain()
-        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
-            pass
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=ctx)
-    port = server.sockets[0].getsockname()[1]
-    try:
-        yield f"https://127.0.0.1:{port}"
-    finally:
-        server.close()
-        await server.wait_closed()
 
 
 def _client(url: str, **kwargs: float) -> kubeapi.KubeClient:
@@ -86,13 +33,13 @@ def test_create_discovers_the_plural_posts_with_the_field_manager_and_maps_statu
 
     async def handler(method: str, target: str, body: bytes) -> Reply:
         if target == "/api/v1":
-            return _json(200, CORE)
+            return json_reply(200, CORE)
         if method == "POST":
             obj = json.loads(body)
             posted.append((target, obj))
             if obj["metadata"]["name"] == "exists":
                 return _status(409, "AlreadyExists", 'configmaps "exists" already exists')
-            return _json(201, obj)
+            return json_reply(201, obj)
         if target == "/api/v1/namespaces/kube-system/configmaps/gone":
             return _status(404, "NotFound", 'configmaps "gone" not found')
         return _status(404, "NotFound", "the server could not find the requested resource")

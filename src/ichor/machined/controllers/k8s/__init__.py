@@ -8,7 +8,7 @@ AdmissionControl/AuditPolicy configs (:mod:`.control_plane`); those -> files und
 (:mod:`.render`); configs + statuses + a healthy etcd -> StaticPods (:mod:`.static_pods`).
 Every node: MachineConfig -> NodeAddressFilters ``no-k8s``/``only-k8s`` (:mod:`.address_filter`);
 ``machine.pods`` -> StaticPods; StaticPods -> the PodList server the kubelet polls
-(:mod:`.static_pod_server`).
+(:mod:`.static_pod_server`); the kubelet's pods -> StaticPodStatuses (:mod:`.static_pod_status`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ichor.machined.controllers.k8s import (
     render,
     secrets,
     static_pod_server,
+    static_pod_status,
     static_pods,
 )
 from ichor.machined.cosi import Controller
@@ -43,4 +44,5 @@ def k8s_controllers(layout: Layout, *, say: Callable[[str], None] | None = None)
         static_pods.control_plane_static_pod_controller(),
         static_pods.extra_static_pod_controller(),
         static_pod_server.StaticPodServerController(layout, say=say),
+        static_pod_status.KubeletStaticPodController(layout),
     ]
