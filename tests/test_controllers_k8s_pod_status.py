@@ -10,12 +10,14 @@ from controller_helpers import ADDRESS, run, running
 from kube_helpers import DAY, PKI, KubePKI, Reply, fake_apiserver, json_reply
 
 from ichor import kubeapi
+from ichor.machined import cri
 from ichor.machined.controllers.k8s import static_pod_status
 from ichor.machined.controllers.k8s.static_pod_status import (
     SERVING_CERT,
     KubeletEndpoint,
     KubeletStaticPodController,
     static_pods,
+    with_cri_states,
 )
 from ichor.machined.cosi import WAIT_STATUSES, State, assert_no_resource, assert_resource
 from ichor.machined.platform import Layout
@@ -127,14 +129,28 @@ def test_statuses_follow_the_kubelets_pods_over_tls(tmp_path: Path) -> None:
     run(main, timeout=60)
 
 
-def test_a_kubelet_that_refuses_keeps_the_last_statuses_and_is_a_wait(tmp_path: Path) -> None:
+RUNNING = {
+    "containerStatuses": [{"name": "kube-apiserver", "ready": True, "restartCount": 0,
+                           "state": {"running": {"startedAt": "2026-01-01T00:00:00Z"}}}]
+}  # fmt: skip
+
+
+def _container(cid: str, status: str, created_at: int, exit_code: int = 0) -> cri.PodContainer:
+    return cri.PodContainer(cid, APISERVER, "kube-apiserver", "registry.k8s.io/kube-apiserver:v1.30.3", 0,
+                            status, created_at=created_at, exit_code=exit_code)  # fmt: skip
+
+
+def test_a_kubelet_that_refuses_leaves_the_statuses_with_the_cri_container_states(tmp_path: Path) -> None:
+    """The API server restarted with a flag it rejects: the kubelet, which authorizes through it,
+    refuses; the status says Ready no more and why, from the CRI runtime."""
     answers: list[list[dict[str, Any]] | Exception] = [
-        [_pod("kube-apiserver-cp-1", "http", "False", **CRASHING)]
+        [_pod("kube-apiserver-cp-1", "http", "True", **RUNNING)]
     ]
     refusal = kubeapi.KubeStatusError(
         "Authorization error (user=apiserver-kubelet-client, verb=get, resource=nodes, subresource=proxy)",
         code=500, reason="InternalError",
     )  # fmt: skip
+    in_cri: list[cri.PodContainer] | cri.CRIError = [_container("a" * 64, "CONTAINER_RUNNING", 1)]
 
     async def fetch(endpoint: KubeletEndpoint) -> list[dict[str, Any]]:
         assert endpoint.cert == PKI.admin.crt and endpoint.ca == b"kubelet's own CA"
@@ -143,29 +159,66 @@ def test_a_kubelet_that_refuses_keeps_the_last_statuses_and_is_a_wait(tmp_path: 
             raise answer
         return answer
 
+    async def containers() -> list[cri.PodContainer]:
+        if isinstance(in_cri, cri.CRIError):
+            raise in_cri
+        return in_cri
+
     async def main() -> None:
+        nonlocal in_cri
         (tmp_path / SERVING_CERT.lstrip("/")).parent.mkdir(parents=True)
         layout = Layout(root=tmp_path, address=ADDRESS)
-        async with running(KubeletStaticPodController(layout, fetch=fetch, refresh=0.05)) as state:
+        controller = KubeletStaticPodController(layout, fetch=fetch, containers=containers, refresh=0.05)
+        async with running(controller) as state:
             _seed(state, PKI)
             await assert_resource(
                 state, WAIT_STATUSES, "k8s.KubeletStaticPodController",
                 lambda r: "serving certificate" in r.spec.reason,
             )  # fmt: skip
             (tmp_path / SERVING_CERT.lstrip("/")).write_bytes(b"kubelet's own CA")
-            await assert_resource(state, STATIC_POD_STATUSES, APISERVER, timeout=5)
+            await assert_resource(
+                state, STATIC_POD_STATUSES, APISERVER, lambda r: render_jsonpath(READY, dict(r.spec)) == "True",
+                timeout=5,
+            )  # fmt: skip
+
+            in_cri = cri.CRIError("containerd at /run/containerd/containerd.sock does not answer")
             answers.append(refusal)
             await assert_resource(
                 state, WAIT_STATUSES, "k8s.KubeletStaticPodController",
                 lambda r: "Authorization error" in r.spec.reason, timeout=5,
             )  # fmt: skip
-            kept = state.get("k8s", STATIC_POD_STATUSES, APISERVER)
-            assert kept.spec["containerStatuses"][0]["lastState"]["terminated"]["reason"] == "Error"
+            assert (
+                render_jsonpath(READY, dict(state.get("k8s", STATIC_POD_STATUSES, APISERVER).spec)) == "True"
+            )
+
+            in_cri = [
+                _container("a" * 64, "CONTAINER_EXITED", 1, 0),
+                _container("b" * 64, "CONTAINER_EXITED", 2, 1),
+            ]
+            found = await assert_resource(
+                state, STATIC_POD_STATUSES, APISERVER, lambda r: render_jsonpath(READY, dict(r.spec)) == "False",
+                timeout=5,
+            )  # fmt: skip
+            entry = found.spec["containerStatuses"][0]
+            assert entry["state"]["terminated"] == {
+                "exitCode": 1,
+                "reason": "Error",
+                "containerID": "containerd://" + "b" * 64,
+            }
+            assert entry["ready"] is False and entry["restartCount"] == 0
+            assert "Authorization error" in found.spec["message"]
 
             state.update(state.get("runtime", SERVICES, "kubelet").with_spec(ServiceSpec(running=False)))
             await assert_no_resource(state, STATIC_POD_STATUSES, APISERVER, timeout=5)
 
     run(main, timeout=60)
+
+
+def test_cri_states_leave_a_pod_without_containers_there_as_it_was() -> None:
+    status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}], **RUNNING}
+    assert with_cri_states(APISERVER, status, [], "refused") == status
+    other = cri.PodContainer("c" * 64, "kube-system/other", "x", "img", 0, "CONTAINER_EXITED", exit_code=2)
+    assert with_cri_states(APISERVER, status, [other], "refused") == status
 
 
 def test_a_worker_asks_nothing(tmp_path: Path) -> None:

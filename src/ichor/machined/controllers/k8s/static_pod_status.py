@@ -11,8 +11,11 @@ name. Each static pod (annotation ``kubernetes.io/config.source`` ``file`` or ``
 theirs, and a stopped kubelet takes them all away.
 
 A kubelet that cannot be asked (not listening yet, or refusing: it authorizes through the API server,
-so with no API server it answers only while its cached authorization lasts, 5 minutes by default)
-leaves the statuses as they were and is a wait with its reason (``talosctl get waits``).
+so with no API server it answers only while its cached authorization lasts, 5 minutes by default) is
+a wait with its reason (``talosctl get waits``), and the statuses known keep the kubelet's last
+word except for what the CRI runtime tells of their containers now (:func:`with_cri_states`): a
+control plane whose API server keeps exiting shows that, not the Ready it had before. Talos keeps
+the kubelet's last word only.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ichor import kubeapi
+from ichor.machined import cri
 from ichor.machined.cosi import Controller, ControllerContext, Input, Output
 from ichor.machined.platform import Layout
 from ichor.machined.resources import SERVICES
@@ -65,6 +69,7 @@ class KubeletEndpoint:
 
 
 PodsFetcher = Callable[[KubeletEndpoint], Awaitable[list[dict[str, Any]]]]
+CRIReader = Callable[[], Awaitable[list[cri.PodContainer]]]
 
 
 async def _fetch_pods(endpoint: KubeletEndpoint) -> list[dict[str, Any]]:
@@ -96,6 +101,46 @@ def static_pods(pods: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def _state(container: cri.PodContainer) -> dict[str, Any]:
+    if container.status == "CONTAINER_RUNNING":
+        return {"running": {}}
+    if container.status == "CONTAINER_EXITED":
+        reason = "Completed" if container.exit_code == 0 else "Error"
+        return {"terminated": {"exitCode": container.exit_code, "reason": reason,
+                               "containerID": f"containerd://{container.id}"}}  # fmt: skip
+    return {"waiting": {"reason": "ContainerCreating"}}
+
+
+def with_cri_states(
+    pod_id: str, status: dict[str, Any], containers: list[cri.PodContainer], why: str
+) -> dict[str, Any]:
+    """``status`` (the kubelet's last) with each container's state from its newest CRI attempt; a
+    container that does not run is not ready, nor then is the pod. ``message`` says where it is from."""
+    newest: dict[str, cri.PodContainer] = {}
+    for container in sorted(containers, key=lambda c: c.created_at):
+        if container.pod == pod_id and not container.sandbox:
+            newest[container.name] = container  # the last one of a name is its newest attempt
+    if not newest:
+        return status
+    out = dict(status)
+    entries = []
+    for entry in status.get("containerStatuses") or []:
+        found = newest.get(str(entry.get("name"))) if isinstance(entry, dict) else None
+        if found is None:
+            entries.append(entry)
+            continue
+        running = found.status == "CONTAINER_RUNNING"
+        entries.append({**entry, "state": _state(found), "ready": bool(entry.get("ready")) and running})
+    out["containerStatuses"] = entries
+    ready = "True" if all(e.get("ready") for e in entries if isinstance(e, dict)) else "False"
+    out["conditions"] = [
+        {**c, "status": ready} if isinstance(c, dict) and c.get("type") in ("Ready", "ContainersReady") else c
+        for c in status.get("conditions") or []
+    ]
+    out["message"] = f"the kubelet cannot be asked ({why}): container states are the CRI runtime's"
+    return out
+
+
 class KubeletStaticPodController(Controller):
     name = "k8s.KubeletStaticPodController"
     inputs = (
@@ -106,10 +151,30 @@ class KubeletStaticPodController(Controller):
     )
     outputs = (Output(STATIC_POD_STATUSES),)
 
-    def __init__(self, layout: Layout, *, fetch: PodsFetcher | None = None, refresh: float = REFRESH) -> None:
+    def __init__(
+        self, layout: Layout, *, fetch: PodsFetcher | None = None, containers: CRIReader | None = None,
+        refresh: float = REFRESH,
+    ) -> None:  # fmt: skip
         self._layout = layout
         self._fetch = fetch or _fetch_pods
+        self._containers = containers or self._cri_containers
         self._refresh = refresh
+
+    async def _cri_containers(self) -> list[cri.PodContainer]:
+        ctr = cri.Ctr(self._layout.path(cri.CRI.address))
+        return await cri.pod_containers(ctr, cri.CRI.namespace, self._layout.path(cri.CRI_STATUS_DIR))
+
+    async def _from_cri(self, ctx: ControllerContext, why: str) -> None:
+        """Each known status with its containers' states as the CRI runtime has them now."""
+        try:
+            containers = await self._containers()
+        except cri.CRIError as exc:
+            ctx.logger.warning("error reading container states from the CRI", error=str(exc))
+            return
+        for known in ctx.list(STATIC_POD_STATUSES):
+            if known.metadata.owner == self.name:
+                status = with_cri_states(known.id, dict(known.spec), containers, why)
+                ctx.modify(STATIC_POD_STATUSES, known.id, StaticPodStatusSpec(status))
 
     def _endpoint(self, ctx: ControllerContext) -> KubeletEndpoint | str:
         """How to ask the kubelet, or why it cannot be asked yet."""
@@ -152,6 +217,7 @@ class KubeletStaticPodController(Controller):
                     ctx.logger.warning("error refreshing pod status", error=str(exc))
                 last_error = str(exc)
                 ctx.waiting("kubelet", f"error fetching pod status: {exc}", retry_after=retry)
+                await self._from_cri(ctx, str(exc))
                 continue
             last_error = ""
             for pod_id, status in statuses.items():
