@@ -1,5 +1,5 @@
-"""Kubernetes PKI for tests (a CA, a server pair for 127.0.0.1/localhost and an admin kubeconfig)
-and a fake HTTPS API server that answers each request with a handler's reply."""
+"""Kubernetes PKI for tests: a CA, a server pair for 127.0.0.1/localhost and an admin kubeconfig;
+a fake HTTPS server (an API server, a kubelet) that answers with a handler."""
 
 from __future__ import annotations
 

@@ -255,6 +255,9 @@ def test_render_columns_over_spec() -> None:
         ("{.count}", "3"),
         ("{.nested}", '{"a":1}'),
         ("{.name}/{.count}", "n1/3"),
+        ('{.objs[?(@.id=="2")].id}', "2"),
+        ("{.objs[?(@.id=='3')].id}", ""),
+        ('{.name[?(@.id=="1")]}', ""),
         (
             "{.}",
             '{"count":3,"dotted.key":"v","flag":false,"list":["a","b","c"],"name":"n1","nested":{"a":1},"objs":[{"id":1},{"id":2}]}',
@@ -274,7 +277,7 @@ def test_jsonpath(template: str, expected: str) -> None:
     assert render_jsonpath(template, data) == expected
 
 
-@pytest.mark.parametrize("template", ["{.a", "{.a!b}", "{..a}"])
+@pytest.mark.parametrize("template", ["{.a", "{.a!b}", "{..a}", '{.a[?(@.b!="c")]}', "{.a[?(@.b==c)]}"])
 def test_jsonpath_rejects_unsupported(template: str) -> None:
     with pytest.raises(JSONPathError):
         render_jsonpath(template, {"a": 1})

@@ -80,8 +80,12 @@ class KubeClient:
         timeout: float = DEFAULT_TIMEOUT,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         field_manager: str | None = None,
+        server_name: str | None = None,
     ) -> None:
+        """``server_name``: the name the server's certificate must carry when it is not the URL's
+        host (a kubelet asked at ``127.0.0.1`` serves a certificate for its node name)."""
         self.config = config
+        self.server_name = server_name
         self.timeout = timeout
         self.max_response_bytes = max_response_bytes
         self.field_manager = field_manager
@@ -139,7 +143,9 @@ class KubeClient:
     ) -> tuple[int, bytes]:
         host, port = self.config.host, self.config.port
         try:
-            reader, writer = await asyncio.open_connection(host, port, ssl=self._ssl, limit=_MAX_HEADER_BYTES)
+            reader, writer = await asyncio.open_connection(
+                host, port, ssl=self._ssl, limit=_MAX_HEADER_BYTES, server_hostname=self.server_name
+            )
         except ssl.SSLError as exc:
             raise KubeConnectionError(
                 f"TLS with {self.config.server} failed: {exc.reason or exc}",

@@ -1,7 +1,8 @@
 """The subset of Kubernetes JSONPath that resource print columns and ``talosctl get -o jsonpath`` use.
 
 Supported inside ``{...}``: ``.field``, ``['field']``, ``[n]`` (negative allowed), ``[*]``,
-``[start:end]`` (``[:]`` = everything). Two evaluations:
+``[start:end]`` (``[:]`` = everything), and the equality filter ``[?(@.field=="value")]`` (Talos's
+StaticPodStatus column ``{.conditions[?(@.type=="Ready")].status}``). Two evaluations:
 
 * :func:`render_jsonpath` renders a table cell: text outside braces is copied, missing keys yield
   nothing, several results are joined by a space; strings print as-is, maps and lists as compact
@@ -36,6 +37,7 @@ _STEP_RE = re.compile(
       | \[\s*(?P<star>\*)\s*\]
       | \[\s*(?P<start>-?\d*)\s*:\s*(?P<end>-?\d*)\s*\]
       | \[\s*(?P<index>-?\d+)\s*\]
+      | \[\s*\?\(\s*@\.(?P<by>[A-Za-z0-9_\-]+)\s*==\s*(?:"(?P<dq>[^"]*)"|'(?P<sq>[^']*)')\s*\)\s*\]
     """,
     re.VERBOSE,
 )
@@ -66,6 +68,11 @@ def _apply(step: re.Match[str], values: list[Any], *, strict: bool = False) -> l
         if key is not None:
             if isinstance(value, dict) and key in value:
                 out.append(value[key])
+        elif step.group("by") is not None:
+            wanted = step.group("dq") if step.group("dq") is not None else step.group("sq")
+            if isinstance(value, list):
+                by = step.group("by")
+                out.extend(v for v in value if isinstance(v, dict) and by in v and _text(v[by]) == wanted)
         elif step.group("star") is not None:
             if isinstance(value, list):
                 out.extend(value)

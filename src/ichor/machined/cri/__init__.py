@@ -32,6 +32,15 @@ from ichor.machined.cri._config import (
 from ichor.machined.cri._ctr import TASK_LOG_DIR, Container, Ctr, Image, TaskMetrics, parse_metrics
 from ichor.machined.cri._errors import ContainerdUnavailableError, CRIConfigError, CRIError
 from ichor.machined.cri._hosts import HostFiles, host_directory, render_registries
+from ichor.machined.cri._pods import (
+    CRI_STATUS_DIR,
+    PodContainer,
+    display_id,
+    find_pod_container,
+    parse_display,
+    pod_container,
+    pod_containers,
+)
 from ichor.machined.cri._pull import (
     PULL_TIMEOUT,
     ImagePullError,
@@ -48,6 +57,7 @@ __all__ = [
     "CRI_HOSTS_DIR",
     "CRI_MERGED_CONFIG",
     "CRI_REGISTRIES_PART",
+    "CRI_STATUS_DIR",
     "PULL_TIMEOUT",
     "SYSTEM",
     "TASK_LOG_DIR",
@@ -60,14 +70,20 @@ __all__ = [
     "Image",
     "ImagePullError",
     "Instance",
+    "PodContainer",
     "PullAttemptError",
     "TaskMetrics",
     "cri_base_part",
     "cri_config",
+    "display_id",
+    "find_pod_container",
     "host_directory",
     "merge_parts",
     "mirrors_for",
+    "parse_display",
     "parse_metrics",
+    "pod_container",
+    "pod_containers",
     "pull_with_retry",
     "registry_of",
     "render_registries",

@@ -19,6 +19,7 @@ import re
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ichor.machined.cri._errors import ContainerdUnavailableError, CRIError
 from ichor.machined.cri._pull import PullAttemptError
@@ -71,16 +72,21 @@ class TaskMetrics:
     """CPU time used so far, in nanoseconds (cgroup v1's ``cpuacct.usage``; v2's ``usage_usec`` x 1000)."""
 
 
+def _json_object(text: str, what: str) -> dict[str, Any]:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise CRIError(f"ctr printed {what} that are not JSON: {err}") from err
+    if not isinstance(data, dict):
+        raise CRIError(f"ctr printed {what} that are not a JSON object: {text[:200]!r}")
+    return data
+
+
 def parse_metrics(text: str) -> TaskMetrics:
     """``ctr tasks metrics --format json``: containerd's cgroup v2 ``Metrics`` (``memory.usage``,
     ``memory.inactive_file``, ``cpu.usage_usec``) or v1's (``memory.usage.usage``,
     ``memory.total_inactive_file``, ``cpu.usage.total``), whichever the node's cgroup tree is."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise CRIError(f"ctr printed task metrics that are not JSON: {err}") from err
-    if not isinstance(data, dict):
-        raise CRIError(f"ctr printed task metrics that are not a JSON object: {text[:200]!r}")
+    data = _json_object(text, "task metrics")
     memory = data.get("memory") or {}
     cpu = data.get("cpu") or {}
     usage = memory.get("usage", 0)
@@ -173,6 +179,11 @@ class Ctr:
         containers = await asyncio.to_thread(self._run, namespace, "containers", "ls")
         tasks = await asyncio.to_thread(self._run, namespace, "tasks", "ls")
         return parse_containers(containers, tasks)
+
+    async def info(self, namespace: str, container_id: str) -> dict[str, Any]:
+        """``ctr containers info``: the container's record (labels, spec, extensions) as JSON."""
+        text = await asyncio.to_thread(self._run, namespace, "containers", "info", container_id)
+        return _json_object(text, "container details")
 
     def run_args(self, namespace: str, container_id: str, config: Path) -> list[str]:
         """``ctr run --rm --config <config.json> <id>``: create the container from an OCI spec and run

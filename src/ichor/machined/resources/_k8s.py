@@ -316,7 +316,7 @@ STATIC_PODS: ResourceType[StaticPodSpec] = ResourceType(
 )
 STATIC_POD_STATUSES: ResourceType[StaticPodStatusSpec] = ResourceType(
     type="StaticPodStatuses.kubernetes.talos.dev", default_namespace=K8S_NAMESPACE,
-    spec_class=StaticPodStatusSpec,
+    spec_class=StaticPodStatusSpec, print_columns=(PrintColumn("Ready", '{.conditions[?(@.type=="Ready")].status}'),),
 )  # fmt: skip
 STATIC_POD_SERVER_STATUSES: ResourceType[StaticPodServerStatusSpec] = ResourceType(
     type="StaticPodServerStatuses.kubernetes.talos.dev", default_namespace=K8S_NAMESPACE,
@@ -335,5 +335,6 @@ K8S_TYPES: tuple[ResourceType[Any], ...] = (
     SECRETS_STATUSES,
     CONFIG_STATUSES,
     STATIC_PODS,
+    STATIC_POD_STATUSES,
     STATIC_POD_SERVER_STATUSES,
 )

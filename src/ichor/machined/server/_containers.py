@@ -2,7 +2,10 @@
 ``ctr`` (:class:`ichor.machined.cri.Ctr`).
 
 ``Containers`` with ``namespace: k8s.io`` asks the CRI containerd, anything else the system one
-(``talosctl containers [-k]``); ``ImageList``/``ImagePull`` map ``NS_CRI`` (the default) to
+(``talosctl containers [-k]``); the CRI one's containers are named by pod as Talos 1.7 names them
+(``kube-system/kube-apiserver-<node>`` for the sandbox, ``...:kube-apiserver:<id[:12]>`` for its
+container: :mod:`ichor.machined.cri._pods`), and ``logs``/``restart``/``stats -k`` take those names
+(``ns/pod:container`` alone means its newest attempt); ``ImageList``/``ImagePull`` map ``NS_CRI`` (the default) to
 ``k8s.io`` in the CRI containerd and ``NS_SYSTEM`` to ``system`` in the system containerd; a pull is
 retried while its registry cannot be reached (:func:`ichor.machined.cri.pull_with_retry`). A node
 that runs no containerd answers ``FAILED_PRECONDITION`` with the reason; a containerd that does not
@@ -12,10 +15,10 @@ answer is ``UNAVAILABLE``, as in Talos.
 cgroup files: containerd put the task in its cgroup (an ext service's under the node's own
 subtree, a CRI task wherever its spec says) and knows that path; machined would have to re-derive
 it from the spec per task and per cgroup version. ``Restart`` sends SIGTERM as Talos does; a task
-with an owner (an ext service's supervisor) is brought back by it, a bare CRI task (no kubelet
-here) is waited for and started again detached, its output then in ``/var/log/containers/<id>.log``
-— the only container log machined can read: a task started in the foreground by someone else
-(``ctr run``) writes to that process, not to a file. The ``driver`` field is not looked at: both
+with an owner (an ext service's supervisor, a pod's kubelet) is brought back by it, a bare CRI task
+is waited for and started again detached, its output then in ``/var/log/containers/<id>.log``.
+A pod's container logs to its CRI log file (``/var/log/pods/<ns>_<pod>_<uid>/<name>/<n>.log``);
+a task started in the foreground by someone else (``ctr run``) writes to that process, not to a file. The ``driver`` field is not looked at: both
 drivers are served through ``ctr``.
 """
 
@@ -98,40 +101,42 @@ class ContainerMethods:
     async def Containers(self, stream: Stream[Any, Any]) -> None:
         request = await self._request(stream, "Containers")
         namespace = request.namespace or cri.SYSTEM.namespace
-        try:
-            found = await self._ctr(_instance(namespace)).containers(namespace)
-        except cri.CRIError as err:
-            raise _grpc_error(err) from None
+        found = await self._listing(namespace)
         infos = [
-            machine_pb2.ContainerInfo(
-                namespace=namespace,
-                id=c.id,
-                name=c.id,
-                pod_id=c.id,
-                image=c.image,
-                pid=c.pid,
-                status=c.status,
-            )
+            machine_pb2.ContainerInfo(namespace=namespace, id=c.display, name=c.name, pod_id=c.pod_id,
+                                      image=c.image, pid=c.pid, status=c.status)
             for c in found
-        ]
+        ]  # fmt: skip
         await stream.send_message(
             machine_pb2.ContainersResponse(messages=[machine_pb2.Container(containers=infos)])
         )
 
-    async def _find(self, namespace: str, container_id: str) -> cri.Container:
+    async def _listing(self, namespace: str) -> list[cri.PodContainer]:
+        """The containers of ``namespace``: the CRI one's named by pod as Talos names them
+        (``ns/pod``, ``ns/pod:container:id``), the system one's by their ids."""
+        instance = _instance(namespace)
+        ctr = self._ctr(instance)
+        try:
+            if instance is cri.CRI:
+                return await cri.pod_containers(ctr, namespace, self._node.layout.path(cri.CRI_STATUS_DIR))
+            return [
+                cri.PodContainer(c.id, "", c.id, c.image, c.pid, c.status)
+                for c in await ctr.containers(namespace)
+            ]
+        except cri.CRIError as err:
+            raise _grpc_error(err) from None
+
+    async def _find(self, namespace: str, container_id: str) -> cri.PodContainer:
         """The container, or Talos's ``container "<id>" not found`` with a hint naming ``-k`` when the
         other containerd has it."""
         instance = _instance(namespace)
-        try:
-            for container in await self._ctr(instance).containers(namespace):
-                if container.id == container_id:
-                    return container
-        except cri.CRIError as err:
-            raise _grpc_error(err) from None
+        container = cri.find_pod_container(await self._listing(namespace), container_id)
+        if container is not None:
+            return container
         other = cri.SYSTEM if instance is cri.CRI else cri.CRI
         try:
-            elsewhere = any(c.id == container_id for c in await self._ctr(other).containers(other.namespace))
-        except (cri.CRIError, GRPCError):
+            elsewhere = cri.find_pod_container(await self._listing(other.namespace), container_id) is not None
+        except GRPCError:
             elsewhere = False
         message = f'container "{container_id}" not found'
         if elsewhere and other is cri.SYSTEM:
@@ -148,9 +153,9 @@ class ContainerMethods:
         ctr = self._ctr(_instance(namespace))
         stats = []
         try:
-            for c in await ctr.containers(namespace):
-                if c.status != "RUNNING":
-                    continue  # Talos shows running tasks only
+            for c in await self._listing(namespace):
+                if c.status not in ("RUNNING", "CONTAINER_RUNNING"):
+                    continue  # running containers only (a sandbox's pause uses next to nothing)
                 try:
                     metrics = await ctr.metrics(namespace, c.id)
                 except cri.CRIError as err:
@@ -158,7 +163,7 @@ class ContainerMethods:
                         continue  # the task ended between the two calls
                     raise
                 stats.append(
-                    machine_pb2.Stat(namespace=namespace, id=c.id, pod_id=c.id, name=c.id,
+                    machine_pb2.Stat(namespace=namespace, id=c.display, pod_id=c.pod_id, name=c.name,
                                      memory_usage=metrics.memory_usage, cpu_usage=metrics.cpu_usage)
                 )  # fmt: skip
         except cri.CRIError as err:
@@ -173,12 +178,13 @@ class ContainerMethods:
         namespace = request.namespace or cri.SYSTEM.namespace
         container = await self._find(namespace, request.id)
         ctr = self._ctr(_instance(namespace))
-        owned = self._owner(request.id) if _instance(namespace) is cri.SYSTEM else False
+        # an ext service's supervisor, or for a pod's container the kubelet, starts it again
+        owned = bool(container.pod) or (_instance(namespace) is cri.SYSTEM and self._owner(container.id))
         try:
-            if container.status == "RUNNING":
-                await _stop(ctr, namespace, request.id, container.pid)
+            if container.status in ("RUNNING", "CONTAINER_RUNNING", "SANDBOX_READY"):
+                await _stop(ctr, namespace, container.id, container.pid)
             if not owned:  # nobody brings it back: start the task again ourselves
-                await ctr.start_detached(namespace, request.id, self._task_log(request.id))
+                await ctr.start_detached(namespace, container.id, self._task_log(container.id))
         except cri.CRIError as err:
             raise _grpc_error(err) from None
         except TimeoutError:
@@ -193,9 +199,14 @@ class ContainerMethods:
         return any(info.id == container_id for info in self._node.supervisor.list())
 
     async def container_log(self, request: Any) -> AsyncIterator[bytes]:
-        """``logs -k <id>``: the log file of a task machined started in the background."""
+        """``logs -k <id>``: a pod container's CRI log file (``/var/log/pods/...``, its lines as the
+        kubelet's runtime writes them), or the log file of a task machined started in the background."""
         container = await self._find(request.namespace, request.id)
-        path = self._task_log(container.id)
+        path = (
+            Path(self._node.layout.path(container.log_path))
+            if container.log_path
+            else self._task_log(container.id)
+        )
         if not path.exists():
             raise GRPCError(
                 Status.FAILED_PRECONDITION,

@@ -9,7 +9,7 @@ AdmissionControl/AuditPolicy configs (:mod:`.control_plane`); those -> files und
 Every node: MachineConfig -> NodeAddressFilters ``no-k8s``/``only-k8s`` (:mod:`.address_filter`);
 ``machine.pods`` -> StaticPods; StaticPods -> the PodList server the kubelet polls
 (:mod:`.static_pod_server`); MachineConfig -> NodeLabelSpecs, NodeTaintSpecs -> the ``Node`` object
-(:mod:`.nodes`).
+(:mod:`.nodes`); the kubelet's pods -> StaticPodStatuses (:mod:`.static_pod_status`).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from ichor.machined.controllers.k8s import (
     render,
     secrets,
     static_pod_server,
+    static_pod_status,
     static_pods,
 )
 from ichor.machined.cosi import Controller
@@ -48,4 +49,5 @@ def k8s_controllers(layout: Layout, *, say: Callable[[str], None] | None = None)
         nodes.node_label_spec_controller(),
         nodes.node_taint_spec_controller(),
         nodes.NodeApplyController(layout),
+        static_pod_status.KubeletStaticPodController(layout),
     ]
