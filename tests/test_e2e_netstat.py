@@ -33,7 +33,7 @@ def test_netstat_lists_the_nodes_listening_sockets(node: Node) -> None:  # noqa:
     assert all(line.split()[1] in ("udp", "udp6") for line in only_udp.stdout.splitlines()[1:])
     assert node.talosctl("netstat", "-o").exit_code == 0  # connected sockets with timers
     pod = node.talosctl("netstat", "kube-system/coredns")
-    assert pod.exit_code == 1 and "the node runs no Kubernetes pods" in pod.stderr
+    assert pod.exit_code == 1 and "Ichor does not show a pod's connections yet" in pod.stderr
     both = node.talosctl("netstat", "-k", "kube-system/coredns")
     assert both.exit_code == 2 and "cannot use --pods and specify a pod" in both.stderr
 

@@ -57,8 +57,8 @@ def netstat(pod: str | None, **flags: bool) -> None:
         if flags["pods"]:
             raise click.UsageError("cannot use --pods and specify a pod")
         raise click.ClickException(
-            f"pod {pod} not found: the node runs no Kubernetes pods (Ichor has no CRI yet); "
-            "run `talosctl netstat` without a pod for the node's own sockets"
+            f"pod {pod}: Ichor does not show a pod's connections yet; "
+            "run `talosctl netstat` without a pod for the node's own sockets, or `kubectl exec` into the pod"
         )
     request = netstat_request(flags)
 

@@ -13,8 +13,8 @@ The layout is Talos's (its support bundle library), one folder per node::
 Ichor adds two files Talos users ask for: ``<node>/machineconfig-redacted.yaml`` (the machine config
 with its secrets replaced, see :mod:`ichor.machinery.redact`; the ``MachineConfigs`` resource file
 only says "<REDACTED>") and, on control planes, ``<node>/etcd-members`` (``talosctl etcd members``).
-Talos's ``devices`` (PCI), ``io`` (disk stats) and Kubernetes logs/manifests are left out: a process
-node has no PCI bus or disks of its own and Ichor runs no Kubernetes.
+Talos's ``devices`` (PCI) and ``io`` (disk stats) are left out: a node has no PCI bus or disks of
+its own. Talos's Kubernetes logs and manifests are not collected yet.
 
 A failing collector does not stop the others: its error is listed at the end ("Processed with
 errors"), the bundle is still written, and the exit status is 1. The archive is written to
