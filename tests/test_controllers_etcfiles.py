@@ -49,6 +49,7 @@ def test_a_process_node_writes_talos_hosts_and_resolv_conf_under_its_root(tmp_pa
             await assert_resource(state, ETC_FILE_STATUSES, "resolv.conf",
                                   lambda r: "10.0.0.1" in (tmp_path / "etc/resolv.conf").read_text())  # fmt: skip
             await assert_resource(state, NETWORK_STATUSES, "status", lambda r: r.spec.etc_files_ready)
+            await assert_resource(state, ETC_FILE_STATUSES, "pod-resolv.conf")
 
     run(main)
     assert (tmp_path / "etc/hosts").read_text() == (
@@ -63,6 +64,10 @@ def test_a_process_node_writes_talos_hosts_and_resolv_conf_under_its_root(tmp_pa
         "nameserver 10.0.0.1\nnameserver 10.0.0.2\nnameserver 10.0.0.3\n\nsearch lab.example\n"
     )
     assert oct(os.stat(tmp_path / "etc/hosts").st_mode & 0o777) == "0o644"
+    # The kubelet's resolvConf, for pods: without host DNS the same resolvers.
+    assert (tmp_path / "system/resolved/resolv.conf").read_text() == (
+        tmp_path / "etc/resolv.conf"
+    ).read_text()
     # The host's own /etc is never touched.
     assert (Path("/etc/hosts").read_bytes() if Path("/etc/hosts").exists() else None) == host_hosts
 

@@ -78,6 +78,10 @@ def test_resolv_conf_names_the_host_dns_when_it_runs_and_the_resolvers_when_not(
             apply(state, CONFIG.format(enabled="true"))
             await assert_resource(state, ETC_FILE_SPECS, "resolv.conf",
                                   lambda r: r.spec.contents.startswith("nameserver 127.0.0.53\n"), namespace="files")  # fmt: skip
+            # Pods (CoreDNS's forward among them) get the resolvers, never the node's loopback cache.
+            pods = await assert_resource(state, ETC_FILE_SPECS, "pod-resolv.conf", namespace="files")
+            assert pods.spec.contents.startswith("nameserver 10.5.0.1\n"), pods.spec.contents
+            assert "127." not in pods.spec.contents, pods.spec.contents
             apply(state, CONFIG.format(enabled="false"))
             await assert_resource(state, ETC_FILE_SPECS, "resolv.conf",
                                   lambda r: r.spec.contents.startswith("nameserver 10.5.0.1\n"), namespace="files")  # fmt: skip

@@ -1,6 +1,6 @@
 """The few Linux system calls a container node needs that Python 3.11's ``os`` lacks.
 
-``unshare(2)``, ``setns(2)``, ``mount(2)`` and ``umount2(2)`` through libc (ctypes); a failure is an
+``unshare(2)``, ``setns(2)``, ``mount(2)``, ``umount2(2)`` and ``pivot_root(2)`` through libc (ctypes); a failure is an
 :class:`OSError` with the errno and what was attempted. Nothing here decides what to mount or
 unshare: that is :mod:`ichor.provision._rootfs`'s and the launcher's.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import platform
 
 __all__ = [
     "CLONE_NEWCGROUP",
@@ -28,7 +29,9 @@ __all__ = [
     "MS_REC",
     "MS_REMOUNT",
     "MS_SHARED",
+    "MS_SLAVE",
     "mount",
+    "pivot_root",
     "setns",
     "umount",
     "unshare",
@@ -49,9 +52,12 @@ MS_REMOUNT = 0x20
 MS_BIND = 0x1000
 MS_REC = 0x4000
 MS_PRIVATE = 0x40000
+MS_SLAVE = 0x80000
 MS_SHARED = 0x100000
 
 MNT_DETACH = 0x2
+_SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+"""glibc has no ``pivot_root`` wrapper: the system call by number, per architecture."""
 
 _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
 
@@ -83,3 +89,11 @@ def mount(
 
 def umount(target: str, flags: int = MNT_DETACH) -> None:
     _check(_libc.umount2(os.fsencode(target), ctypes.c_int(flags)), f"unmounting {target}")
+
+
+def pivot_root(new_root: str, put_old: str) -> None:
+    number = _SYS_PIVOT_ROOT.get(platform.machine())
+    if number is None:
+        raise OSError(0, f"pivot_root: no system call number known for {platform.machine()}")
+    result = _libc.syscall(ctypes.c_long(number), os.fsencode(new_root), os.fsencode(put_old))
+    _check(result, f"pivot_root({new_root}, {put_old})")

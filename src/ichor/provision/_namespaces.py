@@ -5,7 +5,8 @@ and would own the node's lifetime (``runc run`` is the node), so a reboot would 
 namespace down with it. Here the launcher itself unshares the node's mount, UTS, IPC and network
 namespaces once, when it starts (:meth:`NodeNamespaces.enter`), and keeps them for the node's whole
 life: every boot is a fresh PID namespace (:meth:`NodeNamespaces.start`) whose PID 1 is machined,
-chrooted into the node's root (:mod:`._rootfs`), while ``eth0``, the mounts and the hostname stay.
+in a mount namespace of the boot's own whose root is the node's root (:mod:`._rootfs`), while
+``eth0``, the disks' mounts and the hostname stay.
 When the launcher exits the last process in those namespaces is gone, and the kernel removes them
 with everything in them: the mounts, ``eth0`` and its veth peer on the bridge, the node's nftables.
 Nothing needs undoing by hand, which is why a node's namespaces are never given a name
@@ -47,21 +48,15 @@ def network_namespace_of(pid: int) -> int | None:
 class _Boot:
     """One boot of the node: PID 1 of its own PID namespace; its ``/proc`` goes when it exits."""
 
-    def __init__(self, child: proc.Background, rootfs: Path) -> None:
+    def __init__(self, child: proc.Background) -> None:
         self._child = child
-        self._rootfs = rootfs
-        self._left = False
 
     @property
     def pid(self) -> int:
         return self._child.pid
 
     def wait(self, timeout: float | None = None) -> int:
-        code = self._child.wait(timeout)  # subprocess.TimeoutExpired while the node runs
-        if not self._left:
-            self._left = True
-            _rootfs.leave(self._rootfs)
-        return code
+        return self._child.wait(timeout)  # subprocess.TimeoutExpired while the node runs
 
     def signal_group(self, sig: int) -> None:
         self._child.signal_group(sig)
@@ -115,11 +110,11 @@ class NodeNamespaces:
         proc.run(["ip", "link", "set", EXTERNAL_INTERFACE, "up"], timeout=10)
 
     def start(self, command: Sequence[str], log: Path) -> _Boot:
-        """Boot: ``command`` as PID 1 of a new PID namespace, chrooted into the node's root."""
+        """Boot: ``command`` as PID 1 of a new PID namespace, rooted at the node's root."""
         # A PID namespace whose init has exited takes no new processes: each boot gets its own.
         # setns to our own namespace first, as unshare(CLONE_NEWPID) refuses a second time otherwise.
         linux.setns(self._own_pid_ns, linux.CLONE_NEWPID)
         linux.unshare(linux.CLONE_NEWPID)
         rootfs = self.rootfs
         child = proc.start(command, output=log, preexec=lambda: _rootfs.enter(rootfs))
-        return _Boot(child, rootfs)
+        return _Boot(child)

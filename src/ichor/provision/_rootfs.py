@@ -13,7 +13,7 @@ holding Talos's paths as real paths, so machined runs with Talos's layout unchan
   write into the host's);
   ``/sys``: a read-only sysfs of the node's own network namespace, with the node's own cgroup
   hierarchies at ``/sys/fs/cgroup`` (:mod:`._cgroups`); ``/proc``: mounted by each boot's
-  PID 1 (:func:`enter`), so it shows the node's processes only, with ``/proc/sys`` read-only but
+  PID 1 in its own mount namespace (:func:`enter`), so it shows the node's processes only, with ``/proc/sys`` read-only but
   for ``/proc/sys/net`` (the node's own network namespace): the kernel's other settings are the
   host's, shared by every node, and no node may change them;
 - ``/etc/machine-id``: the node's own, made once and kept with its disks (the kubelet reads it);
@@ -27,7 +27,6 @@ takes all of them with it.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import sys
@@ -38,7 +37,7 @@ from ichor.machinery.errors import MachineryError
 from ichor.provision import _cgroups
 from ichor.provision import _linux as linux
 
-__all__ = ["DISKS", "build", "disk_dirs", "enter", "host_paths", "leave"]
+__all__ = ["DISKS", "build", "disk_dirs", "enter", "host_paths"]
 
 DISKS = ("system/state", "system/meta", "var", "etc/kubernetes", "etc/cri", "opt/cni")
 """The node's own directories (its disks), bound at the same Talos path inside the node."""
@@ -178,12 +177,22 @@ def _machine_id(node_root: Path) -> str:
 
 
 def enter(rootfs: Path) -> None:
-    """Become the node: mount ``/proc`` for this PID namespace (``/proc/sys`` read-only but for
-    ``net``) and change root into ``rootfs``.
+    """Become the node: in a mount namespace of this boot's own, mount ``/proc`` for this PID
+    namespace (``/proc/sys`` read-only but for ``net``) and make ``rootfs`` the namespace's root.
+
+    The root is pivoted, not chrooted into: joining a mount namespace (``setns``) puts the joiner at
+    the namespace's root mount, and under a chroot that mount is the host's ``/``. runc's ``exec``
+    joins the container's namespace, made from the node's, so every ``kubectl exec`` landed in the
+    host's root file system rather than the container's. The boot's namespace is a slave of the
+    launcher's (it sees the disks mounted there; its own mounts end with it, as on a reboot) and
+    shared again below its new root (the kubelet's volume mounts reach containerd, as on Talos).
 
     Runs in a new boot's PID 1 between fork and exec (the launcher's ``preexec``), so it does no
-    more than a few system calls and a chroot.
+    more than a few system calls.
     """
+    linux.unshare(linux.CLONE_NEWNS)
+    # pivot_root refuses a shared root or new root: the boot receives the launcher's mounts only.
+    linux.mount(None, "/", None, linux.MS_REC | linux.MS_SLAVE)
     proc_dir = str(rootfs / "proc")
     linux.mount("proc", proc_dir, "proc", linux.MS_NOSUID | linux.MS_NODEV | linux.MS_NOEXEC)
     # The kernel settings under /proc/sys are the host's (but for net, this namespace's own): a
@@ -199,12 +208,9 @@ def enter(rootfs: Path) -> None:
     linux.mount(net, net, None, linux.MS_BIND | linux.MS_REC)
     # A bind of a read-only mount is read-only too: net (this namespace's own) is made writable again.
     linux.mount(None, net, None, linux.MS_BIND | linux.MS_REMOUNT | linux.MS_NOSUID | linux.MS_NODEV)
-    os.chroot(rootfs)
+    # pivot_root(".", "."): the old root is stacked under the new one, then detached (as runc does).
+    os.chdir(rootfs)
+    linux.pivot_root(".", ".")
+    linux.umount(".", linux.MNT_DETACH)
     os.chdir("/")
-
-
-def leave(rootfs: Path) -> None:
-    """After a boot's PID 1 has exited: unmount its ``/proc`` (the next boot mounts its own)."""
-    # Never mounted when the boot failed before its preexec: nothing to undo then.
-    with contextlib.suppress(OSError):
-        linux.umount(str(rootfs / "proc"))
+    linux.mount(None, "/", None, linux.MS_REC | linux.MS_SHARED)

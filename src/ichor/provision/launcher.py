@@ -10,7 +10,7 @@ With ``--container ROOTFS`` the launcher is a container node's runtime
 (:mod:`ichor.provision._namespaces`): it moves into the node's own mount, UTS, IPC and network
 namespaces (and, with ``--cgroup``, into the node's own cgroups and a cgroup namespace rooted there),
 builds the node's root at ROOTFS, waits for ``eth0``, and starts every boot of machined
-as PID 1 of a fresh PID namespace chrooted there, so a reboot keeps the node's network and mounts.
+as PID 1 of a fresh PID namespace rooted there, so a reboot keeps the node's network and disks.
 
 What the launcher is doing is written (atomically) to ``--state-file`` for ``cluster show``:
 :class:`~ichor.provision._record.LauncherState`.

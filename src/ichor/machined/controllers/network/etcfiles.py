@@ -4,7 +4,12 @@
   machine config's ``extraHostEntries`` and ``disableSearchDomain``) -> EtcFileSpecs ``hosts`` and
   ``resolv.conf`` (namespace ``files``);
   With host DNS enabled (HostDNSConfig ``config``) ``resolv.conf`` names ``127.0.0.53`` only, as Talos's;
-* ``files.EtcFileController``: EtcFileSpecs -> the files under the node's ``/etc`` (through
+  ``pod-resolv.conf`` is Talos's pod resolv.conf, ``/system/resolved/resolv.conf`` (the kubelet's
+  ``resolvConf``, which pods with ``dnsPolicy: Default`` and so CoreDNS's ``forward`` get): the
+  resolvers themselves, never a loopback address (``127.0.0.53`` in a pod is the pod itself: CoreDNS
+  forwarding to it detects a loop and exits);
+* ``files.EtcFileController``: EtcFileSpecs -> the files under the node's ``/etc`` (and
+  ``/system/resolved/resolv.conf``; through
   :class:`~ichor.machined.platform.Layout`: the real ``/etc`` on a node with its own mount
   namespace, ``<root>/etc`` on a process node, never the host's) -> EtcFileStatuses.
 
@@ -52,6 +57,9 @@ _MAX_NAMESERVERS = 3
 """MAXNS of resolv.conf(5): the resolver reads no more."""
 _RETRY_AFTER = 5.0
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+POD_RESOLV_CONF = "/system/resolved/resolv.conf"
+_PATHS = {"pod-resolv.conf": POD_RESOLV_CONF}
+"""Specs written elsewhere than ``/etc/<id>``."""
 
 
 def _aligned(rows: list[tuple[str, str]]) -> str:
@@ -76,6 +84,13 @@ def render_hosts(hostname: HostnameStatusSpec, address: str, config: Config | No
         if aliases:
             rows.append((ip, " ".join(aliases)))
     return _aligned(rows)
+
+
+def _loopback(server: str) -> bool:
+    try:
+        return ipaddress.ip_address(server).is_loopback
+    except ValueError:
+        return False
 
 
 def render_resolv_conf(nameservers: tuple[str, ...], search: tuple[str, ...]) -> str:
@@ -105,6 +120,8 @@ def etc_file_spec_controller() -> TransformController[EtcFileSpecSpec]:
                 else resolvers.spec.dns_servers
             )
             files["resolv.conf"] = EtcFileSpecSpec(contents=render_resolv_conf(servers, search))
+            upstream = tuple(s for s in resolvers.spec.dns_servers if not _loopback(s))
+            files["pod-resolv.conf"] = EtcFileSpecSpec(contents=render_resolv_conf(upstream, search))
         if hostname is not None and address is not None and address.spec.addresses:
             ip = str(address.spec.addresses[0].ip)
             files["hosts"] = EtcFileSpecSpec(contents=render_hosts(hostname.spec, ip, config))
@@ -125,7 +142,7 @@ class EtcFileWriter(Controller):
     name = "files.EtcFileController"
     inputs = (Input(ETC_FILE_SPECS),)
     outputs = (Output(ETC_FILE_STATUSES),)
-    writes = "(/etc/hosts, /etc/resolv.conf in the node)"
+    writes = "(/etc/hosts, /etc/resolv.conf, /system/resolved/resolv.conf in the node)"
 
     def __init__(self, layout: Layout) -> None:
         self._layout = layout
@@ -139,7 +156,8 @@ class EtcFileWriter(Controller):
             for resource in ctx.list(ETC_FILE_SPECS):
                 if resource.metadata.phase is not Phase.RUNNING:
                     continue
-                path = self._layout.path(f"/etc/{resource.id}")
+                shown = _PATHS.get(resource.id, f"/etc/{resource.id}")
+                path = self._layout.path(shown)
                 try:
                     current = path.read_text() if path.exists() else None
                     if current != resource.spec.contents:
@@ -149,7 +167,7 @@ class EtcFileWriter(Controller):
                         path.chmod(resource.spec.mode)
                         ctx.logger.info("wrote /etc file", id=resource.id, version=resource.metadata.version)
                 except OSError as err:
-                    failed.append(f"/etc/{resource.id}: {err}")
+                    failed.append(f"{shown}: {err}")
                     continue
                 ctx.modify(
                     ETC_FILE_STATUSES,
