@@ -92,7 +92,12 @@ def test_getting_started_ends_with_every_node_ready(tmp_path: Path) -> None:
 
         def running(selector: str) -> int:
             pods = kubectl_json("-n", "kube-system", "get", "pods", "-l", selector).get("items", [])
-            return sum(1 for p in pods if p["status"].get("phase") == "Running")  # type: ignore[index]
+            # Ready, not just phase Running (which a pod in CrashLoopBackOff keeps).
+            return sum(
+                1 for p in pods  # type: ignore[union-attr]
+                if p["status"].get("phase") == "Running"  # type: ignore[index]
+                and any(c["type"] == "Ready" and c["status"] == "True" for c in p["status"].get("conditions", []))  # type: ignore[index]
+            )  # fmt: skip
 
         def explained(what: str, check: Callable[[], bool], limit: float) -> None:
             """``until``, and on failure the pods and the kubelets' last words in the message."""
@@ -109,7 +114,11 @@ def test_getting_started_ends_with_every_node_ready(tmp_path: Path) -> None:
                     f"{exc}\n{pods}\n" + "\n".join(f"--- kubelet {n}\n{t}" for n, t in logs.items())
                 ) from None
 
-        explained("kube-apiserver's mirror pod Running", lambda: running("k8s-app=kube-apiserver") == 1, 180)
+        explained(
+            "kube-apiserver's mirror pod Running and Ready",
+            lambda: running("k8s-app=kube-apiserver") == 1,
+            180,
+        )
         explained("flannel Running on both nodes", lambda: running("k8s-app=flannel") == 2, 180)
         explained("kube-proxy Running on both nodes", lambda: running("k8s-app=kube-proxy") == 2, 180)
         explained(
