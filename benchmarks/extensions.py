@@ -115,7 +115,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="ichor-bench-ext-") as tmp:
         home, state = Path(tmp) / "home", Path(tmp) / "clusters"
         home.mkdir()
-        cidr = f"10.{random.randint(200, 250)}.{random.randint(0, 255)}.0/24"
+        cidr = f"10.{random.choice([n for n in range(200, 251) if n != 244])}.{random.randint(0, 255)}.0/24"
         node = cidr.rsplit(".", 1)[0] + ".2"
         try:
             created = _talosctl(home, "cluster", "create", "--provisioner", "container", "--name", "bench-ext",

@@ -86,7 +86,7 @@ def _free_cidr(provisioner: str, n: int) -> str:
         ["ip", "-4", "route", "show", "table", "all"], capture_output=True, text=True
     ).stdout
     while True:
-        cidr = f"10.{random.randint(200, 250)}.{random.randint(0, 255)}.0/24"
+        cidr = f"10.{random.choice([n for n in range(200, 251) if n != 244])}.{random.randint(0, 255)}.0/24"
         if cidr.rsplit(".", 1)[0] + "." not in taken:
             return cidr
 

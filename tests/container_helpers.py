@@ -41,10 +41,11 @@ CONTAINER_NODES = pytest.mark.skipif(
 
 
 def free_cidr(*, besides: str = "") -> str:
-    """A random 10.2xx.y.0/24 that no route of this machine covers yet (nor is ``besides``)."""
+    """A random 10.2xx.y.0/24 that no route of this machine covers yet (nor is ``besides``), never in
+    Kubernetes's default pod subnet 10.244.0.0/16 (nodes there would have no address of their own)."""
     taken = proc.run(["ip", "-4", "route", "show", "table", "all"]).stdout + besides
     while True:
-        cidr = f"10.{random.randint(200, 250)}.{random.randint(0, 255)}.0/24"
+        cidr = f"10.{random.choice([n for n in range(200, 251) if n != 244])}.{random.randint(0, 255)}.0/24"
         if cidr.rsplit(".", 1)[0] + "." not in taken:
             return cidr
 

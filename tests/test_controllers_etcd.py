@@ -56,6 +56,13 @@ def test_etcd_spec_follows_the_config_on_control_planes_only(tmp_path: Path) -> 
                 lambda r: "cluster.etcd.advertisedSubnets" in r.spec.reason,
             )  # fmt: skip
             assert state.get("etcd", ETCD_SPECS, "etcd").spec.advertised_addresses == (ADDRESS,)
+            # Every address of the node in the pod network: a wait naming the subnets' keys.
+            apply(state, config() + "  network: {podSubnets: ['127.0.0.0/8']}\n")
+            await assert_resource(
+                state, WAIT_STATUSES, "etcd.SpecController",
+                lambda r: f"every address of the node ({ADDRESS}) is in the Kubernetes pod or service subnets"
+                in r.spec.reason and "cluster.network.podSubnets" in r.spec.reason,
+            )  # fmt: skip
             # A worker runs no etcd: both resources go away.
             apply(state, config(type="worker"))
             await assert_no_resource(state, ETCD_SPECS, "etcd", timeout=2)

@@ -84,6 +84,14 @@ def etcd_spec_controller(*, exclusive: bool = True) -> TransformController[EtcdS
         if hostname is None or addresses is None:
             raise SkipReconcile
         shared = {r.spec.vip.ip for r in ctx.list(OPERATOR_SPECS) if r.spec.operator == "vip"}
+        every = ctx.get_or_none(NODE_ADDRESSES, NODE_ADDRESS_CURRENT_ID)
+        if not addresses.spec.addresses and every is not None and every.spec.addresses:
+            raise WaitingFor(
+                "etcd addresses",
+                f"every address of the node ({', '.join(str(p.ip) for p in every.spec.addresses)}) is in the "
+                "Kubernetes pod or service subnets: give the node an address outside "
+                "cluster.network.podSubnets and cluster.network.serviceSubnets (or move those subnets)",
+            )
         try:
             selected = etcdlib.select_addresses(
                 [str(p.ip) for p in addresses.spec.addresses if str(p.ip) not in shared], advertised_subnets=config.spec.advertised_subnets,
@@ -100,6 +108,7 @@ def etcd_spec_controller(*, exclusive: bool = True) -> TransformController[EtcdS
     return TransformController(
         "etcd.SpecController",
         inputs=[Input(ETCD_CONFIGS, id=ETCD_ID), Input(HOSTNAME_STATUSES, id=HOSTNAME_STATUS_ID),
-                Input(NODE_ADDRESSES, id=_ETCD_ADDRESSES), Input(OPERATOR_SPECS)],
+                Input(NODE_ADDRESSES, id=_ETCD_ADDRESSES), Input(NODE_ADDRESSES, id=NODE_ADDRESS_CURRENT_ID),
+                Input(OPERATOR_SPECS)],
         output=ETCD_SPECS, map_inputs=derive,
     )  # fmt: skip
