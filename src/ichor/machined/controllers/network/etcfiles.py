@@ -6,7 +6,10 @@
   With host DNS enabled (HostDNSConfig ``config``) ``resolv.conf`` names ``127.0.0.53`` only, as Talos's;
 * ``files.EtcFileController``: EtcFileSpecs -> the files under the node's ``/etc`` (through
   :class:`~ichor.machined.platform.Layout`: the real ``/etc`` on a node with its own mount
-  namespace, ``<root>/etc`` on a process node, never the host's) -> EtcFileStatuses.
+  namespace, ``<root>/etc`` on a process node, never the host's) -> EtcFileStatuses; and the pods'
+  ``/system/resolved/resolv.conf`` (the kubelet's ``resolvConf``): the resolvers themselves, never
+  ``127.0.0.53``, which in a pod's network namespace is nobody (CoreDNS forwarding there finds
+  itself: ``plugin/loop`` kills it). Talos's network.EtcFileController writes that file.
 
 A file is rewritten only when its contents changed, in place (``/etc/resolv.conf`` may be a bind
 mount, which a rename would not replace).
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from pathlib import Path
 
 from ichor.machined.controllers.config import ACTIVE_CONFIG
 from ichor.machined.controllers.network.config import config_or_none
@@ -46,7 +50,13 @@ from ichor.machined.resources import (
 )
 from ichor.machinery.config import Config
 
-__all__ = ["EtcFileWriter", "etc_file_spec_controller", "render_hosts", "render_resolv_conf"]
+__all__ = [
+    "POD_RESOLV_CONF",
+    "EtcFileWriter",
+    "etc_file_spec_controller",
+    "render_hosts",
+    "render_resolv_conf",
+]
 
 _MAX_NAMESERVERS = 3
 """MAXNS of resolv.conf(5): the resolver reads no more."""
@@ -85,26 +95,31 @@ def render_resolv_conf(nameservers: tuple[str, ...], search: tuple[str, ...]) ->
     return lines + (f"\nsearch {' '.join(domains)}\n" if domains else "")
 
 
+def _resolv_conf(ctx: ControllerContext, *, host_dns: bool) -> str | None:
+    """``resolv.conf`` naming the resolvers, or with ``host_dns`` the node's own cache at
+    ``127.0.0.53`` (which forwards to them); None until the resolvers are known."""
+    config = config_or_none(ctx)
+    hostname = ctx.get_or_none(HOSTNAME_STATUSES, HOSTNAME_STATUS_ID)
+    resolvers = ctx.get_or_none(RESOLVER_STATUSES, RESOLVER_ID)
+    if resolvers is None:
+        return None
+    network = config.machine.network if config is not None and config.machine is not None else None
+    no_search = network is not None and bool(network.disable_search_domain)
+    domain = hostname.spec.domainname if hostname is not None and not no_search else ""
+    servers = ("127.0.0.53",) if host_dns else resolvers.spec.dns_servers
+    return render_resolv_conf(servers, (domain, *resolvers.spec.search_domains))
+
+
 def etc_file_spec_controller() -> TransformController[EtcFileSpecSpec]:
     def derive(ctx: ControllerContext) -> dict[str, EtcFileSpecSpec]:
         config = config_or_none(ctx)
         hostname = ctx.get_or_none(HOSTNAME_STATUSES, HOSTNAME_STATUS_ID)
         address = ctx.get_or_none(NODE_ADDRESSES, NODE_ADDRESS_DEFAULT_ID)
-        resolvers = ctx.get_or_none(RESOLVER_STATUSES, RESOLVER_ID)
         host_dns = ctx.get_or_none(HOST_DNS_CONFIGS, HOST_DNS_CONFIG_ID)
         files: dict[str, EtcFileSpecSpec] = {}
-        if resolvers is not None:
-            network = config.machine.network if config is not None and config.machine is not None else None
-            no_search = network is not None and bool(network.disable_search_domain)
-            domain = hostname.spec.domainname if hostname is not None and not no_search else ""
-            search = (domain, *resolvers.spec.search_domains)
-            # with host DNS the node asks its own cache, which forwards to the resolvers
-            servers = (
-                ("127.0.0.53",)
-                if host_dns is not None and host_dns.spec.enabled
-                else resolvers.spec.dns_servers
-            )
-            files["resolv.conf"] = EtcFileSpecSpec(contents=render_resolv_conf(servers, search))
+        contents = _resolv_conf(ctx, host_dns=host_dns is not None and host_dns.spec.enabled)
+        if contents is not None:
+            files["resolv.conf"] = EtcFileSpecSpec(contents=contents)
         if hostname is not None and address is not None and address.spec.addresses:
             ip = str(address.spec.addresses[0].ip)
             files["hosts"] = EtcFileSpecSpec(contents=render_hosts(hostname.spec, ip, config))
@@ -119,13 +134,31 @@ def etc_file_spec_controller() -> TransformController[EtcFileSpecSpec]:
     )  # fmt: skip
 
 
+POD_RESOLV_CONF = "/system/resolved/resolv.conf"
+"""The pods' resolv.conf (the kubelet's ``resolvConf``, bind-mounted into its container)."""
+
+
+def _write_in_place(path: Path, contents: str, mode: int) -> bool:
+    """Write ``contents`` to ``path`` unless it holds them already, in place (a bind mount of the
+    file stays valid); True when written."""
+    if path.exists() and path.read_text() == contents:
+        return False
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as handle:
+        handle.write(contents)
+    path.chmod(mode)
+    return True
+
+
 class EtcFileWriter(Controller):
-    """``files.EtcFileController``: writes each EtcFileSpec to ``/etc/<id>`` in the node."""
+    """``files.EtcFileController``: writes each EtcFileSpec to ``/etc/<id>`` in the node, and the
+    pods' :data:`POD_RESOLV_CONF` from the resolvers."""
 
     name = "files.EtcFileController"
-    inputs = (Input(ETC_FILE_SPECS),)
+    inputs = (Input(ETC_FILE_SPECS), ACTIVE_CONFIG, Input(HOSTNAME_STATUSES, id=HOSTNAME_STATUS_ID),
+              Input(RESOLVER_STATUSES, id=RESOLVER_ID))  # fmt: skip
     outputs = (Output(ETC_FILE_STATUSES),)
-    writes = "(/etc/hosts, /etc/resolv.conf in the node)"
+    writes = f"(/etc/hosts, /etc/resolv.conf, {POD_RESOLV_CONF} in the node)"
 
     def __init__(self, layout: Layout) -> None:
         self._layout = layout
@@ -139,14 +172,9 @@ class EtcFileWriter(Controller):
             for resource in ctx.list(ETC_FILE_SPECS):
                 if resource.metadata.phase is not Phase.RUNNING:
                     continue
-                path = self._layout.path(f"/etc/{resource.id}")
                 try:
-                    current = path.read_text() if path.exists() else None
-                    if current != resource.spec.contents:
-                        path.parent.mkdir(parents=True, exist_ok=True)
-                        with path.open("w") as handle:
-                            handle.write(resource.spec.contents)
-                        path.chmod(resource.spec.mode)
+                    path = self._layout.path(f"/etc/{resource.id}")
+                    if _write_in_place(path, resource.spec.contents, resource.spec.mode):
                         ctx.logger.info("wrote /etc file", id=resource.id, version=resource.metadata.version)
                 except OSError as err:
                     failed.append(f"/etc/{resource.id}: {err}")
@@ -158,4 +186,10 @@ class EtcFileWriter(Controller):
                 )
                 written.add(resource.id)
             ctx.clean_up_outputs(ETC_FILE_STATUSES, written)
+            pods = _resolv_conf(ctx, host_dns=False)
+            try:
+                if pods is not None and _write_in_place(self._layout.path(POD_RESOLV_CONF), pods, 0o644):
+                    ctx.logger.info("wrote the pods' resolv.conf", path=POD_RESOLV_CONF)
+            except OSError as err:
+                failed.append(f"{POD_RESOLV_CONF}: {err}")
             retry = ctx.waiting_on("/etc files written", failed, retry_after=_RETRY_AFTER)
