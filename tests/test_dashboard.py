@@ -181,7 +181,9 @@ def test_facts_a_process_node_lacks_are_na_with_the_reason_not_numbers() -> None
     summary = _text(_render.summary(snap))
     assert "UUID        n/a (a process node has no SMBIOS)" in summary
     assert "KUBERNETES  n/a (the node runs no kubelet; process nodes run no Kubernetes)" in summary
-    assert "KUBERNETES  v1.30.3" in _text(_render.summary(NodeSnapshot(node="10.5.0.2", kubernetes="v1.30.3")))
+    assert "KUBERNETES  v1.30.3" in _text(
+        _render.summary(NodeSnapshot(node="10.5.0.2", kubernetes="v1.30.3"))
+    )
     assert "ETCD        n/a (not a service of this node)" in summary
     assert "n/a (the node serves no SystemStat/CPUInfo)" in _text(_render.monitor_facts(snap))
     assert "n/a (a process node shares the host's links and routes)" in _text(_render.network(snap))
