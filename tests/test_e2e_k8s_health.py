@@ -40,7 +40,7 @@ def _apiserver_pid(cluster: ContainerCluster, cp: str) -> int:
 
 def test_health_passes_every_stage_and_names_the_stage_a_fault_breaks(tmp_path: Path) -> None:
     with container_cluster(tmp_path, "khealth") as cluster:
-        created = cluster.create("--workers", "1", "--wait-timeout", "10m", kubernetes=True, timeout=900)
+        created = cluster.create("--workers", "1", kubernetes=True, timeout=900)
         assert _passed(created.stderr)[-len(ETCD_CHECKS) - len(KUBERNETES_CHECKS) :] == [
             *ETCD_CHECKS,
             *KUBERNETES_CHECKS,
