@@ -35,7 +35,7 @@ from ichor.provision._record import ClusterRecord, NodeRecord, cluster_flags, la
 from ichor.provision._registry import check_installed as check_registry_installed
 from ichor.provision._registry import mirrors_for, registry_log, start_registry
 from ichor.provision._teardown import context_digest, forget_context, stop_all
-from ichor.provision._wait import WaitPlan, wait_healthy, wait_plan
+from ichor.provision._wait import REACHABLE, WaitPlan, wait_healthy, wait_plan
 
 if TYPE_CHECKING:
     from ichor.client.health import ClusterInfo
@@ -358,7 +358,7 @@ def _bring_up(
         )
         return
 
-    asyncio.run(_wait_api(record, options, wait_timeout, progress))
+    asyncio.run(wait_healthy(options, _cluster_info(record), WaitPlan((REACHABLE,)), wait_timeout, progress))
     progress(f"cluster {name!r} is up: {_nodes(record)} configured in {time.monotonic() - started:.1f}s")
     if not bootstrap:
         return
@@ -370,11 +370,10 @@ def _bring_up(
     left = max(wait_timeout - (time.monotonic() - started), 1.0)
     asyncio.run(wait_healthy(options, _cluster_info(record), wait, left, progress))
     now = time.monotonic()
-    controlplanes_ = len([n for n in record.nodes if n.type == "controlplane"])
     what = (
         f"every stage of `talosctl health` passed on {_nodes(record)}"
         if wait.kubernetes
-        else f"etcd is healthy on {controlplanes_} control plane(s)"
+        else f"etcd is healthy on {len(controlplanes)} control plane(s)"
     )
     progress(f"{what} after {now - bootstrapped:.1f}s ({now - started:.1f}s since create started)")
 
@@ -476,18 +475,6 @@ async def _apply_all(record: ClusterRecord, configs: dict[str, bytes]) -> None:
                 data=configs[node.name], mode=machine_pb2.ApplyConfigurationRequest.AUTO
             )
             await client.with_node(node.address).machine.ApplyConfiguration(request)
-
-
-async def _wait_api(
-    record: ClusterRecord, options: GlobalOptions, timeout: float, progress: Callable[[str], None]
-) -> None:
-    """``talosctl health``'s first stage: every node's API answers through the endpoints."""
-    from ichor.client import Client
-    from ichor.client.health import REACHABLE, cluster_checks, wait_for
-
-    async with Client.from_options(options, connect_timeout=3) as client:
-        checks = [c for c in cluster_checks(client, _cluster_info(record)) if c.name == REACHABLE]
-        await wait_for(checks, timeout=timedelta(seconds=timeout), report=progress, interval=0.5)
 
 
 async def _bootstrap(

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from ichor.client.health import ETCD_CHECKS, KUBERNETES_CHECKS
+from ichor.client.health import ETCD_CHECKS, KUBERNETES_CHECKS, REACHABLE
 
 if TYPE_CHECKING:
     from ichor.client.health import ClusterInfo
     from ichor.machinery.clientconfig import GlobalOptions
 
-__all__ = ["WaitPlan", "wait_healthy", "wait_plan"]
+__all__ = ["REACHABLE", "WaitPlan", "wait_healthy", "wait_plan"]
 
 
 @dataclass(frozen=True)
