@@ -11,7 +11,7 @@ import pytest
 
 from ichor.client.health import CHECK_NAMES, ETCD_CHECKS, KUBERNETES_CHECKS, REACHABLE
 from ichor.provision import _cluster
-from ichor.provision._wait import WaitPlan, wait_plan
+from ichor.provision._wait import WaitPlan, split_plan, wait_plan
 
 
 def test_container_nodes_with_local_images_wait_for_every_stage_as_talos_does() -> None:
@@ -19,6 +19,9 @@ def test_container_nodes_with_local_images_wait_for_every_stage_as_talos_does() 
     assert plan.stages == tuple(n for n in CHECK_NAMES if n != REACHABLE)
     assert plan.stages[-1] == "all k8s nodes to report schedulable"
     assert plan.kubernetes and plan.skipped == ""
+    etcd, kubernetes = split_plan(plan)
+    assert (etcd.stages, kubernetes.stages) == (ETCD_CHECKS, KUBERNETES_CHECKS)
+    assert not etcd.kubernetes and kubernetes.kubernetes
 
 
 @pytest.mark.parametrize(
@@ -32,6 +35,7 @@ def test_nodes_without_local_kubernetes_wait_for_etcd_and_say_why(
     assert plan.stages == ETCD_CHECKS
     assert not plan.kubernetes and not set(plan.stages) & set(KUBERNETES_CHECKS)
     assert why in plan.skipped
+    assert split_plan(plan) == (plan, WaitPlan(()))
 
 
 @pytest.mark.parametrize(("wait", "expected"), [(True, WaitPlan(ETCD_CHECKS)), (False, None)])

@@ -35,7 +35,7 @@ from ichor.provision._record import ClusterRecord, NodeRecord, cluster_flags, la
 from ichor.provision._registry import check_installed as check_registry_installed
 from ichor.provision._registry import mirrors_for, registry_log, start_registry
 from ichor.provision._teardown import context_digest, forget_context, stop_all
-from ichor.provision._wait import REACHABLE, WaitPlan, wait_healthy, wait_plan
+from ichor.provision._wait import REACHABLE, WaitPlan, split_plan, wait_healthy, wait_plan
 
 if TYPE_CHECKING:
     from ichor.client.health import ClusterInfo
@@ -367,15 +367,21 @@ def _bring_up(
     asyncio.run(_bootstrap(options, cp_address, wait_timeout, progress))
     if wait.skipped:
         progress(f"waiting for the etcd stages of `talosctl health` only: {wait.skipped}")
-    left = max(wait_timeout - (time.monotonic() - started), 1.0)
-    asyncio.run(wait_healthy(options, _cluster_info(record), wait, left, progress))
+    info = _cluster_info(record)
+    etcd, kubernetes = split_plan(wait)
+    asyncio.run(wait_healthy(options, info, etcd, wait_timeout - (time.monotonic() - started), progress))
     now = time.monotonic()
-    what = (
-        f"every stage of `talosctl health` passed on {_nodes(record)}"
-        if wait.kubernetes
-        else f"etcd is healthy on {len(controlplanes)} control plane(s)"
+    progress(
+        f"etcd is healthy on {len(controlplanes)} control plane(s) after {now - bootstrapped:.1f}s "
+        f"({now - started:.1f}s since create started)"
     )
-    progress(f"{what} after {now - bootstrapped:.1f}s ({now - started:.1f}s since create started)")
+    if kubernetes.stages:
+        asyncio.run(wait_healthy(options, info, kubernetes, wait_timeout - (now - started), progress))
+        now = time.monotonic()
+        progress(
+            f"every stage of `talosctl health` passed on {_nodes(record)} after {now - bootstrapped:.1f}s "
+            f"({now - started:.1f}s since create started)"
+        )
 
 
 def _nodes(record: ClusterRecord) -> str:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ichor.client.health import ClusterInfo
     from ichor.machinery.clientconfig import GlobalOptions
 
-__all__ = ["REACHABLE", "WaitPlan", "wait_healthy", "wait_plan"]
+__all__ = ["REACHABLE", "WaitPlan", "split_plan", "wait_healthy", "wait_plan"]
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,14 @@ def wait_plan(*, container: bool, kubernetes_images: str) -> WaitPlan:
     return WaitPlan((*ETCD_CHECKS, *KUBERNETES_CHECKS))
 
 
+def split_plan(plan: WaitPlan) -> tuple[WaitPlan, WaitPlan]:
+    """``plan``'s etcd stages and its Kubernetes stages (create reports each part when it passes)."""
+    return (
+        WaitPlan(tuple(n for n in plan.stages if n not in KUBERNETES_CHECKS), plan.skipped),
+        WaitPlan(tuple(n for n in plan.stages if n in KUBERNETES_CHECKS)),
+    )
+
+
 async def wait_healthy(
     options: GlobalOptions,
     info: ClusterInfo,
@@ -62,10 +70,10 @@ async def wait_healthy(
     progress: Callable[[str], None],
 ) -> None:
     """Wait for ``plan``'s stages of ``talosctl health`` over ``info``'s nodes, the Kubernetes ones
-    through the first control plane's admin kubeconfig."""
+    through the first control plane's admin kubeconfig, within ``timeout`` seconds (at least one)."""
     from ichor.client import Client
     from ichor.client.health import cluster_checks, wait_for
 
     async with Client.from_options(options, connect_timeout=3) as client:
         checks = [c for c in cluster_checks(client, info) if c.name in plan.stages]
-        await wait_for(checks, timeout=timedelta(seconds=timeout), report=progress, interval=0.5)
+        await wait_for(checks, timeout=timedelta(seconds=max(timeout, 1.0)), report=progress, interval=0.5)
