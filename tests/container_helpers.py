@@ -97,11 +97,12 @@ class ContainerCluster:
     def create(self, *args: str, timeout: float = 300, kubernetes: bool = False) -> proc.Completed:
         """``cluster create --provisioner container`` with this cluster's name, state and CIDR plus
         ``args``; asserts it succeeded. Without ``kubernetes`` the nodes get no Kubernetes images
-        (``--kubernetes-images upstream``: their kubelets fail to pull and stay down), which keeps the
-        tests that are about something else light."""
+        (``--kubernetes-images upstream``: their kubelets fail to pull and stay down, and create waits
+        for etcd only), which keeps the tests that are about something else light; with ``kubernetes``
+        create waits for every stage of ``talosctl health``."""
         created = self.talosctl(
             "cluster", "create", "--provisioner", "container", "--name", self.name, "--state", str(self.state),
-            "--cidr", self.cidr, "--wait-timeout", "3m",
+            "--cidr", self.cidr, "--wait-timeout", "10m" if kubernetes else "3m",
             "--kubernetes-images", "local" if kubernetes else "upstream",
             *(["--extra-cidr", self.extra_cidr] if self.extra_cidr else []), *args, timeout=timeout,
         )  # fmt: skip

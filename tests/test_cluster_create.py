@@ -159,7 +159,7 @@ def test_ctrl_c_during_create_removes_the_nodes_the_context_and_the_state(
         configs.append((tmp_path / "clusters/c/c-controlplane-1.yaml").read_text())
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(_cluster, "_wait_etcd", interrupted)
+    monkeypatch.setattr(_cluster, "wait_healthy", interrupted)
     talosconfig = tmp_path / "talosconfig"
     _talosconfig_with(talosconfig, "mine")
     lines: list[str] = []

@@ -12,11 +12,15 @@ from test_dnscache import query
 
 from ichor.machined import dnscache
 from ichor.machined.controllers import network
-from ichor.machined.controllers.network.etcfiles import etc_file_spec_controller
+from ichor.machined.controllers.network.etcfiles import (
+    POD_RESOLV_CONF,
+    EtcFileWriter,
+    etc_file_spec_controller,
+)
 from ichor.machined.controllers.network.hostdns import DNSResolveCacheController, host_dns_config_controller
 from ichor.machined.cosi import assert_resource
 from ichor.machined.platform import Layout
-from ichor.machined.resources import DNS_RESOLVE_CACHES, ETC_FILE_SPECS, HOST_DNS_CONFIGS
+from ichor.machined.resources import DNS_RESOLVE_CACHES, ETC_FILE_SPECS, ETC_FILE_STATUSES, HOST_DNS_CONFIGS
 
 CONFIG = """version: v1alpha1
 machine:
@@ -136,5 +140,29 @@ def test_the_resolver_listens_while_enabled_and_forwards_to_the_resolvers(tmp_pa
                 except (ConnectionRefusedError, BlockingIOError):
                     answered = False
                 assert not answered
+
+    run(main)
+
+
+def test_pods_get_the_resolvers_not_the_host_dns_which_is_nobody_in_their_namespace(tmp_path: Path) -> None:
+    """CoreDNS forwards to the pods' resolv.conf; 127.0.0.53 there would be CoreDNS itself (a loop)."""
+    layout = Layout(root=tmp_path, address="127.5.0.9", own_netns=True)
+    picked = [
+        c for c in network.network_controllers(layout)
+        if c.name.startswith(("network.Resolver", "network.Hostname", "network.HostDNS"))
+    ]  # fmt: skip
+    pods = layout.path(POD_RESOLV_CONF)
+
+    async def main() -> None:
+        async with running(*picked, etc_file_spec_controller(), EtcFileWriter(layout)) as state:
+            apply(state, CONFIG.format(enabled="true"))
+            await assert_resource(state, ETC_FILE_STATUSES, "resolv.conf", lambda r: True, namespace="files")
+            for _ in range(200):
+                if pods.exists() and pods.read_text():
+                    break
+                await asyncio.sleep(0.02)
+            assert layout.path("/etc/resolv.conf").read_text().startswith("nameserver 127.0.0.53\n")
+            assert pods.read_text().startswith("nameserver 10.5.0.1\n")
+            assert "127.0.0.53" not in pods.read_text()
 
     run(main)

@@ -104,6 +104,9 @@ class _Client:
                 _resource("MachineStatuses", "machine", "stage: running\nstatus:\n    ready: true\n")
             ],
             "HostnameStatuses.net.talos.dev": [_resource("HostnameStatuses", "hostname", "hostname: cp-1\n")],
+            "KubeletSpecs.kubernetes.talos.dev": [
+                _resource("KubeletSpecs", "kubelet", "image: 10.5.0.1:5000/siderolabs/kubelet:v1.30.3\n")
+            ],
         }
 
     async def list_resources(self, namespace: str, rtype: str) -> list[Any]:
@@ -117,6 +120,7 @@ def test_a_poll_fills_the_snapshot_and_cpu_is_measured_between_two_polls() -> No
 
     first = asyncio.run(source.poll())
     assert (first.hostname, first.version, first.stage, first.ready) == ("cp-1", "v1.7.6", "running", True)
+    assert first.kubernetes == "v1.30.3"  # the kubelet image's tag (the registry's port is no tag)
     assert [(s.id, s.health) for s in first.services] == [("machined", "?"), ("etcd", "OK")]
     assert first.memory is not None and first.memory.percent == 75.0
     assert first.cpu_percent is None and first.processes[0].cpu_percent is None  # nothing to compare yet
@@ -176,7 +180,10 @@ def test_facts_a_process_node_lacks_are_na_with_the_reason_not_numbers() -> None
     snap = NodeSnapshot(node="10.5.0.2", hostname="cp-1", stage="running", ready=True)
     summary = _text(_render.summary(snap))
     assert "UUID        n/a (a process node has no SMBIOS)" in summary
-    assert "KUBERNETES  n/a (Ichor runs no Kubernetes)" in summary
+    assert "KUBERNETES  n/a (the node runs no kubelet; process nodes run no Kubernetes)" in summary
+    assert "KUBERNETES  v1.30.3" in _text(
+        _render.summary(NodeSnapshot(node="10.5.0.2", kubernetes="v1.30.3"))
+    )
     assert "ETCD        n/a (not a service of this node)" in summary
     assert "n/a (the node serves no SystemStat/CPUInfo)" in _text(_render.monitor_facts(snap))
     assert "n/a (a process node shares the host's links and routes)" in _text(_render.network(snap))

@@ -125,8 +125,11 @@ def _run(
 
 def test_stage_names_and_order_are_talos_1_7s() -> None:
     assert CHECK_NAMES[4:] == KUBERNETES_CHECKS
-    assert KUBERNETES_CHECKS[5:] == (
+    assert KUBERNETES_CHECKS[2:] == (
+        "all k8s nodes to report",
         "all k8s nodes to report ready",
+        "all control plane static pods to be running",
+        "all control plane components to be ready",
         "kube-proxy to report ready",
         "coredns to report ready",
         "all k8s nodes to report schedulable",

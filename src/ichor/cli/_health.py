@@ -3,7 +3,8 @@
 With ``--server`` the node runs the checks (``ClusterService/HealthCheck``) and streams progress,
 which is printed to stderr; otherwise :mod:`ichor.client.health` runs them from talosctl.
 Without ``--control-plane-nodes``/``--worker-nodes`` the nodes are the cluster members the node
-knows from discovery (``talosctl get members``), as in Talos. ``--run-e2e`` is refused: it runs Kubernetes conformance tests and Ichor runs no Kubernetes yet.
+knows from discovery (``talosctl get members``), as in Talos. ``--run-e2e`` is refused: it runs Kubernetes's conformance (e2e) suite in the cluster, whose
+image Ichor does not build.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ def health(
     timeout = parse_duration(wait_timeout, flag="--wait-timeout")
     if run_e2e:
         raise MachineryError(
-            "--run-e2e runs the Kubernetes e2e conformance tests, and Ichor runs no Kubernetes yet",
-            hint="drop --run-e2e; `talosctl health` checks the node APIs and etcd",
+            "--run-e2e runs the Kubernetes e2e conformance suite, whose image Ichor does not build",
+            hint="drop --run-e2e; `talosctl health` checks the node APIs, etcd and Kubernetes",
         )
     given = ClusterInfo.from_flags(_split(control_plane_nodes), _split(worker_nodes), init_node)
 

@@ -80,15 +80,16 @@ KUBERNETES_CHECKS = (
     "kubelet to be healthy",
     "all nodes to finish boot sequence",
     "all k8s nodes to report",
+    "all k8s nodes to report ready",
     "all control plane static pods to be running",
     "all control plane components to be ready",
-    "all k8s nodes to report ready",
     "kube-proxy to report ready",
     "coredns to report ready",
     "all k8s nodes to report schedulable",
 )
 CHECK_NAMES = (REACHABLE, *ETCD_CHECKS, *KUBERNETES_CHECKS)
-"""The stages of ``talosctl health``, in order (Talos 1.7's)."""
+"""The stages of ``talosctl health``, in order (Talos 1.7's: a Node's Ready comes before the control
+plane's static pods; Talos 1.8 moved it after them)."""
 
 _K8S_LOOK = "(`talosctl service kubelet`, `talosctl logs kubelet`, `talosctl containers -k`)"
 _LOOK_AT = {name: _K8S_LOOK for name in KUBERNETES_CHECKS}

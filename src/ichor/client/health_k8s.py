@@ -6,13 +6,14 @@
    no retry can make Kubernetes appear there, and the etcd stages before it are that cluster's health;
 2. ``all nodes to finish boot sequence`` - every node's ``MachineStatuses`` is stage ``running``, ready;
 3. ``all k8s nodes to report`` - a Kubernetes Node whose InternalIP is each node's address;
-4. ``all control plane static pods to be running`` - kube-apiserver, kube-controller-manager and
+4. ``all k8s nodes to report ready`` - every Node has condition Ready=True;
+5. ``all control plane static pods to be running`` - kube-apiserver, kube-controller-manager and
    kube-scheduler mirror pods (``k8s-app=<name>`` in kube-system) are Running on every control plane;
-5. ``all control plane components to be ready`` - and report the Ready condition;
-6. ``all k8s nodes to report ready`` - every Node has condition Ready=True;
+6. ``all control plane components to be ready`` - and report the Ready condition;
 7. ``kube-proxy to report ready`` - the kube-proxy DaemonSet's pods are all Ready (``SKIP`` without it);
 8. ``coredns to report ready`` - the kube-dns ReplicaSets' pods are all Ready (``SKIP`` without them);
-9. ``all k8s nodes to report schedulable`` - no Node is cordoned (``spec.unschedulable``).
+9. ``all k8s nodes to report schedulable`` - no Node is cordoned (``spec.unschedulable``); taints
+   (a control plane's ``node-role.kubernetes.io/control-plane:NoSchedule``) do not count, as in Talos.
 
 Stages 3-9 use the admin kubeconfig from the first control plane's ``Kubeconfig`` RPC (fetched once
 per run), its server replaced by ``--k8s-endpoint`` when given, and :mod:`ichor.kubeapi`.
@@ -285,6 +286,6 @@ def kubernetes_checks(
             raise CheckFailed(f"some nodes are not schedulable: {cordoned}")
 
     attempts: Sequence[Callable[[], Awaitable[None]]] = (
-        kubelet, booted, reported, running, components, nodes_ready, kube_proxy, coredns, schedulable,
+        kubelet, booted, reported, nodes_ready, running, components, kube_proxy, coredns, schedulable,
     )  # fmt: skip
     return [Check(name, attempt) for name, attempt in zip(KUBERNETES_CHECKS, attempts, strict=True)]

@@ -35,6 +35,7 @@ from ichor.provision._record import ClusterRecord, NodeRecord, cluster_flags, la
 from ichor.provision._registry import check_installed as check_registry_installed
 from ichor.provision._registry import mirrors_for, registry_log, start_registry
 from ichor.provision._teardown import context_digest, forget_context, stop_all
+from ichor.provision._wait import REACHABLE, WaitPlan, split_plan, wait_healthy, wait_plan
 
 if TYPE_CHECKING:
     from ichor.client.health import ClusterInfo
@@ -85,8 +86,9 @@ def create(
     kubernetes_images: str = "upstream",
 ) -> ClusterRecord:
     """Create a cluster of process nodes, as a user would: boot, apply configs, merge talosconfig,
-    bootstrap; then (``wait``) wait until every node's API answers and etcd is healthy on every
-    control plane (:mod:`ichor.client.health`'s etcd stages, as ``talosctl health`` runs them).
+    bootstrap; then (``wait``) wait until every node's API answers and the cluster passes
+    ``talosctl health`` within ``wait_timeout`` seconds: every stage on container nodes with
+    ``kubernetes_images="local"``, the etcd stages otherwise, saying why (:mod:`._wait`).
 
     ``provisioner`` is ``process`` (node processes on the loopback) or ``container`` (each node in
     namespaces of its own on a bridge, :mod:`._container`; root only). ``extra_cidr`` (container
@@ -195,7 +197,16 @@ def create(
         if extension_sources:
             record.extensions = fetch_extensions(extension_sources, state_dir)
             record.save()
-        _bring_up(record, patches, talosconfig.expanduser(), wait_timeout, bootstrap, wait, progress)
+        plan = wait_plan(container=container, kubernetes_images=kubernetes_images)
+        _bring_up(
+            record,
+            patches,
+            talosconfig.expanduser(),
+            wait_timeout,
+            bootstrap,
+            plan if wait else None,
+            progress,
+        )
     except KeyboardInterrupt:
         progress("interrupted: removing what create started")
         with _sigint_ignored():
@@ -262,7 +273,7 @@ def _bring_up(
     talosconfig: Path,
     wait_timeout: float,
     bootstrap: bool,
-    wait: bool,
+    wait: WaitPlan | None,
     progress: Callable[[str], None],
 ) -> None:
     from ichor.machinery.clientconfig import TalosConfig
@@ -341,7 +352,7 @@ def _bring_up(
         f"merged the cluster's talosconfig into {talosconfig} (context {merged.context!r}, endpoints {', '.join(context.endpoints)})"
     )
     options = GlobalOptions(talosconfig=str(talosconfig), context=record.context)
-    if not wait:
+    if wait is None:
         if bootstrap:
             progress(f"bootstrapping etcd on {cp_address}")
             asyncio.run(_bootstrap(options, cp_address, wait_timeout, progress))
@@ -351,16 +362,28 @@ def _bring_up(
         )
         return
 
-    asyncio.run(_wait_api(record, options, wait_timeout, progress))
+    asyncio.run(wait_healthy(options, _cluster_info(record), WaitPlan((REACHABLE,)), wait_timeout, progress))
     progress(f"cluster {name!r} is up: {_nodes(record)} configured in {time.monotonic() - started:.1f}s")
-    if bootstrap:
-        progress(f"bootstrapping etcd on {cp_address}")
-        etcd_started = time.monotonic()
-        asyncio.run(_bootstrap(options, cp_address, wait_timeout, progress))
-        asyncio.run(_wait_etcd(record, options, wait_timeout, progress))
+    if not bootstrap:
+        return
+    progress(f"bootstrapping etcd on {cp_address}")
+    bootstrapped = time.monotonic()
+    asyncio.run(_bootstrap(options, cp_address, wait_timeout, progress))
+    if wait.skipped:
+        progress(f"waiting for the etcd stages of `talosctl health` only: {wait.skipped}")
+    info = _cluster_info(record)
+    etcd, kubernetes = split_plan(wait)
+    asyncio.run(wait_healthy(options, info, etcd, wait_timeout - (time.monotonic() - started), progress))
+    now = time.monotonic()
+    progress(
+        f"etcd is healthy on {len(controlplanes)} control plane(s) after {now - bootstrapped:.1f}s "
+        f"({now - started:.1f}s since create started)"
+    )
+    if kubernetes.stages:
+        asyncio.run(wait_healthy(options, info, kubernetes, wait_timeout - (now - started), progress))
         now = time.monotonic()
         progress(
-            f"etcd is healthy on {len(controlplanes)} control plane(s) after {now - etcd_started:.1f}s "
+            f"every stage of `talosctl health` passed on {_nodes(record)} after {now - bootstrapped:.1f}s "
             f"({now - started:.1f}s since create started)"
         )
 
@@ -464,18 +487,6 @@ async def _apply_all(record: ClusterRecord, configs: dict[str, bytes]) -> None:
             await client.with_node(node.address).machine.ApplyConfiguration(request)
 
 
-async def _wait_api(
-    record: ClusterRecord, options: GlobalOptions, timeout: float, progress: Callable[[str], None]
-) -> None:
-    """``talosctl health``'s first stage: every node's API answers through the endpoints."""
-    from ichor.client import Client
-    from ichor.client.health import REACHABLE, cluster_checks, wait_for
-
-    async with Client.from_options(options, connect_timeout=3) as client:
-        checks = [c for c in cluster_checks(client, _cluster_info(record)) if c.name == REACHABLE]
-        await wait_for(checks, timeout=timedelta(seconds=timeout), report=progress, interval=0.5)
-
-
 async def _bootstrap(
     options: GlobalOptions, node: str, timeout: float, progress: Callable[[str], None]
 ) -> None:
@@ -500,19 +511,6 @@ async def _bootstrap(
 
         check = Check(f"etcd to be bootstrapped on {node}", attempt)
         await wait_for([check], timeout=timedelta(seconds=timeout), report=progress, interval=0.5)
-
-
-async def _wait_etcd(
-    record: ClusterRecord, options: GlobalOptions, timeout: float, progress: Callable[[str], None]
-) -> None:
-    """``talosctl health``'s etcd stages: on every control plane the etcd service is Running and
-    healthy and not a learner, and every control plane sees the same members, all voting."""
-    from ichor.client import Client
-    from ichor.client.health import ETCD_CHECKS, cluster_checks, wait_for
-
-    async with Client.from_options(options, connect_timeout=3) as client:
-        checks = [c for c in cluster_checks(client, _cluster_info(record)) if c.name in ETCD_CHECKS]
-        await wait_for(checks, timeout=timedelta(seconds=timeout), report=progress, interval=0.5)
 
 
 def _cluster_info(record: ClusterRecord) -> ClusterInfo:

@@ -37,7 +37,7 @@ class Unavailable:
 
 
 NO_SMBIOS = Unavailable("a process node has no SMBIOS")
-NO_KUBERNETES = Unavailable("Ichor runs no Kubernetes")
+NO_KUBERNETES = Unavailable("the node runs no kubelet; process nodes run no Kubernetes")
 NO_SYSTEM_STAT = Unavailable("the node serves no SystemStat/CPUInfo")
 NO_LINKS = Unavailable("a process node shares the host's links and routes")
 NO_CONFIG_URL = Unavailable("a process node has no kernel command line (talos.config)")
@@ -118,6 +118,8 @@ class NodeSnapshot:
     unmet: list[str] = field(default_factory=list)
     machine_type: str = ""
     cluster_name: str = ""
+    kubernetes: str = ""
+    """The Kubernetes version the node's kubelet runs (its image's tag), empty without a kubelet."""
     members: list[Member] = field(default_factory=list)
     addresses: list[str] = field(default_factory=list)
     address_statuses: list[Address] = field(default_factory=list)
@@ -287,6 +289,9 @@ class NodeSource:
     async def _cluster(self, snap: NodeSnapshot) -> None:
         info, _ = await self._resource("cluster", "Infos.cluster.talos.dev")
         snap.cluster_name = str((info or {}).get("clusterName", ""))
+        kubelet, _ = await self._resource("k8s", "KubeletSpecs.kubernetes.talos.dev")
+        image = str((kubelet or {}).get("image", "")).rsplit("/", 1)[-1]
+        snap.kubernetes = image.rsplit(":", 1)[1] if ":" in image else ""
         for resource in await self._resources("cluster", "Members.cluster.talos.dev"):
             m = _spec(resource)
             snap.members.append(

@@ -109,7 +109,7 @@ def summary(snap: NodeSnapshot) -> Table:
     table.add_row("READY", ready)
     table.add_row("TYPE", snap.machine_type or "n/a")
     table.add_row("MEMBERS", str(len(snap.members)) if snap.members else "n/a (none discovered)")
-    table.add_row("KUBERNETES", str(NO_KUBERNETES))
+    table.add_row("KUBERNETES", snap.kubernetes or str(NO_KUBERNETES))
     table.add_row("ETCD", _service_state(snap, "etcd"))
     table.add_row("", "")
     table.add_row("HOST", snap.hostname or "n/a")
