@@ -86,7 +86,7 @@ async def _headless(cluster: Cluster) -> None:
         assert f"{cp_host} (v1.7.6): uptime " in text and "PROCS " in text and "RAM " in text
         assert "[F1: Summary]" in text and f"[{cluster.cp}]" in text
         for row in ("CLUSTER     dash", "STAGE       Running", "READY       True", "TYPE        controlplane",
-                    "MEMBERS     2", f"IP          {cluster.cp}/32", "KUBERNETES  n/a (Ichor runs no Kubernetes)"):  # fmt: skip
+                    "MEMBERS     2", f"IP          {cluster.cp}/32", "KUBERNETES  v1.30.3"):  # fmt: skip
             assert row in text, (row, text)
         for service in ("APID        Running [OK]", "ETCD        Running [OK]", "TRUSTD      Running [OK]"):
             assert service in text
