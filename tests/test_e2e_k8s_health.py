@@ -34,8 +34,13 @@ def _host_pid(cluster: ContainerCluster, role: str, node: str) -> int:
 def _apiserver_pid(cluster: ContainerCluster, cp: str) -> int:
     """The running kube-apiserver's PID in the node (``talosctl containers -k``), 0 if none runs."""
     listing = cluster.talosctl("-n", cp, "containers", "-k").stdout.splitlines()
-    running = [line.split() for line in listing[1:] if "kube-apiserver" in line and line.endswith("RUNNING")]
-    return int(running[0][4]) if running else 0
+    # Container rows: NODE NAMESPACE └─ kube-system/kube-apiserver-<node>:kube-apiserver:<id> IMAGE PID STATUS
+    running = [
+        line.split()
+        for line in listing[1:]
+        if ":kube-apiserver:" in line and line.endswith("CONTAINER_RUNNING")
+    ]
+    return int(running[0][-2]) if running else 0
 
 
 def test_health_passes_every_stage_and_names_the_stage_a_fault_breaks(tmp_path: Path) -> None:
