@@ -48,19 +48,16 @@ from ichor.machined.resources._k8s import (
     SchedulerConfigSpec,
 )
 from ichor.machinery.config._models import ClusterConfig, Config, VolumeMountConfig
-from ichor.machinery.constants import DEFAULT_KUBERNETES_VERSION
+from ichor.machinery.constants import DEFAULT_KUBERNETES_VERSION, DEFAULT_POD_SUBNET, DEFAULT_SERVICE_SUBNET
 
 __all__ = [
     "DEFAULT_AUDIT_POLICY",
-    "DEFAULT_POD_SUBNET",
     "control_plane_config_controllers",
     "kubernetes_version",
 ]
 
 S = TypeVar("S")
 
-DEFAULT_POD_SUBNET = "10.244.0.0/16"
-DEFAULT_SERVICE_SUBNET = "10.96.0.0/12"
 DEFAULT_AUDIT_POLICY: dict[str, Any] = {
     "apiVersion": "audit.k8s.io/v1",
     "kind": "Policy",

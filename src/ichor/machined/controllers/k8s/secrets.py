@@ -67,6 +67,7 @@ from ichor.machined.resources._k8s import (
 )
 from ichor.machinery import pki
 from ichor.machinery.config._models import Config
+from ichor.machinery.constants import DEFAULT_SERVICE_SUBNET
 from ichor.machinery.errors import PKIError
 from ichor.machinery.kubeconfig import kubeconfig_text
 
@@ -75,7 +76,6 @@ _SAN_ADDRESSES = filtered_node_address_id(NODE_ADDRESS_ACCUMULATIVE_ID, NODE_ADD
 
 __all__ = [
     "DEFAULT_DNS_DOMAIN",
-    "DEFAULT_SERVICE_SUBNET",
     "k8s_cert_san_controller",
     "k8s_dynamic_certs_controller",
     "k8s_root_controller",
@@ -83,7 +83,6 @@ __all__ = [
 ]
 
 DEFAULT_DNS_DOMAIN = "cluster.local"
-DEFAULT_SERVICE_SUBNET = "10.96.0.0/12"
 CERT_TTL = timedelta(days=365)
 """Talos issues the dynamic certificates and kubeconfig certificates for one year."""
 
