@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import re
 from collections.abc import Callable, Coroutine
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
 import pytest
 
-from ichor.machined.cosi import State
+from ichor.machined.cosi import WAIT_STATUSES, State
 from ichor.machined.platform import Layout, Platform
 from ichor.machined.resources import (
     EXTENSION_SERVICE_CONFIG_STATUSES,
@@ -26,8 +28,11 @@ from ichor.machined.services import (
     goroutine,
 )
 from ichor.machined.services import Service as SupervisedService
+from ichor.machined.services._container import ContainerRunner
+from ichor.machined.services._runners import RunContext
 from ichor.machined.services.containerd import PROCESS_NODE_REASON
 from ichor.machined.services.extensions import extension_services, follow_configs, network_ready
+from ichor.machinery.errors import ExtensionServiceError
 from ichor.machinery.extensions import (
     GRANTABLE_CAPABILITIES,
     NetworkCheck,
@@ -38,6 +43,7 @@ from ichor.machinery.extensions import (
 )
 
 T = TypeVar("T")
+NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 
 HELLO = """\
 name: hello
@@ -149,6 +155,75 @@ def test_a_refused_spec_fails_with_the_reason_and_disturbs_nothing(
             blocker.set()
 
     run(scenario())
+    state = State()
+    extension_services(layout, state, now=lambda: NOW)
+    [wait] = state.list(WAIT_STATUSES.default_namespace, WAIT_STATUSES)
+    assert wait.id == "ext-broken"
+    assert wait.spec.waiting_for == "extension service ext-broken"
+    assert wait.spec.reason.startswith("spec /usr/local/etc/containers/broken.yaml refused: ")
+    assert reason in wait.spec.reason and wait.spec.since == NOW
+
+
+ENV_SPEC = "name: hello\ncontainer:\n  entrypoint: ./x\n  environment: [A=spec]\n  environmentFile: /var/hello.env\nrestart: never\n"
+
+
+def _env_of(layout: Layout, service: SupervisedService) -> list[str]:
+    context = RunContext("ext-hello", layout.path("/var/log/ext-hello.log"), 10)
+    runner = service.runner(context)
+    assert isinstance(runner, ContainerRunner)
+    env: list[str] = runner.spec["process"]["env"]
+    return env
+
+
+def test_the_deprecated_environment_file_is_waited_for_and_read_at_each_start(tmp_path: Path) -> None:
+    layout = node(tmp_path, {"hello": ENV_SPEC})
+    rootfs(layout, "hello")
+    [service] = extension_services(layout, State())
+    assert [str(c) for c in service.conditions] == ['file "/var/hello.env" to exist']
+    env_file = layout.path("/var/hello.env")
+    env_file.parent.mkdir(parents=True, exist_ok=True)
+    env_file.write_text("B=file one\n\nC=x=y\n")
+    env = _env_of(layout, service)
+    assert env[-3:] == ["A=spec", "B=file one", "C=x=y"]
+    env_file.write_text("B=changed\n")
+    assert _env_of(layout, service)[-1] == "B=changed"
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"JUSTANAME\n", "/var/hello.env:1: 'JUSTANAME' is not KEY=value"),
+        (b"A=1\n=nokey\n", "/var/hello.env:2: '=nokey' is not KEY=value"),
+        (b"BAD NAME=1\n", "is not KEY=value"),
+        (b"A=\xff\n", "/var/hello.env: not UTF-8 (byte 2)"),
+        (b"A=" + b"x" * 70000, "over the 65536 bytes an environment file may hold"),
+    ],
+)
+def test_a_bad_environment_file_fails_the_start_with_the_reason(
+    tmp_path: Path, content: bytes, reason: str
+) -> None:
+    layout = node(tmp_path, {"hello": ENV_SPEC})
+    rootfs(layout, "hello")
+    [service] = extension_services(layout, State())
+    env_file = layout.path("/var/hello.env")
+    env_file.parent.mkdir(parents=True, exist_ok=True)
+    env_file.write_bytes(content)
+    with pytest.raises(ServiceLoadError, match=re.escape(reason)):
+        _env_of(layout, service)
+    env_file.unlink()
+    with pytest.raises(
+        ServiceLoadError, match=re.escape("cannot read environmentFile /var/hello.env: No such file")
+    ):
+        _env_of(layout, service)
+
+
+def test_a_relative_environment_file_refuses_the_spec() -> None:
+    with pytest.raises(
+        ExtensionServiceError, match=re.escape("container.environmentFile: 'x.env' is not an absolute path")
+    ):
+        parse_service_spec(
+            "name: hello\ncontainer: {entrypoint: ./x, environmentFile: x.env}\nrestart: never\n"
+        )
 
 
 def test_process_nodes_skip_extension_services_with_the_reason(tmp_path: Path) -> None:

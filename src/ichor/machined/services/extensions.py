@@ -3,7 +3,8 @@
 Read at boot, as Talos does (:func:`ichor.machinery.extensions.load_service_specs`). Each valid spec
 becomes a service that depends on ``containerd`` and on each ``service:`` entry, waits for its other
 ``depends`` (``path`` to exist, ``network`` readiness bits of ``NetworkStatuses/status``, ``time``
-sync, ``configuration``: the service's ExtensionServiceConfig written out), and runs container
+sync, ``configuration``: the service's ExtensionServiceConfig written out; the deprecated
+``container.environmentFile`` to exist, its ``KEY=value`` lines read at each start), and runs container
 ``ext-<name>`` in the system containerd (namespace ``system``) from
 :func:`~ichor.machinery.extensions.runtime_spec` (:class:`ContainerRunner`). ``restart`` maps to
 the supervisor's policies (``always`` Forever, ``never`` Once, ``untilSuccess``), with Talos's 5 s
@@ -21,11 +22,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ichor.machined import cri
-from ichor.machined.cosi import EventType, State
+from ichor.machined.cosi import EventType, State, publish_wait
 from ichor.machined.platform import Layout
 from ichor.machined.resources import (
     EXTENSION_SERVICE_CONFIG_STATUSES,
@@ -41,13 +43,16 @@ from ichor.machined.services._service import RestartPolicy, Service
 from ichor.machined.services._supervisor import Supervisor
 from ichor.machined.services.conditions import resource_exists, time_sync
 from ichor.machined.services.containerd import skip_reason
+from ichor.machinery.errors import ExtensionServiceError
 from ichor.machinery.extensions import (
+    ENVIRONMENT_FILE_LIMIT,
     SERVICE_SPECS_DIR,
     NetworkCheck,
     RestartKind,
     ServiceConfig,
     ServiceSpec,
     capabilities_in,
+    environment_from_file,
     fit_to_node,
     runtime_spec,
 )
@@ -57,6 +62,8 @@ __all__ = ["NAMESPACE", "extension_services", "follow_configs"]
 
 NAMESPACE = "system"
 """containerd namespace of the system containerd, where Talos runs extension services."""
+REFUSALS_OWNER = "extension-services"
+"""Owner of the waits published for refused specs."""
 RUN_DIR = "/system/run/extensions"
 """Where each service's ``config.json`` is written before its container starts."""
 _RESTART = {
@@ -117,7 +124,28 @@ def _conditions(state: State, layout: Layout, spec: ServiceSpec) -> tuple[Condit
         elif dep.configuration:
             description = f'extension service config "{spec.name}"'
             out.append(resource_exists(state, EXTENSION_SERVICE_CONFIG_STATUSES, spec.name, description))
+    if spec.container.environment_file:
+        out.append(
+            file_exists(layout.path(spec.container.environment_file), display=spec.container.environment_file)
+        )
     return tuple(out)
+
+
+def _file_environment(layout: Layout, spec: ServiceSpec) -> tuple[str, ...]:
+    """The variables of the spec's deprecated ``environmentFile``, read at each start."""
+    name = spec.container.environment_file
+    if not name:
+        return ()
+    try:
+        with layout.path(name).open("rb") as file:
+            data = file.read(ENVIRONMENT_FILE_LIMIT + 1)
+    except OSError as exc:
+        raise ServiceLoadError(f"cannot read environmentFile {name}: {exc.strerror}",
+                               hint="container.environmentFile must name a readable file") from None  # fmt: skip
+    try:
+        return environment_from_file(data, source=name)
+    except ExtensionServiceError as exc:
+        raise ServiceLoadError(str(exc), hint=exc.hint) from None
 
 
 def _runner(layout: Layout, state: State, spec: ServiceSpec) -> Callable[[RunContext], Runner]:
@@ -127,7 +155,7 @@ def _runner(layout: Layout, state: State, spec: ServiceSpec) -> Callable[[RunCon
         found = state.spec_of(EXTENSION_SERVICE_CONFIGS, spec.name)
         config = ServiceConfig(
             mount_paths=tuple(f.mount_path for f in found.files) if found else (),
-            environment=found.environment if found else (),
+            environment=(*_file_environment(layout, spec), *(found.environment if found else ())),
         )
         oci = fit_here(runtime_spec(spec, config))
         config_json = layout.path(f"{RUN_DIR}/{spec.name}/config.json")
@@ -173,8 +201,11 @@ def _refused(file: str, reason: str) -> Service:
                    restart=RestartPolicy.ONCE)  # fmt: skip
 
 
-def extension_services(layout: Layout, state: State) -> list[Service]:
-    """A service per spec (Skipped on process nodes; Failed at once for a refused spec)."""
+def extension_services(
+    layout: Layout, state: State, *, now: Callable[[], datetime] = lambda: datetime.now(UTC)
+) -> list[Service]:
+    """A service per spec (Skipped on process nodes; Failed at once for a refused spec, whose reason
+    is also published as a wait: ``talosctl get waits`` shows why ``ext-<name>`` never runs)."""
     specs, refusals = _load_specs(
         layout.path(SERVICE_SPECS_DIR), rootfs_exists=lambda path: layout.path(path).is_dir()
     )
@@ -200,6 +231,8 @@ def extension_services(layout: Layout, state: State) -> list[Service]:
         if service.id not in taken:
             taken.add(service.id)
             services.append(service)
+            publish_wait(state, service.id, owner=REFUSALS_OWNER, waiting_for=f"extension service {service.id}",
+                         reason=f"spec {refusal.file} refused: {refusal.error}", now=now())  # fmt: skip
     return services
 
 

@@ -22,6 +22,8 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from ichor.machinery.errors import ExtensionServiceError
+
 from ._service import ServiceSpec
 
 __all__ = [
@@ -106,6 +108,37 @@ class ServiceConfig:
 
     mount_paths: tuple[str, ...] = ()
     environment: tuple[str, ...] = ()
+
+
+ENVIRONMENT_FILE_LIMIT = 64 * 1024
+"""Bytes read from a spec's ``container.environmentFile`` at most."""
+
+
+def environment_from_file(data: bytes, *, source: str) -> tuple[str, ...]:
+    """The ``KEY=value`` lines of a (deprecated) ``environmentFile``, appended as containerd's
+    ``WithEnvFile`` does; blank lines are skipped, anything else without a name is refused."""
+    if len(data) > ENVIRONMENT_FILE_LIMIT:
+        problem = f"{source}: {len(data)} bytes, over the {ENVIRONMENT_FILE_LIMIT} bytes an environment file may hold"
+        raise ExtensionServiceError(
+            problem, [problem], hint="move the variables to an ExtensionServiceConfig document"
+        )
+    try:
+        text = data.decode()
+    except UnicodeDecodeError as exc:
+        problem = f"{source}: not UTF-8 (byte {exc.start})"
+        raise ExtensionServiceError(
+            problem, [problem], hint="write the file as UTF-8 KEY=value lines"
+        ) from None
+    out: list[str] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        name, sep, _ = line.partition("=")
+        if not sep or not name or any(c.isspace() or c == "\0" for c in name):
+            problem = f"{source}:{number}: {line[:60]!r} is not KEY=value"
+            raise ExtensionServiceError(problem, [problem], hint="write one KEY=value per line")
+        out.append(line)
+    return tuple(out)
 
 
 def config_file_source(name: str, mount_path: str) -> str:

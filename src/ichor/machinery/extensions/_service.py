@@ -108,7 +108,8 @@ class ServiceContainer:
     args: tuple[str, ...] = ()
     environment: tuple[str, ...] = ()
     environment_file: str = ""
-    """Deprecated in Talos 1.7 (use ExtensionServiceConfig); the service waits for it to exist."""
+    """Deprecated in Talos 1.7 (use ExtensionServiceConfig); the service waits for it to exist and
+    appends its ``KEY=value`` lines to the environment at each start."""
     mounts: tuple[Mount, ...] = ()
     security: Security = Security()
 
@@ -266,11 +267,14 @@ def _container(r: _Reader, raw: Any) -> ServiceContainer:
         _mount(r, m, f"container.mounts[{i}]")
         for i, m in enumerate(r.items(body.get("mounts"), "container.mounts"))
     ]
+    environment_file = r.string(body.get("environmentFile"), "container.environmentFile")
+    if environment_file and not environment_file.startswith("/"):
+        r.fail("container.environmentFile", f"{environment_file!r} is not an absolute path")
     return ServiceContainer(
         entrypoint=r.string(body.get("entrypoint"), "container.entrypoint"),
         args=r.strings(body.get("args"), "container.args") or (),
         environment=r.strings(body.get("environment"), "container.environment") or (),
-        environment_file=r.string(body.get("environmentFile"), "container.environmentFile"),
+        environment_file=environment_file,
         mounts=tuple(m for m in mounts if m is not None),
         security=_security(r, body.get("security")),
     )
