@@ -1,6 +1,6 @@
 """A test double of a node's Talos API for the etcd/bootstrap/kubeconfig/health CLI tests (no tests here).
 
-``FakeNode`` serves ``machine.MachineService`` (and optionally ``cluster.ClusterService``) over real
+``FakeNode`` serves ``machine.MachineService`` (and ``cluster.ClusterService``, ``storage.StorageService``) over real
 mutual TLS on a 127.77.x.y address from a background thread with its own event loop, so the CLI's
 own ``asyncio.run`` talks to it exactly as to apid. Handlers are plain async functions per RPC; any
 RPC without one answers Unimplemented. ``targets(stream)`` gives the ``nodes`` metadata so handlers
@@ -27,6 +27,7 @@ from grpclib.server import Server, Stream
 
 from ichor.api.gen.cluster import cluster_grpc
 from ichor.api.gen.machine import machine_grpc
+from ichor.api.gen.storage import storage_grpc
 from ichor.api.gen.v1alpha1 import state_grpc
 from ichor.machinery.clientconfig import TalosConfig, issue_admin_context
 from ichor.machinery.pki import load_private_key, new_keypair
@@ -109,6 +110,7 @@ class FakeNode:
         services = [
             _service(machine_grpc.MachineServiceBase, self.handlers, self.calls),
             _service(cluster_grpc.ClusterServiceBase, self.handlers, self.calls),
+            _service(storage_grpc.StorageServiceBase, self.handlers, self.calls),
             _service(state_grpc.StateBase, self.handlers, self.calls, prefix="State."),
         ]
         servers: list[Server] = []

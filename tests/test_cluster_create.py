@@ -228,3 +228,64 @@ def test_cluster_help_says_what_the_provisioner_is(talosctl) -> None:  # type: i
     assert shown.exit_code == 0
     assert "docker" not in shown.stdout.lower() and "qemu" not in shown.stdout.lower()
     assert "processes on this machine" in shown.stdout and "'process'" in shown.stdout
+
+
+@pytest.mark.parametrize(
+    ("version", "why"),
+    [("1.99.0", "too new"), ("banana", "is not a Kubernetes version"), ("1.24.0", "too old")],
+)
+def test_a_kubernetes_version_talos_17_does_not_run_is_refused_naming_the_flag(
+    tmp_path: Path,
+    talosctl,
+    version: str,
+    why: str,  # type: ignore[no-untyped-def]
+) -> None:
+    result = talosctl("--talosconfig", str(tmp_path / "tc"), "cluster", "create", "--provisioner", "process",
+                      "--state", str(tmp_path / "clusters"), "--kubernetes-version", version)  # fmt: skip
+    assert result.exit_code != 0
+    assert "error: --kubernetes-version: " in result.stderr and why in result.stderr, result.stderr
+    assert "hint: pass --kubernetes-version 1.25.0 to 1.30.x (default 1.30.3)" in result.stderr
+    assert not (tmp_path / "clusters").exists()
+
+
+def test_local_images_are_of_the_built_version_only(tmp_path: Path) -> None:
+    from ichor.provision._configs import check_kubernetes_version_flag
+
+    with pytest.raises(
+        MachineryError, match=r"--kubernetes-images local builds and serves Kubernetes 1\.30\.3 only"
+    ) as err:
+        check_kubernetes_version_flag("v1.29.2", local=True)
+    assert "--kubernetes-images upstream" in (err.value.hint or "")
+    assert check_kubernetes_version_flag("v1.30.3", local=True) == "1.30.3"
+    assert check_kubernetes_version_flag("v1.29.2", local=False) == "1.29.2"
+
+
+def test_the_chosen_kubernetes_version_tags_every_nodes_kubernetes_images(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ichor.machinery.secrets import SecretsBundle
+    from ichor.machinery.yamlio import load_documents, to_plain
+    from ichor.provision._configs import Patches, node_configs
+
+    seen: list[ClusterRecord] = []
+    monkeypatch.setattr(_cluster, "_bring_up", lambda record, *rest: seen.append(record))
+    _create(tmp_path, _cidr(), [], kubernetes_version="v1.29.2")
+    (record,) = seen
+    assert record.kubernetes_version == "1.29.2"
+    assert ClusterRecord.load(tmp_path / "clusters", "c").kubernetes_version == "1.29.2"
+    configs = node_configs(record, SecretsBundle.generate(), [], Patches([], [], []))
+    cp, worker = (to_plain(load_documents(configs[n.name], source=n.name)[0]) for n in record.nodes)
+    assert (
+        cp["machine"]["kubelet"]["image"]
+        == worker["machine"]["kubelet"]["image"]
+        == ("ghcr.io/siderolabs/kubelet:v1.29.2")
+    )
+    images = {
+        key: cp["cluster"][key]["image"] for key in ("apiServer", "controllerManager", "scheduler", "proxy")
+    }
+    assert images == {
+        "apiServer": "registry.k8s.io/kube-apiserver:v1.29.2",
+        "controllerManager": "registry.k8s.io/kube-controller-manager:v1.29.2",
+        "scheduler": "registry.k8s.io/kube-scheduler:v1.29.2",
+        "proxy": "registry.k8s.io/kube-proxy:v1.29.2",
+    }

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from ichor.client.health import CHECK_NAMES, ETCD_CHECKS, KUBERNETES_CHECKS, REACHABLE
+from ichor.client.health import CHECK_NAMES, ETCD_CHECKS, KUBERNETES_CHECKS, NODE_CHECKS, REACHABLE
 from ichor.provision import _cluster
 from ichor.provision._wait import WaitPlan, split_plan, wait_plan
 
@@ -20,7 +20,7 @@ def test_container_nodes_with_local_images_wait_for_every_stage_as_talos_does() 
     assert plan.stages[-1] == "all k8s nodes to report schedulable"
     assert plan.kubernetes and plan.skipped == ""
     etcd, kubernetes = split_plan(plan)
-    assert (etcd.stages, kubernetes.stages) == (ETCD_CHECKS, KUBERNETES_CHECKS)
+    assert (etcd.stages, kubernetes.stages) == ((*ETCD_CHECKS, *NODE_CHECKS), KUBERNETES_CHECKS)
     assert not etcd.kubernetes and kubernetes.kubernetes
 
 
@@ -32,13 +32,15 @@ def test_nodes_without_local_kubernetes_wait_for_etcd_and_say_why(
     container: bool, images: str, why: str
 ) -> None:
     plan = wait_plan(container=container, kubernetes_images=images)
-    assert plan.stages == ETCD_CHECKS
+    assert plan.stages == (*ETCD_CHECKS, *NODE_CHECKS)
     assert not plan.kubernetes and not set(plan.stages) & set(KUBERNETES_CHECKS)
     assert why in plan.skipped
     assert split_plan(plan) == (plan, WaitPlan(()))
 
 
-@pytest.mark.parametrize(("wait", "expected"), [(True, WaitPlan(ETCD_CHECKS)), (False, None)])
+@pytest.mark.parametrize(
+    ("wait", "expected"), [(True, WaitPlan((*ETCD_CHECKS, *NODE_CHECKS))), (False, None)]
+)
 def test_create_hands_the_plan_to_bring_up_unless_told_not_to_wait(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, wait: bool, expected: WaitPlan | None
 ) -> None:

@@ -175,3 +175,29 @@ def test_garbage_endpoints_are_ignored_and_the_rest_balanced(tmp_path: Path) -> 
             assert [str(u) for u in controller.balancer.upstreams] == ["127.0.0.1:6443"]
 
     run(main)
+
+
+def test_a_control_plane_that_is_the_cluster_endpoint_is_one_upstream_of_the_balancer(tmp_path: Path) -> None:
+    # The cluster endpoint is this control plane's own address (cluster create's default): Talos's
+    # KubePrismEndpoints lists that address twice (as the endpoint and as a member) and Ichor's does
+    # the same; the balancer holds each upstream once, so it is not health-checked or picked twice.
+    async def main() -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            prism_port = probe.getsockname()[1]
+        layout = Layout(tmp_path, "10.0.0.1", own_netns=True)
+        controllers = [*area.kubeprism_controllers(layout)[:2], area.KubePrismController(_balancer)]
+        async with running(*controllers) as state:
+            state.create(MEMBERS.new("cp-1", _member("cp-1", "10.0.0.1")))
+            prism = f"  features: {{kubePrism: {{enabled: true, port: {prism_port}}}}}\n"
+            apply(state, config(extra_machine=prism))
+            own, local = KubePrismEndpoint("10.0.0.1", 6443), KubePrismEndpoint("localhost", 6443)
+            await assert_resource(
+                state, KUBEPRISM_ENDPOINTS, "k8s-cluster", lambda r: r.spec.endpoints == (own, local, own)
+            )
+            await assert_resource(state, KUBEPRISM_STATUSES, "k8s-loadbalancer")
+            balancer = controllers[2].balancer
+            assert balancer is not None
+            assert [str(u) for u in balancer.upstreams] == ["10.0.0.1:6443", "localhost:6443"]
+
+    run(main)

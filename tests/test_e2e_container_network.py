@@ -205,6 +205,17 @@ def test_netstat_lists_the_nodes_sockets_not_the_hosts(cluster: ContainerCluster
     assert not any(a.endswith(f":{host_port}") for a in local), listening
 
 
+def test_the_nodes_os_release_is_taloss_naming_the_version_it_reports(cluster: ContainerCluster) -> None:
+    # The kubelet reports PRETTY_NAME as the Node's OS image: `kubectl get nodes -o wide` shows Talos's.
+    node = cluster.address(2)
+    release = _ok(cluster.talosctl("-n", node, "read", "/etc/os-release"))
+    tags = [line.split()[1] for line in _ok(cluster.talosctl("-n", node, "version")).splitlines()
+            if line.strip().startswith("Tag:")]  # fmt: skip
+    tag = tags[-1]  # the server's, after the client's
+    assert f'PRETTY_NAME="Talos ({tag})"' in release.splitlines(), release
+    assert "ID=talos" in release.splitlines() and Path("/etc/os-release").read_text() != release
+
+
 def _pcap_records(data: bytes) -> list[bytes]:
     magic = struct.unpack("<I", data[:4])[0]
     assert magic in (0xA1B2C3D4, 0xA1B23C4D), hex(magic)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from container_helpers import CONTAINER_NODES, ContainerCluster, container_cluster, until
 
-from ichor.client.health import CHECK_NAMES, ETCD_CHECKS, KUBERNETES_CHECKS
+from ichor.client.health import CHECK_NAMES, ETCD_CHECKS, KUBERNETES_CHECKS, NODE_CHECKS
 from ichor.machinery import proc
 from ichor.provision._processes import find
 
@@ -46,8 +46,9 @@ def _apiserver_pid(cluster: ContainerCluster, cp: str) -> int:
 def test_health_passes_every_stage_and_names_the_stage_a_fault_breaks(tmp_path: Path) -> None:
     with container_cluster(tmp_path, "khealth") as cluster:
         created = cluster.create("--workers", "1", kubernetes=True, timeout=900)
-        assert _passed(created.stderr)[-len(ETCD_CHECKS) - len(KUBERNETES_CHECKS) :] == [
+        assert _passed(created.stderr)[-len(CHECK_NAMES) + 1 :] == [
             *ETCD_CHECKS,
+            *NODE_CHECKS,
             *KUBERNETES_CHECKS,
         ]
         assert "every stage of `talosctl health` passed on 2 nodes" in created.stderr

@@ -12,6 +12,7 @@ from test_cli_etcd_harness import CLIENT_TLS_CLOSE_RACE, FakeNode
 
 from ichor.api.gen.cluster import cluster_pb2
 from ichor.api.gen.machine import machine_pb2
+from ichor.api.gen.storage import storage_pb2
 
 pytestmark = pytest.mark.filterwarnings(CLIENT_TLS_CLOSE_RACE)
 ADDRESS = "127.77.4.2"
@@ -24,11 +25,22 @@ def node(tmp_path: Path) -> Iterator[FakeNode]:
         yield fake
 
 
-def _etcd_cluster(node: FakeNode, *, members: list[str], errors: list[str] = (), alarm: bool = False) -> None:  # type: ignore[assignment]
+def _etcd_cluster(
+    node: FakeNode,
+    *,
+    members: list[str],
+    errors: list[str] = (),  # type: ignore[assignment]
+    alarm: bool = False,
+    mode: str = "metal",
+    memory_kib: int = 4 * 1024 * 1024,
+    disk_bytes: int = 10 * 1024**3,
+) -> None:
     async def version(stream: Stream[Any, Any]) -> None:
         await stream.recv_message()
         reply = machine_pb2.VersionResponse()
-        reply.messages.add().version.tag = "v1.7.6"
+        element = reply.messages.add()
+        element.version.tag = "v1.7.6"
+        element.platform.mode = mode
         await stream.send_message(reply)
 
     async def status(stream: Stream[Any, Any]) -> None:
@@ -60,8 +72,20 @@ def _etcd_cluster(node: FakeNode, *, members: list[str], errors: list[str] = (),
         etcd.health.healthy = True
         await stream.send_message(reply)
 
+    async def memory(stream: Stream[Any, Any]) -> None:
+        await stream.recv_message()
+        reply = machine_pb2.MemoryResponse()
+        reply.messages.add().meminfo.memtotal = memory_kib
+        await stream.send_message(reply)
+
+    async def disks(stream: Stream[Any, Any]) -> None:
+        await stream.recv_message()
+        reply = storage_pb2.DisksResponse()
+        reply.messages.add().disks.add(device_name="/dev/sda", size=disk_bytes, system_disk=True)
+        await stream.send_message(reply)
+
     node.handlers.update(Version=version, EtcdStatus=status, EtcdAlarmList=alarms, EtcdMemberList=member_list,
-                         ServiceList=services)  # fmt: skip
+                         ServiceList=services, Memory=memory, Disks=disks)  # fmt: skip
 
 
 def test_client_side_stages_pass_then_kubernetes_fails_truthfully(node: FakeNode, talosctl: Any) -> None:
@@ -83,9 +107,37 @@ def test_client_side_stages_pass_then_kubernetes_fails_truthfully(node: FakeNode
         "waiting for etcd members to be consistent across nodes: OK",
         "waiting for etcd members to be control plane nodes: OK",
     ]
-    assert lines[4].startswith("waiting for kubelet to be healthy: the nodes run no Kubernetes")
+    assert lines[4:7] == [
+        "waiting for apid to be ready: OK",
+        "waiting for all nodes memory sizes: OK",
+        "waiting for all nodes disk sizes: OK",
+    ]
+    assert lines[7].startswith("waiting for kubelet to be healthy: the nodes run no Kubernetes")
     assert "error: kubelet to be healthy: the nodes run no Kubernetes" in r.stderr
-    assert "OK" not in lines[4]
+    assert "OK" not in lines[7]
+
+
+def test_a_worker_below_talos_memory_minimum_fails_its_stage(node: FakeNode, talosctl: Any) -> None:
+    _etcd_cluster(node, members=["10.5.0.2"], memory_kib=512 * 1024)
+    r = talosctl(*node.args(), "health", "--server=false", "--control-plane-nodes", "10.5.0.2",
+                 "--worker-nodes", "10.5.0.5", "--wait-timeout", "2s")  # fmt: skip
+    assert r.exit_code == 1
+    assert "waiting for all nodes disk sizes" not in r.stderr
+    assert (
+        "error: timed out waiting for all nodes memory sizes: 10.5.0.2: does not meet memory requirements: "
+        "expected at least 1898 MiB, actual 512 MiB; 10.5.0.5: does not meet memory requirements: "
+        "expected at least 874 MiB, actual 512 MiB"
+    ) in r.stderr
+    assert "hint: raise --wait-timeout, or look at the nodes named above (`talosctl memory`" in r.stderr
+
+
+def test_container_mode_nodes_pass_the_size_stages_unmeasured(node: FakeNode, talosctl: Any) -> None:
+    _etcd_cluster(node, members=["10.5.0.2"], mode="container", memory_kib=1, disk_bytes=1)
+    r = talosctl(
+        *node.args(), "health", "--server=false", "--control-plane-nodes", "10.5.0.2", "--wait-timeout", "2s"
+    )
+    assert "waiting for all nodes disk sizes: OK" in r.stderr.splitlines()
+    assert "Memory" not in node.calls and "Disks" not in node.calls
 
 
 def test_etcd_alarm_keeps_the_stage_waiting_until_timeout(node: FakeNode, talosctl: Any) -> None:

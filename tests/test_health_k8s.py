@@ -10,7 +10,14 @@ from typing import Any
 import pytest
 
 from ichor.api.gen.machine import machine_pb2
-from ichor.client.health import CHECK_NAMES, KUBERNETES_CHECKS, ClusterInfo, HealthCheckError, wait_for
+from ichor.client.health import (
+    CHECK_NAMES,
+    KUBERNETES_CHECKS,
+    NODE_CHECKS,
+    ClusterInfo,
+    HealthCheckError,
+    wait_for,
+)
 from ichor.client.health_k8s import _with_endpoint, kubernetes_checks
 from ichor.kubeapi import KubeConnectionError
 
@@ -124,7 +131,8 @@ def _run(
 
 
 def test_stage_names_and_order_are_talos_1_7s() -> None:
-    assert CHECK_NAMES[4:] == KUBERNETES_CHECKS
+    assert CHECK_NAMES[4:] == (*NODE_CHECKS, *KUBERNETES_CHECKS)
+    assert NODE_CHECKS == ("apid to be ready", "all nodes memory sizes", "all nodes disk sizes")
     assert KUBERNETES_CHECKS[2:] == (
         "all k8s nodes to report",
         "all k8s nodes to report ready",

@@ -15,7 +15,8 @@ from registry_helpers import REGISTRY_TOOLS, assert_served, publish_busybox
 
 from ichor.images import access_log, catalog, parse_reference, push, registry_answers
 from ichor.machinery.errors import MachineryError
-from ichor.provision._cluster import create, registry_mirror_options
+from ichor.provision._cluster import create
+from ichor.provision._configs import registry_mirror_options
 from ichor.provision._processes import find
 from ichor.provision._record import ClusterRecord
 from ichor.provision._registry import REGISTRY_PORT, mirrors_for, registry_log, start_registry

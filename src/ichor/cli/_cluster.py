@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from ichor.cli._lazy import CobraCommand, LazyGroup
+from ichor.machinery.constants import DEFAULT_KUBERNETES_VERSION
 
 
 @click.group(
@@ -101,6 +102,12 @@ def _choose_provisioner(asked: str | None) -> tuple[str, str]:
     "to pull the public images",
 )
 @click.option(
+    "--kubernetes-version",
+    default=DEFAULT_KUBERNETES_VERSION,
+    show_default=True,
+    help="desired kubernetes version to run",
+)
+@click.option(
     "--static-addresses/--no-static-addresses",
     default=False,
     hidden=True,
@@ -133,7 +140,8 @@ def _choose_provisioner(asked: str | None) -> tuple[str, str]:
 def create(name: str, state: str, provisioner: str | None, controlplanes: int, workers: int, cidr: str | None,
            extra_cidr: str, mtu: int, nameservers: str, registry_mirror: tuple[str, ...], with_registry: str | None, static_addresses: bool,
            config_patch: tuple[str, ...], config_patch_control_plane: tuple[str, ...], config_patch_worker: tuple[str, ...],
-           extension: tuple[str, ...], wait: bool, wait_timeout: str, kubernetes_images: str) -> None:  # fmt: skip
+           extension: tuple[str, ...], wait: bool, wait_timeout: str, kubernetes_images: str,
+           kubernetes_version: str) -> None:  # fmt: skip
     from ichor.cli._nodecmd import parse_duration
     from ichor.provision._cluster import create as create_cluster
 
@@ -148,7 +156,7 @@ def create(name: str, state: str, provisioner: str | None, controlplanes: int, w
         progress=lambda line: click.echo(line, err=True), provisioner=chosen, mtu=mtu,
         nameservers=[n.strip() for n in nameservers.split(",") if n.strip()], registry_mirrors=registry_mirror,
         static_addresses=static_addresses, with_registry=with_registry, extensions=extension, extra_cidr=extra_cidr,
-        kubernetes_images=kubernetes_images,
+        kubernetes_images=kubernetes_images, kubernetes_version=kubernetes_version,
     )  # fmt: skip
 
 

@@ -9,12 +9,17 @@ The layout is Talos's (its support bundle library), one folder per node::
     <node>/resources/<type>.yaml          every resource of every type the node has; the spec of a
                                           sensitive type is "<REDACTED>", as Talos writes it
     <node>/service-logs/<id>.log, .state  each service's log and state (`talosctl service <id>`)
+    <node>/kube-system/<container>.log    the log of each kube-system pod container the node's CRI
+                                          containerd has (``-exited`` before ``.log`` when it is not
+                                          running; sandboxes left out), as `talosctl logs -k` shows it
 
 Ichor adds two files Talos users ask for: ``<node>/machineconfig-redacted.yaml`` (the machine config
 with its secrets replaced, see :mod:`ichor.machinery.redact`; the ``MachineConfigs`` resource file
 only says "<REDACTED>") and, on control planes, ``<node>/etcd-members`` (``talosctl etcd members``).
 Talos's ``devices`` (PCI) and ``io`` (disk stats) are left out: a node has no PCI bus or disks of
-its own. Talos's Kubernetes logs and manifests are not collected yet.
+its own. A node that runs no containerd (a process node) has no kube-system logs and no such folder.
+Talos's cluster-wide Kubernetes manifests (``cluster/kubernetesResources/``, through the API server)
+are not collected yet.
 
 A failing collector does not stop the others: its error is listed at the end ("Processed with
 errors"), the bundle is still written, and the exit status is 1. The archive is written to
@@ -199,6 +204,49 @@ async def node_collectors(client: Any, node: str) -> list[Collector]:
 
             out += [Collector(node, f"service-logs/{svc.id}.log", logs(svc.id)),
                     Collector(node, f"service-logs/{svc.id}.state", state)]  # fmt: skip
+    return out + await kube_system_collectors(machine, node)
+
+
+_FAILED_PRECONDITION = 9
+
+
+async def kube_system_collectors(machine: Any, node: str) -> list[Collector]:
+    """One collector per kube-system container of the node's CRI containerd (Talos's
+    ``kube-system/<name>[-exited].log``); none on a node without containerd. When the listing fails
+    otherwise, one collector that reports why, so the rest of the bundle is still written."""
+    from ichor.api.gen.machine import machine_pb2
+    from ichor.client import RPCError
+
+    try:
+        reply = await machine.Containers(machine_pb2.ContainersRequest(namespace="k8s.io", driver=1))
+    except RPCError as err:
+        if err.code == _FAILED_PRECONDITION:  # "this node runs no containerd": no Kubernetes here
+            return []
+        failure = err
+
+        async def failed() -> bytes | None:
+            raise failure
+
+        return [Collector(node, "kube-system/", failed)]
+
+    def log(container_id: str) -> Callable[[], Awaitable[bytes]]:
+        async def collect() -> bytes:
+            request = machine_pb2.LogsRequest(namespace="k8s.io", driver=1, id=container_id, tail_lines=-1)
+            return await _stream(machine.Logs.open, request)
+
+        return collect
+
+    out: list[Collector] = []
+    taken: set[str] = set()
+    for message in reply.messages:
+        for c in message.containers:
+            if c.status == "SANDBOX_READY" or c.pod_id.split("/", 1)[0] != "kube-system":
+                continue
+            name = f"{c.name}{'' if c.pid else '-exited'}"
+            if name in taken:  # an earlier run of the same container: tell them apart by id
+                name = f"{name}-{c.id.rsplit(':', 1)[-1][:12]}"
+            taken.add(name)
+            out.append(Collector(node, f"kube-system/{name}.log", log(c.id)))
     return out
 
 
@@ -312,6 +360,7 @@ def _confirm_overwrite(path: Path) -> None:
     short_help="Dump debug information about the cluster",
     help="Dump debug information about the cluster\n\nGenerated bundle contains the following debug "
     "information:\n\n\b\n- For each node:\n  - Kernel logs.\n  - All Talos internal services logs.\n"
+    "  - All kube-system pods logs.\n"
     "  - Talos COSI resources without secrets.\n  - COSI runtime state graph.\n  - Processes snapshot.\n"
     "  - Mounts list.\n  - Talos version.\n  - The machine config with secrets redacted.\n"
     "  - etcd members (control plane nodes).",

@@ -12,7 +12,9 @@ when it passes (Talos's check descriptions):
 3. ``etcd members to be consistent across nodes`` - every control plane sees the same members, and
    none of them is still a learner (Ichor's addition: a learner is not a member you can count on);
 4. ``etcd members to be control plane nodes`` - the members are exactly ``control_plane_nodes``;
-5. the Kubernetes stages (``kubelet to be healthy`` ... ``all k8s nodes to report schedulable``,
+5. the node stages (``apid to be ready``, ``all nodes memory sizes``, ``all nodes disk sizes``,
+   :mod:`ichor.client.health_nodes`); Talos 1.7 has no ``no diagnostics`` stage (1.8 added it);
+6. the Kubernetes stages (``kubelet to be healthy`` ... ``all k8s nodes to report schedulable``,
    :mod:`ichor.client.health_k8s`); on nodes that run no kubelet (process nodes) the first of them
    fails at once, saying so. A stage with nothing to check (no kube-proxy DaemonSet) reports ``SKIP``.
 
@@ -50,6 +52,7 @@ __all__ = [
     "CHECK_NAMES",
     "ETCD_CHECKS",
     "KUBERNETES_CHECKS",
+    "NODE_CHECKS",
     "NO_KUBERNETES",
     "REACHABLE",
     "Check",
@@ -76,6 +79,7 @@ ETCD_CHECKS = (
     "etcd members to be consistent across nodes",
     "etcd members to be control plane nodes",
 )
+NODE_CHECKS = ("apid to be ready", "all nodes memory sizes", "all nodes disk sizes")
 KUBERNETES_CHECKS = (
     "kubelet to be healthy",
     "all nodes to finish boot sequence",
@@ -87,12 +91,17 @@ KUBERNETES_CHECKS = (
     "coredns to report ready",
     "all k8s nodes to report schedulable",
 )
-CHECK_NAMES = (REACHABLE, *ETCD_CHECKS, *KUBERNETES_CHECKS)
+CHECK_NAMES = (REACHABLE, *ETCD_CHECKS, *NODE_CHECKS, *KUBERNETES_CHECKS)
 """The stages of ``talosctl health``, in order (Talos 1.7's: a Node's Ready comes before the control
 plane's static pods; Talos 1.8 moved it after them)."""
 
 _K8S_LOOK = "(`talosctl service kubelet`, `talosctl logs kubelet`, `talosctl containers -k`)"
-_LOOK_AT = {name: _K8S_LOOK for name in KUBERNETES_CHECKS}
+_LOOK_AT = {
+    **{name: _K8S_LOOK for name in KUBERNETES_CHECKS},
+    NODE_CHECKS[0]: "(`talosctl service apid`, `talosctl logs apid`)",
+    NODE_CHECKS[1]: "(`talosctl memory`: give the machine more memory)",
+    NODE_CHECKS[2]: "(`talosctl disks`: install to a larger system disk)",
+}
 """Where to look when a stage times out (etcd's services otherwise)."""
 _UNAVAILABLE = 14
 _NOT_ANSWERING = "not answering yet"
@@ -352,10 +361,15 @@ def cluster_checks(
             )
 
     from ichor.client.health_k8s import kubernetes_checks
+    from ichor.client.health_nodes import node_checks
 
     attempts = [reachable, etcd_healthy, consistent, are_control_planes]
     etcd = [Check(name, attempt) for name, attempt in zip(CHECK_NAMES, attempts, strict=False)]
-    return [*etcd, *kubernetes_checks(client, info, k8s_endpoint=k8s_endpoint, kube=kube)]
+    return [
+        *etcd,
+        *node_checks(client, info),
+        *kubernetes_checks(client, info, k8s_endpoint=k8s_endpoint, kube=kube),
+    ]
 
 
 def maintenance_check(client: Any, nodes: Sequence[str]) -> Check:

@@ -15,6 +15,7 @@ __all__ = [
     "DISCOVERY_SERVICE_ENDPOINT",
     "ETCD_VERSION",
     "KUBEPRISM_PORT",
+    "OS_RELEASE",
     "TALOS_VERSION",
     "TRUSTD_PORT",
     "Images",
@@ -121,6 +122,19 @@ class Images:
             self.pause,
         ]
 
+
+OS_RELEASE = (
+    'NAME="Talos"\n'
+    "ID=talos\n"
+    f"VERSION_ID={TALOS_VERSION}\n"
+    f'PRETTY_NAME="Talos ({TALOS_VERSION})"\n'
+    'HOME_URL="https://www.talos.dev/"\n'
+    'BUG_REPORT_URL="https://github.com/siderolabs/talos/issues"\n'
+    'VENDOR_NAME="Sidero Labs"\n'
+    'VENDOR_URL="https://www.siderolabs.com/"\n'
+)
+"""A node's ``/etc/os-release``, as Talos writes it: the kubelet reports ``PRETTY_NAME`` as the Node's
+OS image (``kubectl get nodes -o wide`` shows ``Talos (v1.7.6)``)."""
 
 MAINTENANCE_CN = "maintenance-service.talos.dev"
 """The subject of the self-signed certificate a node serves in maintenance mode (Talos's)."""

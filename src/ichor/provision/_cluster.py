@@ -16,7 +16,6 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -24,11 +23,20 @@ from typing import TYPE_CHECKING
 from ichor.images import parse_mirror
 from ichor.machinery import proc
 from ichor.machinery.clientconfig import GlobalOptions
+from ichor.machinery.constants import DEFAULT_KUBERNETES_VERSION
 from ichor.machinery.errors import MachineryError
 from ichor.machinery.files import write_atomic
 from ichor.provision import _container
 from ichor.provision import _network as net
 from ichor.provision._addresses import DISCOVERY_PORT, allocate_addresses, check_free, discovery_address
+from ichor.provision._configs import (
+    CONTAINER,
+    PROCESS,
+    Patches,
+    check_kubernetes_version_flag,
+    gen_options,
+    node_configs,
+)
 from ichor.provision._extension_images import fetch_extensions, plan_extensions
 from ichor.provision._processes import ProcessId, tags
 from ichor.provision._record import ClusterRecord, NodeRecord, cluster_flags, launcher_state_file
@@ -39,10 +47,8 @@ from ichor.provision._wait import REACHABLE, WaitPlan, split_plan, wait_healthy,
 
 if TYPE_CHECKING:
     from ichor.client.health import ClusterInfo
-    from ichor.machinery.patch import Patch
 
 DEFAULT_CIDR = "127.5.0.0/24"
-PROCESS, CONTAINER = "process", "container"
 DISCOVERY_TIMEOUT = 30.0
 MAINTENANCE_TIMEOUT = timedelta(seconds=60)
 """How long a new node process may take to answer on its maintenance API."""
@@ -84,6 +90,7 @@ def create(
     extensions: Sequence[str] = (),
     extra_cidr: str = "",
     kubernetes_images: str = "upstream",
+    kubernetes_version: str = DEFAULT_KUBERNETES_VERSION,
 ) -> ClusterRecord:
     """Create a cluster of process nodes, as a user would: boot, apply configs, merge talosconfig,
     bootstrap; then (``wait``) wait until every node's API answers and the cluster passes
@@ -93,6 +100,8 @@ def create(
     ``provisioner`` is ``process`` (node processes on the loopback) or ``container`` (each node in
     namespaces of its own on a bridge, :mod:`._container`; root only). ``extra_cidr`` (container
     nodes only, Ichor's own) gives every node a second network, eth1, for multihoming.
+    ``kubernetes_version`` (``v`` optional, one Talos 1.7 runs) tags the kubelet and control-plane images
+    of the generated configs; the locally built images are of :data:`DEFAULT_KUBERNETES_VERSION` only.
 
     ``registry_mirrors`` (``<registry host>=<mirror URL>``) become ``machine.registries.mirrors`` of
     every node, as in Talos. ``with_registry`` (comma-separated registry hosts, an Ichor extension)
@@ -139,6 +148,7 @@ def create(
         )
     mirrors = [parse_mirror(m) for m in registry_mirrors]
     local_kubernetes = container and kubernetes_images == "local"
+    kubernetes_version = check_kubernetes_version_flag(kubernetes_version, local=local_kubernetes)
     if local_kubernetes:
         mirrored = {m.registry for m in mirrors}
         wanted = [h for h in KUBERNETES_REGISTRIES if h not in mirrored]
@@ -174,7 +184,7 @@ def create(
         name=name, cidr=cidr, state_dir=str(state_dir), provisioner=provisioner, mtu=mtu,
         nameservers=list(nameservers), registry_mirrors=[f"{m.registry}={m.endpoint}" for m in mirrors],
         static_addresses=static_addresses,
-        extra_cidr=extra_cidr,
+        extra_cidr=extra_cidr, kubernetes_version=kubernetes_version,
     )  # fmt: skip
     for i in range(controlplanes + workers):
         kind = "controlplane" if i < controlplanes else "worker"
@@ -254,19 +264,6 @@ def _start_registry(record: ClusterRecord, container: bool, progress: Callable[[
     )
 
 
-def registry_mirror_options(record: ClusterRecord) -> tuple[tuple[str, str], ...]:
-    """The record's ``--registry-mirror`` entries, as :class:`GenOptions` takes them (Talos appends
-    endpoints given for the same host in order)."""
-    return tuple((m.registry, m.endpoint) for m in map(parse_mirror, record.registry_mirrors))
-
-
-@dataclass(frozen=True)
-class Patches:
-    common: list[Patch]
-    controlplane: list[Patch]
-    worker: list[Patch]
-
-
 def _bring_up(
     record: ClusterRecord,
     patches: Patches,
@@ -277,7 +274,7 @@ def _bring_up(
     progress: Callable[[str], None],
 ) -> None:
     from ichor.machinery.clientconfig import TalosConfig
-    from ichor.machinery.generate import GenOptions, OutputType, generate
+    from ichor.machinery.generate import OutputType, generate
     from ichor.machinery.patch import load_patches
     from ichor.machinery.secrets import SecretsBundle
 
@@ -300,26 +297,12 @@ def _bring_up(
     bundle = SecretsBundle.generate()
     write_atomic(state_dir / "secrets.yaml", bundle.to_yaml(), mode=0o600)
     cp_address = controlplanes[0].address
-    opts = GenOptions(
-        cluster_name=name,
-        endpoint=f"https://{cp_address}:6443",
-        registry_mirrors=registry_mirror_options(record),
-    )
+    opts = gen_options(record)
     configs: dict[str, bytes] = {}
     container = record.provisioner == CONTAINER
-    for node in record.nodes:
-        hostname = load_patches([f"machine:\n  network:\n    hostname: {node.name}\n"])
-        if container:
-            hostname += load_patches([_container.time_server_patch(record)])
-        if container:
-            patch = _container.static_address_patch if record.static_addresses else _container.dhcp_patch
-            hostname += load_patches([patch(record, node)])
-        output = OutputType.CONTROLPLANE if node.type == "controlplane" else OutputType.WORKER
-        text = generate(bundle, opts, output_types=[output], patches=[*discovery, *patches.common, *hostname],
-                        controlplane_patches=patches.controlplane, worker_patches=patches.worker,
-                        with_docs=False, with_examples=False).outputs[output]  # fmt: skip
-        configs[node.name] = text.encode()
-        write_atomic(state_dir / f"{node.name}.yaml", text, mode=0o600)
+    for node_name, text in node_configs(record, bundle, [*discovery, *patches.common], patches).items():
+        configs[node_name] = text.encode()
+        write_atomic(state_dir / f"{node_name}.yaml", text, mode=0o600)
 
     workers = len(record.nodes) - len(controlplanes)
     kind = "container nodes" if container else "node processes"

@@ -8,6 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ichor.machinery.constants import DEFAULT_KUBERNETES_VERSION
 from ichor.machinery.errors import MachineryError
 from ichor.machinery.files import write_atomic
 from ichor.machinery.yamlio import dump_document, from_plain, load_documents, to_plain
@@ -83,6 +84,8 @@ class ClusterRecord:
     """The extra CIDR once its blackhole route is installed (removed last, with the first's)."""
     extra_bridge: str = ""
     """The extra network's bridge ("" until create made it)."""
+    kubernetes_version: str = DEFAULT_KUBERNETES_VERSION
+    """``--kubernetes-version``: the version (no ``v``) the generated configs' images are tagged with."""
     extra_dhcp_pid: int = 0
     cgroups: list[str] = field(default_factory=list)
     """The cluster's cgroup directory in each hierarchy (container nodes), removed on destroy."""

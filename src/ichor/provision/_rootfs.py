@@ -17,6 +17,8 @@ holding Talos's paths as real paths, so machined runs with Talos's layout unchan
   for ``/proc/sys/net`` (the node's own network namespace): the kernel's other settings are the
   host's, shared by every node, and no node may change them;
 - ``/etc/machine-id``: the node's own, made once and kept with its disks (the kubelet reads it);
+- ``/etc/os-release``: Talos's, naming the Talos version ``talosctl version`` reports, so the
+  kubelet reports the Node's OS image as Talos's does (``Talos (v1.7.6)``), not the host's;
 - read-only: the host directories Python and Ichor run from (:func:`host_paths`), at their host
   paths, so the same interpreter, virtualenv, source and etcd binaries run inside.
 
@@ -33,6 +35,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from ichor.machinery.constants import OS_RELEASE
 from ichor.machinery.errors import MachineryError
 from ichor.provision import _cgroups
 from ichor.provision import _linux as linux
@@ -145,6 +148,7 @@ def build(rootfs: Path, node_root: Path, cgroups: Sequence[_cgroups.Hierarchy] =
     # volume mounts (/var/lib/kubelet, rshared in its container) must reach containerd, as on Talos.
     linux.mount(None, str(rootfs), None, linux.MS_REC | linux.MS_SHARED)
     (rootfs / "etc/machine-id").write_text(_machine_id(node_root) + "\n")
+    (rootfs / "etc/os-release").write_text(OS_RELEASE)
     (rootfs / "etc/hosts").write_text("127.0.0.1 localhost\n::1 localhost ip6-localhost ip6-loopback\n")
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from ichor.client.health import ETCD_CHECKS, KUBERNETES_CHECKS, REACHABLE
+from ichor.client.health import ETCD_CHECKS, KUBERNETES_CHECKS, NODE_CHECKS, REACHABLE
 
 if TYPE_CHECKING:
     from ichor.client.health import ClusterInfo
@@ -40,22 +40,23 @@ class WaitPlan:
 def wait_plan(*, container: bool, kubernetes_images: str) -> WaitPlan:
     """The stages to wait for on a cluster of ``container`` (or process) nodes whose Kubernetes
     images are ``kubernetes_images`` (``local`` or ``upstream``)."""
+    talos = (*ETCD_CHECKS, *NODE_CHECKS)
     if not container:
         return WaitPlan(
-            ETCD_CHECKS, "process nodes run no Kubernetes (no kubelet); the etcd stages are their health"
+            talos, "process nodes run no Kubernetes (no kubelet); the etcd stages are their health"
         )
     if kubernetes_images != "local":
         return WaitPlan(
-            ETCD_CHECKS,
+            talos,
             f"--kubernetes-images {kubernetes_images} leaves the nodes to pull Kubernetes from the public "
             "registries, which this machine may never reach; check it with `talosctl health` (or pass "
             "--kubernetes-images local to have create wait for it)",
         )
-    return WaitPlan((*ETCD_CHECKS, *KUBERNETES_CHECKS))
+    return WaitPlan((*talos, *KUBERNETES_CHECKS))
 
 
 def split_plan(plan: WaitPlan) -> tuple[WaitPlan, WaitPlan]:
-    """``plan``'s etcd stages and its Kubernetes stages (create reports each part when it passes)."""
+    """``plan``'s etcd and node stages and its Kubernetes stages (create reports each part when it passes)."""
     return (
         WaitPlan(tuple(n for n in plan.stages if n not in KUBERNETES_CHECKS), plan.skipped),
         WaitPlan(tuple(n for n in plan.stages if n in KUBERNETES_CHECKS)),
