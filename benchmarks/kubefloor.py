@@ -27,7 +27,7 @@ import os
 import shlex
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
@@ -65,6 +65,17 @@ def parse_nodes(text: str) -> dict[str, bool]:
     return nodes
 
 
+@contextlib.contextmanager
+def shielded() -> Iterator[None]:
+    """Ctrl-C and SIGTERM ignored while cleaning up: a second one would leave half a cluster behind."""
+    previous = {sig: signal.signal(sig, signal.SIG_IGN) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 @dataclass
 class Floor:
     """One floor run under ``root`` (a fresh directory); use as a context manager."""
@@ -83,7 +94,8 @@ class Floor:
         return self
 
     def __exit__(self, *_: object) -> None:
-        self.close()
+        with shielded():
+            self.close()
 
     # --- namespaces ---------------------------------------------------------------------------
 

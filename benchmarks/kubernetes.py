@@ -41,17 +41,20 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from kubefloor import Floor
+from kubefloor import Floor, shielded
 from provisioners import _free_cidr, _rss
 
 from ichor.kubebuild import ensure_built
+from ichor.machinery.errors import MachineryError
 from ichor.provision import _cgroups as cgroups
-from ichor.provision._network import BLACKHOLE_METRIC, bridge_name, firewall_table
+from ichor.provision._network import BLACKHOLE_METRIC, bridge_name, firewall_table, veth_name
 from ichor.provision._processes import find, signal_and_wait
 
 PY = sys.executable
-NAME = "kubebench"
+NAME = f"kubebench{os.getpid()}"
+"""Unique per run: what an interrupted run left behind cannot collide with the next one."""
 CREATE_TIMEOUT = 900
+NODES = ("controlplane-1", "worker-1")
 READY_STAGE = "all k8s nodes to report ready"
 """The health stage closest to the floor's end (every node Ready; no pod asked for yet)."""
 HEALTH_TIMEOUT = 300
@@ -174,12 +177,22 @@ def create(home: Path, state: Path, cidr: str, stages: list[tuple[str, float]]) 
     with subprocess.Popen(args, env=_env(home), cwd=home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True) as child:  # fmt: skip
         assert child.stdout is not None
-        for line in child.stdout:
-            log.append(line)
-            if (stage := parse_stage(line)) is not None:
-                stages.append((stage, time.perf_counter() - start))
-            if time.perf_counter() - start > CREATE_TIMEOUT:
+        try:
+            for line in child.stdout:
+                log.append(line)
+                if (stage := parse_stage(line)) is not None:
+                    stages.append((stage, time.perf_counter() - start))
+                if time.perf_counter() - start > CREATE_TIMEOUT:
+                    child.terminate()
+        except BaseException:
+            # Interrupted: end create (it may ignore SIGINT, as a background job does) before destroy.
+            with shielded():
                 child.terminate()
+                try:
+                    child.wait(30)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+            raise
         code = child.wait()
     if code != 0:
         raise RuntimeError(f"cluster create failed ({code}):\n{''.join(log)[-4000:]}")
@@ -187,20 +200,26 @@ def create(home: Path, state: Path, cidr: str, stages: list[tuple[str, float]]) 
 
 
 def destroy(home: Path, state: Path, cidr: str) -> None:
-    """Destroy the cluster, then remove by PID and by name whatever destroy left, the route last."""
-    done = _talosctl(
-        home, "cluster", "destroy", "--name", NAME, "--state", str(state), "--force", timeout=180
-    )
-    if done.returncode != 0 and "not found" not in done.stderr:
-        print(f"warning: cluster destroy failed: {done.stderr.strip()[-500:]}", file=sys.stderr)
-    state_dir = (state / NAME).resolve()
-    signal_and_wait([p.id for p in find(state_dir)], signal.SIGKILL, 10)
+    """Destroy the cluster, then remove by PID and by name whatever destroy left, the route last.
+    Each step runs whatever the one before it did (a destroy cut short leaves the rest to the sweep)."""
+    try:
+        done = _talosctl(
+            home, "cluster", "destroy", "--name", NAME, "--state", str(state), "--force", timeout=180
+        )
+        if done.returncode != 0 and "not found" not in done.stderr:
+            print(f"warning: cluster destroy failed: {done.stderr.strip()[-500:]}", file=sys.stderr)
+    except (OSError, subprocess.SubprocessError) as err:
+        print(f"warning: cluster destroy did not run: {err}", file=sys.stderr)
+    signal_and_wait([p.id for p in find((state / NAME).resolve())], signal.SIGKILL, 10)
     bridge = bridge_name(NAME)
-    for command in (["ip", "link", "del", bridge], ["nft", "delete", "table", "inet", firewall_table(bridge)],
+    links = [["ip", "link", "del", veth_name(NAME, f"{NAME}-{node}", 1)] for node in NODES]
+    for command in (*links, ["ip", "link", "del", bridge], ["nft", "delete", "table", "inet", firewall_table(bridge)],
                     ["ip", "route", "del", "blackhole", cidr, "metric", str(BLACKHOLE_METRIC)]):  # fmt: skip
         subprocess.run(command, capture_output=True, check=False)
-    with contextlib.suppress(Exception):
+    try:
         cgroups.remove(cgroups.cluster_dirs(cgroups.current(), NAME))
+    except MachineryError as err:
+        print(f"warning: {err}", file=sys.stderr)
 
 
 def _launcher_pids(state_dir: Path) -> dict[str, int]:
@@ -270,9 +289,10 @@ def main() -> None:
             nodes = {name: node_memory(pid) for name, pid in pids.items()}
             usage = {name: cgroup_usage(NAME, name) for name in pids}
         finally:
-            start = time.perf_counter()
-            destroy(home, state, cidr)
-            destroyed = time.perf_counter() - start
+            with shielded():
+                start = time.perf_counter()
+                destroy(home, state, cidr)
+                destroyed = time.perf_counter() - start
     print(
         f"Ichor: cluster create 1+1 with Kubernetes, every health stage passed, after {created:.2f} s; "
         f"talosctl health on the healthy cluster {health_seconds:.2f} s; destroy {destroyed:.2f} s"
