@@ -238,15 +238,16 @@ def memory_table(nodes: Mapping[str, Mapping[str, int]], usage: Mapping[str, int
                  floor: Mapping[str, int]) -> Iterator[str]:  # fmt: skip
     """The memory table's lines: one row per component, RSS MiB per node, then the floor's."""
     names = list(nodes)
-    yield f"{'component (RSS MiB)':<26}" + "".join(f"{n:>22}" for n in names) + f"{'floor':>10}"
+    width = max([12, *(len(n) + 2 for n in names)])
+    yield f"{'component (RSS MiB)':<26}" + "".join(f"{n:>{width}}" for n in names) + f"{'floor':>10}"
     for row in (*ROWS, "other"):
         if not any(row in per for per in nodes.values()) and row not in floor:
             continue
-        cells = "".join(f"{_mib(nodes[n].get(row)):>22}" for n in names)
+        cells = "".join(f"{_mib(nodes[n].get(row)):>{width}}" for n in names)
         yield f"{ROW_LABELS.get(row, row):<26}{cells}{_mib(floor.get(row)):>10}"
-    sums = "".join(f"{_mib(sum(nodes[n].values())):>22}" for n in names)
+    sums = "".join(f"{_mib(sum(nodes[n].values())):>{width}}" for n in names)
     yield f"{'sum of RSS':<26}{sums}{_mib(sum(floor.values())):>10}"
-    yield f"{'node memory cgroup':<26}" + "".join(f"{_mib(usage[n]):>22}" for n in names)
+    yield f"{'node memory cgroup':<26}" + "".join(f"{_mib(usage[n]):>{width}}" for n in names)
 
 
 def _interrupt(signum: int, _frame: object) -> NoReturn:

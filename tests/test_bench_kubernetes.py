@@ -84,3 +84,11 @@ def test_memory_table_rows_per_component_with_the_floor_beside(bench: ModuleType
     assert lines[2].split() == ["etcd", "40.0", "-", "30.0"]
     assert lines[3].split() == ["sum", "of", "RSS", "130.0", "80.0", "30.0"]
     assert lines[4].split() == ["node", "memory", "cgroup", "200.0", "-"]
+
+
+def test_memory_table_keeps_long_node_names_apart(bench: ModuleType) -> None:
+    names = ["kubebench20883-controlplane-1", "kubebench20883-worker-1"]
+    nodes = {name: {"kubelet": 90 << 20} for name in names}
+    header, kubelet, *_ = bench.memory_table(nodes, dict.fromkeys(names, None), {})
+    assert header.split()[3:] == [*names, "floor"]
+    assert kubelet.split() == ["kubelet", "90.0", "90.0", "-"]
