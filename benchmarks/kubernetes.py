@@ -1,0 +1,356 @@
+"""A Kubernetes cluster of container nodes beside the floor, the same binaries by hand, in one run.
+
+1. **Ichor**: ``talosctl cluster create --provisioner container`` with 1 control plane + 1 worker and
+   the locally built Kubernetes images (``--kubernetes-images local``: the build cache of
+   :mod:`ichor.kubebuild`, served by the cluster's own registry, mirrored for registry.k8s.io and
+   ghcr.io), which waits for every stage of ``talosctl health``. The wall time of create, each health
+   stage as create reports it "OK" (time since create started), then ``talosctl health`` run once
+   more on its own against the healthy cluster.
+2. **Floor** (``benchmarks/kubefloor.py``): the same kube-apiserver, kube-controller-manager,
+   kube-scheduler, kubelet, etcd and containerd started by hand, kubeadm-style, in namespaces of
+   their own, from the PKI until ``kubectl get nodes`` shows the node Ready.
+3. **Memory** once the cluster is healthy: RSS of each component per node, found by walking the
+   process tree under each node's PID 1 (``<state>/<cluster>/<node>.launcher.json``); apid and trustd
+   run inside machined (one Python process), so they have no row of their own. Beside it each node's
+   memory cgroup usage (the whole node) and the floor's RSS of the same component.
+
+What the two clocks cover differs, and the ratio says how much Talos's way costs on top of the
+minimum: create also makes the bridge, DHCP, NTP, discovery and registry, boots two machined,
+pushes the images, runs flannel, kube-proxy and CoreDNS and a second node; the floor runs no pod.
+
+Measured (2 CPUs shared with three other helpers' work, load average 2.1-3.6 at start, 2.3-3.3 at
+the end; one run, a second run gave create 128.8 s, floor 2.68 s, 48x):
+
+    floor: node Ready after 3.20 s (PKI 0.01 s; containerd socket 0.32 s; apiserver ready 3.09 s;
+           node registered 3.15 s; node Ready 3.20 s)
+    Ichor: create 138.30 s; talosctl health on the healthy cluster 0.61 s; destroy 11.62 s
+       9.33 s  all nodes to finish boot sequence (etcd healthy 7.73 s, kubelet healthy 9.31 s)
+      55.55 s  all k8s nodes to report
+      74.75 s  all k8s nodes to report ready
+     138.06 s  all control plane static pods to be running (then every other stage within 0.1 s)
+    ratio create / floor 43.2x; 'all k8s nodes to report ready' / floor node Ready 23.4x
+
+    component (RSS MiB)        control plane   worker   floor
+    machined (+apid, trustd)            89.1     88.1       -
+    etcd                                47.7        -    42.9
+    containerd                          39.0     38.0       -
+    cri                                 54.7     48.2    39.3   (the floor's one containerd)
+    kubelet                             91.7     87.7    74.1
+    kube-apiserver                     268.0        -   239.3
+    kube-controller-manager            110.2        -    71.4
+    kube-scheduler                      60.4        -    54.7
+    kube-proxy                          50.9     51.8       -
+    coredns                             95.6        -       -   (both replicas on one node)
+    flannel                             39.3     38.9       -
+    shims, pause, ctr                  133.3     63.0       -
+    sum of RSS                        1079.9    415.6   521.6
+    node memory cgroup                 995.3    385.3
+
+The floor's components are measured right after its node is Ready, the cluster's after health.
+
+Where the control plane's 130 s go (one create outside this script, its kubelet and console logs;
+times since the kubelet started, ~10 s after create): the kubelet asks for its client certificate
+with the bootstrap token at 0, 2, 6, 15 and 31 s, then gives up until 64 s; the apiserver answers
+at ~27 s, but ManifestApplyController, backing off 1-2-4-8-16 s while it did not, applies the
+bootstrap manifests (the token's Secret among them) only at 32 s, 1 s after the kubelet's last try.
+So the node registers at 69 s (create's "all k8s nodes to report"). The mirror pods of the static
+pods then appear 40-60 s later (apiserver 108 s, scheduler 130 s), on the kubelet's 1-minute pod
+resync. The floor has none of those waits: its kubelet starts with a client certificate and its
+control plane is not static pods.
+
+Root only (container nodes and namespaces need it); exits 2 otherwise. The cluster uses a
+10.2xx.y.0/24 no route of the machine covers (create blackholes it first); the floor only loopback
+and a dummy link inside its own network namespace. Everything is removed in ``finally`` blocks,
+also on Ctrl-C or SIGTERM: the cluster destroyed and whatever carries its marks killed by PID,
+its bridge, firewall table and blackhole route removed; the floor's processes killed by PID and
+its cgroups removed. Run: ``.venv/bin/python benchmarks/kubernetes.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from kubefloor import Floor, shielded
+from provisioners import _free_cidr, _rss
+
+from ichor.kubebuild import ensure_built
+from ichor.machinery.errors import MachineryError
+from ichor.provision import _cgroups as cgroups
+from ichor.provision._network import BLACKHOLE_METRIC, bridge_name, firewall_table, veth_name
+from ichor.provision._processes import find, signal_and_wait
+
+PY = sys.executable
+NAME = f"kubebench{os.getpid()}"
+"""Unique per run: what an interrupted run left behind cannot collide with the next one."""
+CREATE_TIMEOUT = 900
+NODES = ("controlplane-1", "worker-1")
+READY_STAGE = "all k8s nodes to report ready"
+"""The health stage closest to the floor's end (every node Ready; no pod asked for yet)."""
+HEALTH_TIMEOUT = 300
+ROWS = (
+    "machined", "etcd", "containerd", "cri", "kubelet", "kube-apiserver", "kube-controller-manager",
+    "kube-scheduler", "kube-proxy", "coredns", "flannel", "runtime",
+)  # fmt: skip
+ROW_LABELS = {"machined": "machined (+apid, trustd)", "runtime": "shims, pause, ctr"}
+_NAMED = {
+    "etcd",
+    "kubelet",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kube-proxy",
+    "coredns",
+}
+_RUNTIME = {"pause", "ctr", "runc", "containerd-shim-runc-v2", "containerd-shim"}
+
+
+def component_of(argv: Sequence[str]) -> str:
+    """The component a node's process belongs to, from its command line (``other`` when none)."""
+    if not argv:
+        return "other"
+    if any(a.startswith("ichor.machined") for a in argv):
+        return "machined"
+    binary = Path(argv[0]).name
+    if binary == "containerd":
+        # The system containerd's socket is under /system (Talos's layout); the CRI one is not.
+        address = argv[argv.index("--address") + 1] if "--address" in argv[:-1] else ""
+        return "containerd" if address.startswith("/system/") else "cri"
+    if binary in ("flanneld", "flannel"):
+        return "flannel"
+    if binary in _NAMED:
+        return binary
+    return "runtime" if binary in _RUNTIME else "other"
+
+
+def descendants(root: int, parents: Mapping[int, int]) -> list[int]:
+    """``root`` and every process below it, from a PID -> parent PID map."""
+    children: dict[int, list[int]] = {}
+    for pid, ppid in parents.items():
+        children.setdefault(ppid, []).append(pid)
+    found, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        found.append(pid)
+        todo += children.get(pid, [])
+    return sorted(found)
+
+
+def _parents() -> dict[int, int]:
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                stat = Path(f"/proc/{entry}/stat").read_bytes()
+                parents[int(entry)] = int(stat[stat.rindex(b")") + 2 :].split()[1])
+    return parents
+
+
+def _argv(pid: int) -> tuple[str, ...]:
+    try:
+        return tuple(
+            p.decode(errors="replace") for p in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0") if p
+        )
+    except OSError:
+        return ()
+
+
+def node_memory(node_pid: int) -> dict[str, int]:
+    """RSS in bytes per component of the node whose PID 1 is ``node_pid`` (host PID)."""
+    totals: dict[str, int] = {}
+    for pid in descendants(node_pid, _parents()):
+        component = component_of(_argv(pid))
+        totals[component] = totals.get(component, 0) + _rss(pid)
+    return totals
+
+
+def cgroup_usage(cluster: str, node: str) -> int | None:
+    """The node's memory cgroup usage in bytes (v1 ``memory.usage_in_bytes`` or v2 ``memory.current``)."""
+    found = cgroups.current()
+    for hierarchy, directory in zip(found, cgroups.node_dirs(found, cluster, node), strict=True):
+        for name in ("memory.usage_in_bytes", "memory.current"):
+            if "memory" in hierarchy.options.split(",") or (
+                hierarchy.version == 2 and name == "memory.current"
+            ):
+                with contextlib.suppress(OSError, ValueError):
+                    return int((directory / name).read_text())
+    return None
+
+
+def _talosctl(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PY, "-m", "ichor", *args], env=_env(home), cwd=home, capture_output=True, text=True,
+                          timeout=timeout, check=False)  # fmt: skip
+
+
+def _env(home: Path) -> dict[str, str]:
+    # The user's build cache, not one under the temporary HOME (which would rebuild Kubernetes).
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return dict(os.environ, HOME=str(home), TALOSCONFIG=str(home / "talosconfig"), XDG_CACHE_HOME=cache)
+
+
+def parse_stage(line: str) -> str | None:
+    """The health stage a create progress line reports passed (``waiting for X: OK``), else None."""
+    line = line.strip()
+    if line.startswith("waiting for ") and line.endswith(": OK"):
+        return line.removeprefix("waiting for ").removesuffix(": OK")
+    return None
+
+
+def create(home: Path, state: Path, cidr: str, stages: list[tuple[str, float]]) -> float:
+    """Wall seconds of ``cluster create`` 1+1 with local Kubernetes images; each health stage's
+    "OK" appended to ``stages`` with its time since create started."""
+    args = [PY, "-m", "ichor", "cluster", "create", "--provisioner", "container", "--name", NAME, "--state",
+            str(state), "--cidr", cidr, "--controlplanes", "1", "--workers", "1", "--kubernetes-images", "local",
+            "--wait-timeout", "10m"]  # fmt: skip
+    start = time.perf_counter()
+    log = []
+    with subprocess.Popen(args, env=_env(home), cwd=home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True) as child:  # fmt: skip
+        assert child.stdout is not None
+        try:
+            for line in child.stdout:
+                log.append(line)
+                if (stage := parse_stage(line)) is not None:
+                    stages.append((stage, time.perf_counter() - start))
+                if time.perf_counter() - start > CREATE_TIMEOUT:
+                    child.terminate()
+        except BaseException:
+            # Interrupted: end create (it may ignore SIGINT, as a background job does) before destroy.
+            with shielded():
+                child.terminate()
+                try:
+                    child.wait(30)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+            raise
+        code = child.wait()
+    if code != 0:
+        raise RuntimeError(f"cluster create failed ({code}):\n{''.join(log)[-4000:]}")
+    return time.perf_counter() - start
+
+
+def destroy(home: Path, state: Path, cidr: str) -> None:
+    """Destroy the cluster, then remove by PID and by name whatever destroy left, the route last.
+    Each step runs whatever the one before it did (a destroy cut short leaves the rest to the sweep)."""
+    try:
+        done = _talosctl(
+            home, "cluster", "destroy", "--name", NAME, "--state", str(state), "--force", timeout=180
+        )
+        if done.returncode != 0 and "not found" not in done.stderr:
+            print(f"warning: cluster destroy failed: {done.stderr.strip()[-500:]}", file=sys.stderr)
+    except (OSError, subprocess.SubprocessError) as err:
+        print(f"warning: cluster destroy did not run: {err}", file=sys.stderr)
+    signal_and_wait([p.id for p in find((state / NAME).resolve())], signal.SIGKILL, 10)
+    bridge = bridge_name(NAME)
+    links = [["ip", "link", "del", veth_name(NAME, f"{NAME}-{node}", 1)] for node in NODES]
+    for command in (*links, ["ip", "link", "del", bridge], ["nft", "delete", "table", "inet", firewall_table(bridge)],
+                    ["ip", "route", "del", "blackhole", cidr, "metric", str(BLACKHOLE_METRIC)]):  # fmt: skip
+        subprocess.run(command, capture_output=True, check=False)
+    try:
+        cgroups.remove(cgroups.cluster_dirs(cgroups.current(), NAME))
+    except MachineryError as err:
+        print(f"warning: {err}", file=sys.stderr)
+
+
+def _launcher_pids(state_dir: Path) -> dict[str, int]:
+    """Node name -> its PID 1 (host PID), from ``<node>.launcher.json``."""
+    found = {}
+    for record in sorted(state_dir.glob("*.launcher.json")):
+        found[record.name.removesuffix(".launcher.json")] = int(json.loads(record.read_text())["node_pid"])
+    return found
+
+
+def _mib(value: int | None) -> str:
+    return "-" if not value else f"{value / (1 << 20):.1f}"
+
+
+def memory_table(nodes: Mapping[str, Mapping[str, int]], usage: Mapping[str, int | None],
+                 floor: Mapping[str, int]) -> Iterator[str]:  # fmt: skip
+    """The memory table's lines: one row per component, RSS MiB per node, then the floor's."""
+    names = list(nodes)
+    width = max([12, *(len(n) + 2 for n in names)])
+    yield f"{'component (RSS MiB)':<26}" + "".join(f"{n:>{width}}" for n in names) + f"{'floor':>10}"
+    for row in (*ROWS, "other"):
+        if not any(row in per for per in nodes.values()) and row not in floor:
+            continue
+        cells = "".join(f"{_mib(nodes[n].get(row)):>{width}}" for n in names)
+        yield f"{ROW_LABELS.get(row, row):<26}{cells}{_mib(floor.get(row)):>10}"
+    sums = "".join(f"{_mib(sum(nodes[n].values())):>{width}}" for n in names)
+    yield f"{'sum of RSS':<26}{sums}{_mib(sum(floor.values())):>10}"
+    yield f"{'node memory cgroup':<26}" + "".join(f"{_mib(usage[n]):>{width}}" for n in names)
+
+
+def _interrupt(signum: int, _frame: object) -> NoReturn:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.parse_args()
+    if os.geteuid() != 0:
+        print(
+            "benchmarks/kubernetes.py: container nodes and the floor's namespaces need root", file=sys.stderr
+        )
+        sys.exit(2)
+    signal.signal(signal.SIGTERM, _interrupt)
+    artifacts = ensure_built()
+    print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average at start "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="ichor-bench-kube-") as tmp:
+        root = Path(tmp) / "floor"
+        root.mkdir()
+        with Floor(root, artifacts) as floor:
+            floor_seconds = floor.run()
+            # The floor's one containerd is the CRI one (Ichor's "cri"; its system containerd has no peer).
+            floor_rss = {"cri" if n == "containerd" else n: _rss(pid) for n, pid in floor.pids().items()}
+        print(f"floor: node Ready after {floor_seconds:.2f} s ({floor.describe()})")
+        home, state = Path(tmp) / "home", Path(tmp) / "clusters"
+        home.mkdir()
+        cidr = _free_cidr("container", 0)
+        stages: list[tuple[str, float]] = []
+        try:
+            created = create(home, state, cidr, stages)
+            cp = cidr.rsplit(".", 1)[0] + ".2"
+            start = time.perf_counter()
+            health = _talosctl(home, "-n", cp, "health", "--wait-timeout", "5m", timeout=HEALTH_TIMEOUT)
+            health_seconds = time.perf_counter() - start
+            if health.returncode != 0:
+                raise RuntimeError(f"talosctl health failed after create:\n{health.stderr[-3000:]}")
+            pids = _launcher_pids((state / NAME).resolve())
+            nodes = {name: node_memory(pid) for name, pid in pids.items()}
+            usage = {name: cgroup_usage(NAME, name) for name in pids}
+        finally:
+            with shielded():
+                start = time.perf_counter()
+                destroy(home, state, cidr)
+                destroyed = time.perf_counter() - start
+    print(
+        f"Ichor: cluster create 1+1 with Kubernetes, every health stage passed, after {created:.2f} s; "
+        f"talosctl health on the healthy cluster {health_seconds:.2f} s; destroy {destroyed:.2f} s"
+    )
+    for stage, at in stages:
+        print(f"  {at:7.2f} s  {stage}")
+    print(
+        f"ratio Ichor create / floor: {created / floor_seconds:.2f}x "
+        f"(floor {floor_seconds:.2f} s, Ichor {created:.2f} s)"
+    )
+    ready = next((at for stage, at in stages if stage == READY_STAGE), None)
+    if ready is not None:
+        print(f"ratio Ichor '{READY_STAGE}' / floor node Ready: {ready / floor_seconds:.2f}x")
+    print(f"load average at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    for line in memory_table(nodes, usage, floor_rss):
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
