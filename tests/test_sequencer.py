@@ -26,6 +26,9 @@ class _Supervisor:
     async def stop(self, *ids: str) -> None:
         self.stopped.extend(ids)
 
+    async def stop_all(self, *, keep: Any = ()) -> None:
+        self.stopped.append(f"all but {','.join(keep)}")
+
 
 def _sequencer(tmp_path: Path, leave_problem: str | None) -> tuple[Sequencer, NodeParts, list[str]]:
     layout = Layout(tmp_path / "root", "127.0.0.1")
@@ -84,5 +87,5 @@ def test_a_forced_reset_skips_etcd_tells_discovery_and_wipes(tmp_path: Path) -> 
     assert not parts.layout.config_file.exists()
     assert not (parts.layout.etcd_data_dir / "member").exists()
     assert parts.state.list(MACHINE_RESET_SIGNALS.default_namespace, MACHINE_RESET_SIGNALS)
-    assert parts.supervisor.stopped == ["etcd"]  # type: ignore[attr-defined]
+    assert parts.supervisor.stopped == ["all but apid,machined"]  # type: ignore[attr-defined]
     assert parts.stage.value is MachineStage.RESETTING

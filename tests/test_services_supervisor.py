@@ -510,6 +510,26 @@ def test_stop_all_stops_dependents_first(layout: Layout) -> None:
     run(main())
 
 
+def test_stop_all_leaves_the_kept_services_and_their_dependencies_running(layout: Layout) -> None:
+    async def forever(_log: IO[str]) -> None:
+        await asyncio.Event().wait()
+
+    async def main() -> None:
+        async with Supervisor(layout) as sup:
+            sup.load(
+                Service("machined", goroutine(forever)),
+                Service("apid", goroutine(forever), depends_on=("machined",)),
+                Service("kubelet", goroutine(forever), depends_on=("machined",)),
+            )
+            sup.start("machined", "apid", "kubelet")
+            await sup.wait_up(["machined", "apid", "kubelet"], timeout=5)
+            await asyncio.wait_for(sup.stop_all(keep=("apid", "machined")), 5)
+            assert sup.is_running("apid") and sup.is_running("machined")
+            assert sup.info("kubelet").state is ServiceState.FINISHED
+
+    run(main())
+
+
 def test_leaving_the_supervisor_stops_everything(layout: Layout) -> None:
     async def main() -> Supervisor:
         async with Supervisor(layout) as sup:

@@ -45,6 +45,8 @@ __all__ = ["NodeParts", "Sequencer"]
 REQUEST_DELAY = 0.2
 """Seconds between an accepted reboot/shutdown/reset request and its start: the reply leaves first."""
 DISCOVERY_LEAVE_TIMEOUT = 5.0
+RESET_KEEPS = ("apid", "machined")
+"""Services a reset leaves running while it wipes (the API answers until the node stops)."""
 
 
 @dataclass
@@ -194,8 +196,10 @@ class Sequencer:
         if not parts.state.list(MACHINE_RESET_SIGNALS.default_namespace, MACHINE_RESET_SIGNALS):
             parts.state.create(MACHINE_RESET_SIGNALS.new(MACHINE_RESET_SIGNAL_ID, EmptySpec()))
         await self._left_discovery()
-        if runs_etcd:
-            await parts.supervisor.stop("etcd")
+        # As Talos's reset does: nothing may write the partitions while they are wiped (the kubelet,
+        # containerd and etcd keep data in EPHEMERAL); apid stays to answer until the node stops.
+        parts.say("resetting: stopping services")
+        await parts.supervisor.stop_all(keep=RESET_KEEPS)
         self._wipe(labels)
         self.finish(EXIT_REBOOT if request.reboot else EXIT_POWEROFF)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Collection, Iterable
 from pathlib import Path
 from types import TracebackType
 
@@ -242,8 +242,8 @@ class Supervisor:
         await self.stop(service_id)
         self.start(service_id)
 
-    async def stop_all(self) -> None:
-        """Stop every service, each only after the services depending on it have stopped.
+    async def stop_all(self, *, keep: Collection[str] = ()) -> None:
+        """Stop every service but ``keep``, each only after the services depending on it have stopped.
 
         Unlike Talos, a dependent that was never started counts as stopped, so it does not hold its
         dependencies for the whole 30 s limit.
@@ -263,7 +263,7 @@ class Supervisor:
             await self.stop(service_id)
 
         async with asyncio.TaskGroup() as group:
-            for service_id in sorted(self._services):
+            for service_id in sorted(set(self._services) - set(keep)):
                 group.create_task(stop_one(service_id))
 
     async def wait_up(self, service_ids: Iterable[str], timeout: float) -> None:
