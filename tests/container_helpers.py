@@ -25,6 +25,7 @@ import pytest
 from cluster_helpers import talosctl_in
 
 from ichor.machinery import proc
+from ichor.provision import _cgroups as cgroups
 from ichor.provision._network import (
     BLACKHOLE_METRIC,
     bridge_name,
@@ -136,7 +137,8 @@ class ContainerCluster:
 
     def leftovers(self, nodes: list[str]) -> list[str]:
         """Everything of the cluster still on the machine, described: processes, mounts, the
-        bridges and ``nodes``' veths on either network, and any route to either CIDR."""
+        bridges and ``nodes``' veths on either network, any route to either CIDR, its nftables
+        table and its cgroups."""
         left = [f"process {p.describe()}" for p in find(self.state_dir)]
         mounts = Path("/proc/self/mountinfo").read_text()
         left += [f"mount {line.split()[4]}" for line in mounts.splitlines() if str(self.state_dir) in line]
@@ -145,6 +147,10 @@ class ContainerCluster:
         names += [veth_name(self.name, node, network) for node in nodes for network in (1, 2)]
         left += [f"link {name}" for name in names if f"{name} " in links or f"{name}@" in links]
         left += [f"route {r}" for cidr in (self.cidr, self.extra_cidr) if cidr for r in routes_to(cidr)]
+        table = firewall_table(bridge_name(self.name))
+        if proc.run(["nft", "list", "table", "inet", table], check=False).exit_code == 0:
+            left.append(f"nftables table inet {table}")
+        left += [f"cgroup {d}" for d in cgroups.cluster_dirs(cgroups.current(), self.name) if d.exists()]
         return left
 
 

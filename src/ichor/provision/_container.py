@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ichor.machinery import proc
 from ichor.machinery.errors import MachineryError
-from ichor.provision import _cgroups
+from ichor.provision import _cgroups, _remains
 from ichor.provision import _network as net
 from ichor.provision._namespaces import network_namespace_of
 from ichor.provision._processes import ProcessId, tags
@@ -262,37 +262,6 @@ def _tail(path: Path) -> str:
 
 
 def remove_network(record: ClusterRecord, progress: Callable[[str], None]) -> None:
-    """The veths, the bridge, the forwarding guard, then the blackhole route, last; and the nodes'
-    cgroups. Only once no process of the cluster runs.
-
-    A node's namespace goes when its last process has, but the kernel dismantles it a moment
-    later: its veth is deleted here rather than left to that. A cgroup that will not go is raised
-    only once the network is gone (``cluster destroy`` again retries it)."""
-    kept: MachineryError | None = None
-    try:
-        for done in _cgroups.remove(Path(d) for d in record.cgroups):
-            progress(done)
-        if record.cgroups:
-            progress(
-                f"removed the nodes' cgroups ({_cgroups.PARENT}/{record.name} in {len(record.cgroups)} hierarchies)"
-            )
-    except MachineryError as exc:
-        kept = exc
-    if record.provisioner == "container":
-        for node in record.nodes:
-            net.delete_link(net.veth_name(record.name, node.name))
-            if record.extra_cidr:
-                net.delete_link(net.veth_name(record.name, node.name, network=2))
-    for bridge in (record.extra_bridge, record.bridge):
-        if bridge and net.delete_link(bridge):
-            progress(f"removed bridge {bridge}")
-    if record.firewall and net.remove_firewall(record.firewall):
-        progress(f"removed nftables table inet {record.firewall}")
-    if record.extra_blackhole:
-        net.remove_blackhole(record.extra_blackhole)
-        progress(f"removed the blackhole route for {record.extra_blackhole} (--extra-cidr)")
-    if record.blackhole:
-        net.remove_blackhole(record.blackhole)
-        progress(f"removed the blackhole route for {record.blackhole}")
-    if kept is not None:
-        raise kept
+    """The nodes' cgroups, the veths, the bridge, the forwarding guard, then the blackhole route,
+    last (:func:`._remains.remove`): what ``record`` names. Only once no process of the cluster runs."""
+    _remains.remove(_remains.recorded(record), _remains.LinuxHost(), progress)

@@ -50,6 +50,7 @@ __all__ = [
     "has_firewall",
     "install_blackhole",
     "install_firewall",
+    "link_exists",
     "network",
     "node_addresses",
     "node_mac",
@@ -187,9 +188,13 @@ def create_bridge(name: str, cidr: str, mtu: int) -> None:
     _ip("link", "set", name, "up")
 
 
+def link_exists(name: str) -> bool:
+    return _ip("link", "show", "dev", name, check=False).exit_code == 0
+
+
 def delete_link(name: str) -> bool:
     """Remove a link (the bridge, a veth with its peer); False when there was none."""
-    if _ip("link", "show", "dev", name, check=False).exit_code != 0:
+    if not link_exists(name):
         return False
     # The kernel may take it away meanwhile (a node's namespace being dismantled): not an error.
     return _ip("link", "del", name, check=False).exit_code == 0

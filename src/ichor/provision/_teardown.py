@@ -2,21 +2,24 @@
 
 Processes are found by the marks every process of the cluster carries (:mod:`._processes`), not
 only by the PIDs ``cluster.yaml`` recorded, so a machined whose launcher died, or an etcd whose
-machined died, is shown and stopped too. Destroy deletes the state directory only once every one
-of them has gone.
+machined died, is shown and stopped too. Destroy removes what the cluster holds on the host
+(:mod:`._remains`, from its record and from its name) only once every one of them has gone, and its
+state directory, ``cluster.yaml`` last, only once nothing of it is left on the host: so a rerun of
+an interrupted destroy finds and completes whatever remains.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import shutil
 import signal
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from ichor.machinery.errors import MachineryError
-from ichor.provision._container import remove_network
+from ichor.provision import _remains
 from ichor.provision._network import BLACKHOLE_METRIC
 from ichor.provision._processes import ClusterProcess, ProcessId, find, signal_and_wait
 from ichor.provision._record import (
@@ -116,13 +119,31 @@ def destroy(
     signals: Sequence[tuple[int, float]] = STOP_SIGNALS,
     *,
     force: bool = False,
+    host: _remains.Host | None = None,
 ) -> None:
-    """Stop every process of the cluster and remove its state (and the context create merged);
-    with ``force`` the state goes even when a process survives (still an error)."""
+    """Stop every process of the cluster, remove what it holds on the host (the blackhole route
+    last), then its state, ``cluster.yaml`` last; with ``force`` the state goes even when a process
+    survives (still an error). Each step leaves what the next needs, so a destroy that was
+    interrupted, at any point, is completed by running it again; and it says "destroyed" only once
+    nothing of the cluster is left. A first SIGINT/SIGTERM lets it finish; a second stops it."""
+    with _interrupts_deferred(progress, cluster_flags(state, name)):
+        _destroy(state, name, progress, signals, force, host or _remains.LinuxHost())
+
+
+def _destroy(
+    state: Path,
+    name: str,
+    progress: Callable[[str], None],
+    signals: Sequence[tuple[int, float]],
+    force: bool,
+    host: _remains.Host,
+) -> None:
     state_dir = state.expanduser() / name
+    flags = cluster_flags(state, name)
     record: ClusterRecord | None = None
     if state_dir.is_dir() and not (state_dir / "cluster.yaml").exists():
-        # A create that stopped before it wrote cluster.yaml: its processes carry the same marks.
+        # A create that stopped before it wrote cluster.yaml, or a destroy interrupted by an older
+        # Ichor: its processes carry the same marks, and the name derives what it made.
         progress(f"{state_dir} has no cluster.yaml (a create that did not finish): removing what is there")
     else:
         record = ClusterRecord.load(state, name)
@@ -135,14 +156,35 @@ def destroy(
             f"{sent}; kept the state directory {state_dir}",
             hint="a process that outlives SIGKILL is stuck in the kernel (state D in "
             f"`ps -o pid,stat,cmd -p {survivors[0].id.pid}`); once it has gone, run "
-            f"`talosctl cluster destroy {cluster_flags(state, name)}` again (--force removes the "
+            f"`talosctl cluster destroy {flags}` again (--force removes the "
             "state directory anyway)",
         )
     if record is not None:
         forget_context(record, progress)
-        if not survivors:
-            remove_network(record, progress)
-    shutil.rmtree(state_dir, ignore_errors=True)
+    if not survivors:
+        found = _remains.recorded(record) if record else _remains.HostParts()
+        if record is None or record.provisioner == "container":
+            found = _remains.merged(found, _remains.derived(name, state_dir, host))
+        kept: MachineryError | None = None
+        try:
+            _remains.remove(found, host, progress)
+        except MachineryError as exc:
+            kept = exc
+        if remains := _remains.left(found, host):
+            raise MachineryError(
+                f"cluster {name!r} is not destroyed: left on this machine {'; '.join(remains)}"
+                + (f" ({kept})" if kept else "")
+                + f"; kept its state directory {state_dir}",
+                hint=f"run `talosctl cluster destroy {flags}` again; if that leaves the same, remove "
+                "each by hand with the command shown (the blackhole route last)",
+            )
+    _remove_state(state_dir)
+    if state_dir.exists():
+        raise MachineryError(
+            f"cluster {name!r}: its host resources are gone but its state directory {state_dir} is left",
+            hint=f"see what holds it (`findmnt -R {state_dir}`, `lsof +D {state_dir}`), then run "
+            f"`talosctl cluster destroy {flags}` again",
+        )
     if survivors:
         pids = " ".join(str(p.id.pid) for p in survivors)
         network = _kept_network(record)
@@ -153,6 +195,50 @@ def destroy(
             + (", then remove the network as shown" if network else ""),
         )
     progress(f"destroyed cluster {name!r}")
+
+
+def _remove_state(state_dir: Path) -> None:
+    """Everything in the state directory, then ``cluster.yaml`` (the record of what the host held),
+    then the directory: interrupted anywhere, the record is there for the rerun while anything is."""
+    if not state_dir.is_dir():
+        return
+    for entry in state_dir.iterdir():
+        if entry.name == "cluster.yaml":
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    if not [e for e in state_dir.iterdir() if e.name != "cluster.yaml"]:
+        (state_dir / "cluster.yaml").unlink(missing_ok=True)
+        state_dir.rmdir()
+
+
+@contextlib.contextmanager
+def _interrupts_deferred(progress: Callable[[str], None], flags: str) -> Iterator[None]:
+    """While destroy runs, a first SIGINT or SIGTERM is noted and destroy finishes; a second raises
+    KeyboardInterrupt (the state left is one a rerun completes)."""
+    got: list[int] = []
+
+    def on_signal(signum: int, _frame: object) -> None:
+        got.append(signum)
+        if len(got) > 1:
+            raise KeyboardInterrupt
+        progress(
+            f"{signal.Signals(signum).name}: finishing the destroy first (again to stop it now; "
+            f"`talosctl cluster destroy {flags}` then completes it)"
+        )
+
+    try:
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    except ValueError:  # not the main thread: no signal reaches us
+        yield
+        return
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _kept_network(record: ClusterRecord | None) -> str:
