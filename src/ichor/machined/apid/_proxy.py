@@ -221,8 +221,10 @@ class Apid:
 
     ``client_cert`` is this node's own client certificate for the hop to other nodes (control
     planes: O=``os:impersonator``); ``None`` on a worker, which then forwards nothing. One-to-many
-    calls dial every target, this node included, as Talos does; only a worker serves a single
-    target naming itself (``local_addresses``, default ``address``) locally.
+    calls go to every target, this node included, as Talos's do; a target that is exactly
+    ``address`` reaches machined without the TLS hop to itself Talos makes (same metadata, same
+    answer). Only a worker serves a single target naming itself (``local_addresses``, default
+    ``address``) without fan-out.
     """
 
     def __init__(
