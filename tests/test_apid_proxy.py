@@ -330,6 +330,27 @@ def test_one_to_many_unary_fans_out_and_tags_hostnames(ca: PKI, short_tmp: Path)
     run(scenario())
 
 
+def test_call_naming_the_node_itself_reaches_its_machined_as_through_the_self_hop(
+    ca: PKI, short_tmp: Path
+) -> None:
+    async def scenario() -> None:
+        async with cluster(ca, short_tmp) as c:
+            reader = ca.leaf("os:reader")
+            one_to_many = await version(c.channel(A, reader), ("nodes", A))
+            assert [(m.metadata.hostname, m.platform.name) for m in one_to_many.messages] == [(A, A)]
+            one_to_one = await version(c.channel(A, reader), ("node", A))
+            assert [m.platform.name for m in one_to_one.messages] == [A]
+            for seen in c.nodes[A].machined.seen:
+                # What A's apid would have passed on had it dialled itself: its own proxyfrom once
+                # and the caller's role, not the impersonator's.
+                assert seen.metadata["proxyfrom"] == [f"{A}:{c.port}"]
+                assert seen.metadata["talos-role"] == ["os:reader"]
+                assert "nodes" not in seen.metadata and "node" not in seen.metadata
+            assert len(c.nodes[A].machined.seen) == 2
+
+    run(scenario())
+
+
 def test_one_to_many_down_node_is_an_in_band_error(ca: PKI, short_tmp: Path) -> None:
     async def scenario() -> None:
         async with cluster(ca, short_tmp) as c:

@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
+import tempfile
 import tracemalloc
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from grpclib.client import Channel
+from grpclib.health.service import Health
+from grpclib.health.v1.health_grpc import HealthStub
+from grpclib.health.v1.health_pb2 import HealthCheckRequest
+from grpclib.server import Server
 from h2.config import H2Configuration
 from h2.connection import H2Connection
 from h2.events import ConnectionTerminated
@@ -19,6 +26,7 @@ from ichor.machined.memory import (
     IdleTrimmer,
     bound_h2_closed_streams,
     glibc_trim,
+    release_closed_grpc_connections,
     start_tracemalloc_from_env,
 )
 
@@ -88,6 +96,30 @@ def test_glibc_trim_calls_the_c_library() -> None:
 
 def test_malloc_trim_can_be_turned_off() -> None:
     assert glibc_trim({MALLOC_TRIM_ENV: "0"}) is None
+
+
+def test_a_server_forgets_connections_its_clients_closed() -> None:
+    async def scenario(socket_path: str) -> None:
+        server = Server([Health()])
+        await server.start(path=socket_path)
+        try:
+            for _ in range(5):
+                channel = Channel(path=socket_path)
+                await HealthStub(channel).Check(HealthCheckRequest())
+                channel.close()
+            async with asyncio.timeout(10):
+                while not all(handler.closing for handler in server._handlers):
+                    await asyncio.sleep(0.01)
+            # grpclib alone would hold all five (and their HTTP/2 and TLS state) until more came.
+            assert len(server._handlers) == 5
+            release_closed_grpc_connections()
+            assert len(server._handlers) == 0
+        finally:
+            server.close()
+            await server.wait_closed()
+
+    with tempfile.TemporaryDirectory(prefix="grpc-", dir="/tmp") as directory:
+        asyncio.run(scenario(str(Path(directory) / "s.sock")))
 
 
 @pytest.fixture

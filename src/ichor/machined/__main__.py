@@ -44,11 +44,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
 
+    from ichor.machined.h2writes import coalesce_h2_writes
     from ichor.machined.memory import bound_h2_closed_streams, start_tracemalloc_from_env
     from ichor.machined.node import Node
 
     start_tracemalloc_from_env(args.root.resolve())
     bound_h2_closed_streams()
+    coalesce_h2_writes()
 
     # The node serves I/O on its event loop while worker threads do CPU work (loading a config):
     # with CPython's default 5 ms GIL switch interval every hand-off back to the loop can cost 5 ms,
