@@ -58,6 +58,19 @@ pods then appear 40-60 s later (apiserver 108 s, scheduler 130 s), on the kubele
 resync. The floor has none of those waits: its kubelet starts with a client certificate and its
 control plane is not static pods.
 
+Since then (helper-boot): ManifestApplyController probes ``/readyz`` every second instead of backing
+off, so the token's Secret is there within a second of the API server being ready; that only helps
+when the API server gets ready before one of the kubelet's tries it would otherwise have missed.
+"all control plane static pods to be running" now reads the node's StaticPodStatuses as Talos 1.7
+does, and the mirror-pod wait shows under "all control plane components to be ready". Talos sets
+no syncFrequency, httpCheckFrequency or fileCheckFrequency (kubelet defaults 1m, 20s, 20s), nor does
+Ichor: the mirror-pod wait is the kubelet's own. Three runs, same machine, one each: main 97.99 s
+(nodes report 41.6 s, mirror pods 97.8 s); an ambiguous run while the change was being written
+106.99 s; helper-boot 146.54 s (kubelet healthy 16.3 s, nodes report 64.0 s, static pods 71.3 s,
+components 146.3 s). The spread comes from when the API server gets ready relative to the kubelet's
+tries (0, 2, 6, 15, 31 s, then about a minute later) and to each static pod's resync (60-90 s after
+its last sync), not from a difference one run can show.
+
 Root only (container nodes and namespaces need it); exits 2 otherwise. The cluster uses a
 10.2xx.y.0/24 no route of the machine covers (create blackholes it first); the floor only loopback
 and a dummy link inside its own network namespace. Everything is removed in ``finally`` blocks,

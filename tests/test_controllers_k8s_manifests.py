@@ -237,3 +237,60 @@ def test_apply_waits_for_healthy_etcd_then_for_the_admin_kubeconfig(tmp_path: Pa
             )
 
     run(main)
+
+
+def test_apply_polls_readyz_until_the_api_server_is_ready_then_applies_at_once(tmp_path: Path) -> None:
+    """A kube-apiserver that is not ready yet is asked again every ready_poll seconds, never on the
+    apply's exponential backoff (600 s here): the bootstrap token must be there within seconds."""
+    import json
+
+    from kube_helpers import PKI, Reply, fake_apiserver, json_reply, status_reply
+
+    from ichor.machined.controllers.k8s import manifest_apply
+    from ichor.machined.platform import Layout
+    from ichor.machined.resources import MANIFEST_STATUSES, SERVICES, ManifestSpec, ServiceSpec
+    from ichor.machined.resources._k8s import K8S_SECRETS, K8S_SECRETS_ID, KubernetesSecretsSpec
+
+    asked: list[str] = []
+    not_ready = b"[+]ping ok\n[-]poststarthook/rbac/bootstrap-roles failed: reason withheld\n"
+
+    async def handler(method: str, target: str, body: bytes) -> Reply:
+        asked.append(f"{method} {target}")
+        if target == "/readyz":
+            return (200, b"ok", {}) if asked.count("GET /readyz") > 3 else (500, not_ready, {})
+        if target == "/api/v1":
+            resources = [{"name": "namespaces", "kind": "Namespace", "namespaced": False}]
+            return json_reply(200, {"kind": "APIResourceList", "groupVersion": "v1", "resources": resources})
+        if method == "POST":
+            return json_reply(201, json.loads(body))
+        return status_reply(404, "NotFound", "not found")
+
+    async def main() -> None:
+        controller = manifest_apply.ManifestApplyController(
+            Layout(tmp_path, "127.0.0.1"), None, first_retry=600.0, ready_poll=0.05
+        )
+        async with fake_apiserver(handler) as url, running(controller) as state:
+            namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "x"}}
+            state.create(MANIFESTS.new("00-x", ManifestSpec(items=(namespace,))))
+            state.create(SERVICES.new("etcd", ServiceSpec(running=True, healthy=True)))
+            state.create(
+                K8S_SECRETS.new(
+                    K8S_SECRETS_ID, KubernetesSecretsSpec(localhost_admin_kubeconfig=PKI.kubeconfig(url))
+                )
+            )
+            await assert_resource(
+                state, WAIT_STATUSES, "k8s.ManifestApplyController",
+                lambda r: r.spec.waiting_for == "kube-apiserver ready" and "bootstrap-roles" in r.spec.reason,
+                timeout=30,
+            )  # fmt: skip
+            status = await assert_resource(state, MANIFEST_STATUSES, "manifests", timeout=30)
+            assert list(status.spec.manifests_applied) == ["00-x"]
+        # nothing but the probe until it said ready, then the apply: no object touched before
+        assert asked[:4] == ["GET /readyz"] * 4
+        assert asked[4:] == [
+            "GET /api/v1",
+            "GET /api/v1/namespaces/x",
+            "POST /api/v1/namespaces?fieldManager=talos",
+        ]
+
+    run(main)

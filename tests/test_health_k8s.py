@@ -18,17 +18,21 @@ from ichor.client.health import (
     HealthCheckError,
     wait_for,
 )
-from ichor.client.health_k8s import _with_endpoint, kubernetes_checks
+from ichor.client.health_k8s import CONTROL_PLANE_PODS, _with_endpoint, kubernetes_checks
 from ichor.kubeapi import KubeConnectionError
 
 INFO = ClusterInfo(["10.5.0.2"], ["10.5.0.3"])
 
 
 class FakeTalos:
-    """``with_node(n).machine.ServiceList`` and ``.cosi.Get`` (MachineStatuses) per node."""
+    """``with_node(n).machine.ServiceList``, ``.cosi.Get`` (MachineStatuses) and ``.list_resources``
+    (StaticPodStatuses: the control plane's three by default) per node."""
 
     def __init__(self, kubelet: dict[str, str], stage: str = "running", ready: bool = True) -> None:
         self.kubelet, self.stage, self.ready = kubelet, stage, ready
+        self.static_pods = {
+            "10.5.0.2": [f"kube-system/{app}-kx-controlplane-1" for app in CONTROL_PLANE_PODS]
+        }
 
     def with_node(self, node: str) -> Any:
         async def service_list(_: Any) -> Any:
@@ -46,8 +50,14 @@ class FakeTalos:
             spec = f"stage: {self.stage}\nstatus:\n  ready: {ready}\n  unmetConditions: []\n"
             return SimpleNamespace(resource=SimpleNamespace(spec=SimpleNamespace(yaml_spec=spec)))
 
+        async def list_resources(namespace: str, rtype: str) -> list[Any]:
+            assert (namespace, rtype) == ("k8s", "StaticPodStatuses.kubernetes.talos.dev")
+            return [SimpleNamespace(metadata=SimpleNamespace(id=i)) for i in self.static_pods.get(node, [])]
+
         return SimpleNamespace(
-            machine=SimpleNamespace(ServiceList=service_list), cosi=SimpleNamespace(Get=get)
+            machine=SimpleNamespace(ServiceList=service_list),
+            cosi=SimpleNamespace(Get=get),
+            list_resources=list_resources,
         )
 
 
@@ -171,10 +181,17 @@ def test_process_nodes_without_kubelet_fail_at_once_saying_so() -> None:
          "waiting for all k8s nodes to report: Kubernetes API not answering yet"),
         (lambda t, k: k.nodes.pop(),
          "waiting for all k8s nodes to report: some nodes have not reported: ['10.5.0.3']"),
+        (lambda t, k: t.static_pods["10.5.0.2"].pop(),
+         "waiting for all control plane static pods to be running: 10.5.0.2: missing static pods: "
+         "[kube-system/kube-scheduler]"),
+        (lambda t, k: t.static_pods.clear(),
+         "waiting for all control plane static pods to be running: 10.5.0.2: missing static pods: "
+         "[kube-system/kube-apiserver kube-system/kube-controller-manager kube-system/kube-scheduler]"),
+        # the mirror pods come later (the kubelet's resync after the Node registers): stage 6 waits
         (lambda t, k: k.pods["kube-scheduler"].clear(),
-         "waiting for all control plane static pods to be running: kube-scheduler on kx-controlplane-1: no pod"),
+         "waiting for all control plane components to be ready: kube-scheduler on kx-controlplane-1: no pod"),
         (lambda t, k: k.pods["kube-apiserver"][0]["status"].update(phase="Pending"),
-         "waiting for all control plane static pods to be running: kube-apiserver on kx-controlplane-1: Pending"),
+         "waiting for all control plane components to be ready: kube-apiserver on kx-controlplane-1: Pending"),
         (lambda t, k: k.pods["kube-apiserver"][0]["status"].update(conditions=[]),
          "waiting for all control plane components to be ready: kube-apiserver on kx-controlplane-1: not ready"),
         (lambda t, k: k.nodes.__setitem__(0, _node("kx-controlplane-1", "10.5.0.2", ready=False)),

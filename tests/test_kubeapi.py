@@ -115,6 +115,34 @@ def test_unreachable_slow_and_untrusted_servers_are_connection_errors() -> None:
     asyncio.run(main())
 
 
+def test_readyz_says_which_checks_failed_until_the_server_is_ready() -> None:
+    replies: list[Reply] = [
+        (500, b"[+]ping ok\n[-]poststarthook/rbac/bootstrap-roles failed: reason withheld\n"
+              b"readyz check failed\n", {}),
+        (503, b"not yet", {}),
+        (200, b"ok", {}),
+    ]  # fmt: skip
+    asked: list[str] = []
+
+    async def handler(method: str, target: str, body: bytes) -> Reply:
+        asked.append(f"{method} {target}")
+        return replies.pop(0)
+
+    async def main() -> None:
+        with pytest.raises(kubeapi.KubeConnectionError, match="cannot connect"):
+            await _client("https://127.0.0.1:1").readyz()
+        async with fake_apiserver(handler) as url:
+            client = _client(url)
+            assert await client.readyz() == (
+                "GET /readyz: 500 (poststarthook/rbac/bootstrap-roles failed: reason withheld)"
+            )
+            assert await client.readyz() == "GET /readyz: 503 not yet"
+            assert await client.readyz() is None
+        assert asked == ["GET /readyz"] * 3
+
+    asyncio.run(main())
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

@@ -7,9 +7,13 @@
 2. ``all nodes to finish boot sequence`` - every node's ``MachineStatuses`` is stage ``running``, ready;
 3. ``all k8s nodes to report`` - a Kubernetes Node whose InternalIP is each node's address;
 4. ``all k8s nodes to report ready`` - every Node has condition Ready=True;
-5. ``all control plane static pods to be running`` - kube-apiserver, kube-controller-manager and
-   kube-scheduler mirror pods (``k8s-app=<name>`` in kube-system) are Running on every control plane;
-6. ``all control plane components to be ready`` - and report the Ready condition;
+5. ``all control plane static pods to be running`` - every control plane's own
+   ``StaticPodStatuses`` (the kubelet's word, read over COSI as Talos 1.7 does) include
+   ``kube-system/kube-apiserver``, ``kube-controller-manager`` and ``kube-scheduler``. Not the mirror
+   pods: the kubelet makes those only on a pod's first sync after its Node is registered (its pod
+   resync, ``syncFrequency`` 1 minute plus jitter, when nothing else changes), which stage 6 waits for;
+6. ``all control plane components to be ready`` - their mirror pods (``k8s-app=<name>`` in
+   kube-system) are Running and report the Ready condition on every control plane;
 7. ``kube-proxy to report ready`` - the kube-proxy DaemonSet's pods are all Ready (``SKIP`` without it);
 8. ``coredns to report ready`` - the kube-dns ReplicaSets' pods are all Ready (``SKIP`` without them);
 9. ``all k8s nodes to report schedulable`` - no Node is cordoned (``spec.unschedulable``); taints
@@ -38,6 +42,8 @@ from ichor.client.health import (
 
 __all__ = ["KubeReader", "fetch_kubeconfig", "kubernetes_checks"]
 CONTROL_PLANE_PODS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+STATIC_POD_STATUSES = ("k8s", "StaticPodStatuses.kubernetes.talos.dev")
+"""Namespace and type of the node's static pod statuses (ids ``<namespace>/<pod name>``)."""
 
 
 class KubeReader(Protocol):
@@ -224,7 +230,7 @@ def kubernetes_checks(
     async def reported() -> None:
         await k8s_nodes()
 
-    async def static_pods(*, ready: bool) -> None:
+    async def components() -> None:
         nodes = await k8s_nodes()
         kube = await get_kube()
         problems: list[str] = []
@@ -242,16 +248,25 @@ def kubernetes_checks(
                     problems.append(
                         f"{app} on {node_name}: {(pod.get('status') or {}).get('phase', 'Unknown')}"
                     )
-                elif ready and not _ready(pod):
+                elif not _ready(pod):
                     problems.append(f"{app} on {node_name}: not ready")
         if problems:
             raise CheckFailed("; ".join(problems))
 
     async def running() -> None:
-        await static_pods(ready=False)
+        async def one(node: str) -> None:
+            ids = [
+                str(r.metadata.id) for r in await client.with_node(node).list_resources(*STATIC_POD_STATUSES)
+            ]
+            missing = [
+                f"kube-system/{app}"
+                for app in CONTROL_PLANE_PODS
+                if not any(i.startswith(f"kube-system/{app}") for i in ids)
+            ]
+            if missing:
+                raise CheckFailed(f"missing static pods: [{' '.join(missing)}]")
 
-    async def components() -> None:
-        await static_pods(ready=True)
+        await each_node(cps, one)
 
     async def nodes_ready() -> None:
         nodes = await k8s_nodes()

@@ -121,14 +121,7 @@ class KubeClient:
         target = path
         if self.field_manager and method in ("POST", "PATCH", "PUT"):
             target += ("&" if "?" in path else "?") + f"fieldManager={quote(self.field_manager)}"
-        try:
-            async with asyncio.timeout(self.timeout):
-                code, data = await self._exchange(method, target, payload, content_type)
-        except TimeoutError:
-            raise KubeConnectionError(
-                f"{method} {path}: no answer from {self.config.server} within {self.timeout:g}s",
-                hint="is kube-apiserver running and reachable?",
-            ) from None
+        code, data = await self._timed_exchange(method, path, target, payload, content_type)
         if code >= 400:
             raise _status_error(code, data, method, path)
         if not data:
@@ -137,6 +130,28 @@ class KubeClient:
             return json.loads(data)
         except ValueError:
             raise KubeResponseError(f"{method} {path}: reply is not JSON: {data[:100]!r}") from None
+
+    async def readyz(self) -> str | None:
+        """None once ``GET /readyz`` answers 200, else why not: the status and the checks that failed
+        (``[-]...`` lines). A server that does not answer is a :class:`KubeConnectionError`."""
+        code, data = await self._timed_exchange("GET", "/readyz", "/readyz", b"", "application/json")
+        if code == 200:
+            return None
+        text = data.decode("utf-8", "replace")
+        failed = [line[3:].strip() for line in text.splitlines() if line.startswith("[-]")]
+        return f"GET /readyz: {code}" + (f" ({'; '.join(failed)})" if failed else f" {text.strip()[:200]}")
+
+    async def _timed_exchange(
+        self, method: str, path: str, target: str, payload: bytes, content_type: str
+    ) -> tuple[int, bytes]:
+        try:
+            async with asyncio.timeout(self.timeout):
+                return await self._exchange(method, target, payload, content_type)
+        except TimeoutError:
+            raise KubeConnectionError(
+                f"{method} {path}: no answer from {self.config.server} within {self.timeout:g}s",
+                hint="is kube-apiserver running and reachable?",
+            ) from None
 
     async def _exchange(
         self, method: str, target: str, payload: bytes, content_type: str

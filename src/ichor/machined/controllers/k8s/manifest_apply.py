@@ -9,6 +9,13 @@ CustomResourceDefinitions, then the rest, each group in manifest-id order. Exist
 left untouched (``AlreadyExists`` counts as applied), field manager ``talos``. Every reason to
 wait (etcd, kubeconfig, API server not reachable, a kind not served yet) is a wait with the reason;
 ``ManifestStatuses/manifests`` lists the manifest ids applied.
+
+Until kube-apiserver answers ``GET /readyz`` with 200 the controller asks again every
+:data:`READY_POLL` seconds (one local request, no etcd mutex) instead of backing off: the bootstrap
+token Secret is among these manifests, and each joining kubelet asks for its client certificate with
+that token at about 0, 2, 6, 15 and 31 s after it starts, then only a minute later; an apply that slept through the API
+server becoming ready would make every node miss that window. Failures of the apply itself back off
+exponentially (1 s doubling, at most 30 s).
 """
 
 from __future__ import annotations
@@ -48,6 +55,8 @@ Kubernetes secrets resource, never a file)."""
 MUTEX_PREFIX = "talos:v1:manifestApplyMutex"
 FIELD_MANAGER = "talos"
 SESSION_TTL = 60
+READY_POLL = 1.0
+"""Seconds between ``GET /readyz`` probes while kube-apiserver is not ready yet."""
 """Seconds: how long a dead holder keeps the mutex (etcd's concurrency session default)."""
 
 ClientFactory = Callable[[bytes], kubeapi.KubeClient]
@@ -130,13 +139,14 @@ class ManifestApplyController(Controller):
 
     def __init__(
         self, layout: Layout, store: StoreFactory | None, *, client: ClientFactory | None = None,
-        first_retry: float = 1.0, max_retry: float = 30.0,
+        first_retry: float = 1.0, max_retry: float = 30.0, ready_poll: float = READY_POLL,
     ) -> None:  # fmt: skip
         self._layout = layout
         self._store = store
         self._client = client or _default_client
         self._first_retry = first_retry
         self._max_retry = max_retry
+        self._ready_poll = ready_poll
 
     async def run(self, ctx: ControllerContext) -> None:
         retry: float | None = None
@@ -169,17 +179,32 @@ class ManifestApplyController(Controller):
                 )
                 ctx.clear_waiting()
                 continue
-            failures += 1
-            retry = min(self._first_retry * 2 ** (failures - 1), self._max_retry)
-            ctx.waiting(problem[0], problem[1], retry_after=retry)
+            waiting_for, reason, not_ready = problem
+            if not_ready:
+                retry = self._ready_poll
+            else:
+                failures += 1
+                retry = min(self._first_retry * 2 ** (failures - 1), self._max_retry)
+            ctx.waiting(waiting_for, reason, retry_after=retry)
 
     async def _apply(
         self, ctx: ControllerContext, manifests: list[Any], kubeconfig: bytes
-    ) -> tuple[str, str] | None:
-        """Apply everything under the mutex; None, or (what we wait for, why)."""
+    ) -> tuple[str, str, bool] | None:
+        """Apply everything under the mutex once the API server is ready; None, or (what we wait
+        for, why, whether only because kube-apiserver is not ready yet)."""
         objects = [obj for r in manifests for obj in r.spec.items]
         try:
             client = self._client(kubeconfig)
+        except kubeapi.KubeAPIError as exc:
+            ctx.logger.warning("error applying manifests", error=str(exc))
+            return "kubernetes API", str(exc), False
+        try:
+            not_ready = await client.readyz()
+        except kubeapi.KubeAPIError as exc:
+            not_ready = str(exc)
+        if not_ready is not None:
+            return "kube-apiserver ready", f"kube-apiserver is not ready yet: {not_ready}", True
+        try:
             if self._store is None:
                 created, existing = await apply_manifests(client, objects)
             else:
@@ -187,8 +212,8 @@ class ManifestApplyController(Controller):
                     created, existing = await apply_manifests(client, objects)
         except kubeapi.KubeAPIError as exc:
             ctx.logger.warning("error applying manifests", error=str(exc))
-            return "kubernetes API", str(exc)
+            return "kubernetes API", str(exc), False
         except (EtcdError, OSError, TimeoutError) as exc:
-            return "etcd mutex", f"{MUTEX_PREFIX}: {exc}"
+            return "etcd mutex", f"{MUTEX_PREFIX}: {exc}", False
         ctx.logger.info("applied manifests", manifests=len(manifests), created=created, unchanged=existing)
         return None
