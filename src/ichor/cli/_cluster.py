@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import click
@@ -146,6 +147,8 @@ def create(name: str, state: str, provisioner: str | None, controlplanes: int, w
     from ichor.provision._cluster import create as create_cluster
 
     timeout = parse_duration(wait_timeout, flag="--wait-timeout")
+    # A shell starts a background job with SIGINT ignored; `kill -INT` must still undo the create.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     chosen, why = _choose_provisioner(provisioner)
     click.echo(f"provisioner {chosen} ({why})", err=True)
     create_cluster(
