@@ -57,10 +57,15 @@ def node_checks(client: Any, info: ClusterInfo) -> list[Check]:
                 f"{nodes}: not answering through the endpoint's apid", detail="; ".join(map(str, failed))
             )
 
+    own: dict[str, bool] = {}
+
     async def own_hardware(node: str) -> bool:
-        """Whether ``node`` has memory and disks of its own (not a node sharing the host's kernel)."""
-        reply = await client.with_node(node).machine.Version(empty_pb2.Empty())
-        return not any(m.platform.mode == CONTAINER_MODE for m in reply.messages)
+        """Whether ``node`` has memory and disks of its own (not a node sharing the host's kernel);
+        asked once per node, the memory and disk stages share the answer."""
+        if node not in own:
+            reply = await client.with_node(node).machine.Version(empty_pb2.Empty())
+            own[node] = not any(m.platform.mode == CONTAINER_MODE for m in reply.messages)
+        return own[node]
 
     async def memory() -> None:
         async def one(node: str) -> None:
