@@ -3,6 +3,9 @@
 Node A is 127.0.0.2 and node B 127.0.0.3, both with apid on the same (free) port, each in front
 of its own fake machined that authorizes with ``ichor.machined.authz`` as machined will.
 127.0.0.4 has nothing listening: a node that is down.
+
+Every test runs twice: with apid reaching its machined over the unix socket, and in-process
+(``MachineApi``, as on a node, where apid runs inside machined and the socket is not dialled).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from ichor.api.gen.common import common_pb2
 from ichor.api.gen.machine import machine_grpc, machine_pb2
 from ichor.api.gen.v1alpha1 import state_grpc, state_pb2
 from ichor.machined import authz
-from ichor.machined.apid import MAX_MESSAGE_SIZE, METHODS, Apid, RawCodec
+from ichor.machined.apid import MAX_MESSAGE_SIZE, METHODS, Apid, MachineApi, RawCodec
 from ichor.machined.platform import Layout
 from ichor.machinery import pki
 
@@ -239,6 +242,20 @@ class Cluster:
         return Channel(address, self.port, ssl=client_ssl(self.pki.ca, cert))
 
 
+#: How apid reaches its machined in the running test: "socket" or "in-process".
+TRANSPORT = "socket"
+
+
+@pytest.fixture(autouse=True, params=["socket", "in-process"])
+def transport(request: pytest.FixtureRequest) -> Iterator[str]:
+    global TRANSPORT
+    TRANSPORT = request.param
+    try:
+        yield TRANSPORT
+    finally:
+        TRANSPORT = "socket"
+
+
 @asynccontextmanager
 async def cluster(
     ca: PKI, root: Path, *, worker: bool = False, rbac: bool = True, check_eku: bool = True
@@ -250,11 +267,18 @@ async def cluster(
             layout = Layout(root=root / address, address=address)
             layout.ensure()
             fake = FakeMachined(address)
-            server = Server([_servable(fake)])
-            await server.start(path=str(layout.machined_socket))
-            stack.push_async_callback(server.wait_closed)
-            stack.callback(server.close)
+            machine_api: MachineApi | None = None
+            if TRANSPORT == "in-process":
+                machine_api = MachineApi()
+                machine_api.publish([_servable(fake)])
+                stack.callback(machine_api.withdraw)
+            else:
+                server = Server([_servable(fake)])
+                await server.start(path=str(layout.machined_socket))
+                stack.push_async_callback(server.wait_closed)
+                stack.callback(server.close)
             apid = Apid(
+                machine_api=machine_api,
                 address=address,
                 port=port,
                 machined_socket=layout.machined_socket,

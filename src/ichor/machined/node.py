@@ -161,6 +161,7 @@ class _SystemServices:
         store: ConfigStore,
         etcd: EtcdService,
     ) -> None:
+        from ichor.machined.apid import MachineApi
         from ichor.machined.server._etcd_ops import EtcdOperations
 
         self.node = node
@@ -170,6 +171,8 @@ class _SystemServices:
         self.etcd = etcd
         self.etcd_ops = EtcdOperations(self.etcd, supervisor)
         self.lifecycle: Any = None
+        # The machined service publishes its handlers here and apid calls them in-process.
+        self.machine_api = MachineApi()
 
     def for_config(self, loaded: LoadedConfig) -> Sequence[Service]:
         from ichor.machined.services.apid import apid_service
@@ -181,8 +184,8 @@ class _SystemServices:
 
         layout, state = self.node.layout, self.node.state
         services = [
-            machined_service(layout, self.handlers),
-            apid_service(layout, state),
+            machined_service(layout, self.handlers, self.machine_api),
+            apid_service(layout, state, self.machine_api),
             *containerd_services(layout),
             *extension_services(layout, state),
             kubelet_service(layout, state, report=self.store.say),

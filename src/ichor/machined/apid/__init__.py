@@ -12,6 +12,8 @@ and a request message over :data:`MAX_MESSAGE_SIZE` from its length prefix; mach
 Public surface:
 
 * :class:`Apid` — the server (``start``/``close``/``serve``, async context manager).
+* :class:`MachineApi` — machined's handlers as the machined service publishes them, for apid to
+  call in-process when both run in one process (no HTTP/2 hop on the unix socket).
 * :data:`METHODS`, :func:`is_streamed` — the proxied methods and which fan out as streams.
 * :func:`route`, :class:`Route`, :class:`RouteKind` — the routing decision on its own.
 * :func:`append_info`, :func:`error_reply`, :func:`go_error_string` — the wire-level reply edits.
@@ -30,6 +32,7 @@ __all__ = [
     "NODE_KEY",
     "PROXYFROM_KEY",
     "Apid",
+    "MachineApi",
     "Method",
     "RawCodec",
     "RawStatusDetailsCodec",
@@ -52,6 +55,7 @@ __all__ = [
 from ichor.api.limits import MAX_MESSAGE_SIZE
 
 from ._codec import RawCodec, RawStatusDetailsCodec
+from ._inproc import MachineApi
 from ._methods import METHODS, Method, is_streamed
 from ._proxy import APID_PORT, DIAL_TIMEOUT, Apid
 from ._router import (

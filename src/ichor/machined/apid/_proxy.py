@@ -19,14 +19,11 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import logging
-import os
 import socket
-import ssl
 from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 from grpclib.client import Channel
 from grpclib.const import Handler, Status
@@ -39,6 +36,8 @@ from ichor.machinery.pki import CertKey
 
 from .. import authz
 from ._codec import RawCodec, RawStatusDetailsCodec
+from ._failure import BackendFailed, Failure, RequestRefused, connection_failure
+from ._inproc import InProcessBackend, MachineApi
 from ._methods import METHODS, Method, is_streamed
 from ._router import NODE_KEY, NODES_KEY, PROXYFROM_KEY, Route, RouteKind, local_target_checker, route
 from ._tls import client_context, server_context
@@ -56,37 +55,13 @@ _Metadata = MultiDict[str | bytes]
 _DROPPED_KEYS = frozenset({NODE_KEY, NODES_KEY, PROXYFROM_KEY, authz.ROLE_METADATA_KEY})
 
 
-@dataclass(frozen=True)
-class _Failure:
-    """A backend call that did not succeed, as apid reports it."""
-
-    status: Status
-    message: str
-    details: bytes | None = None
-    trailers: _Metadata | None = None
-
-
-class _BackendFailed(Exception):
-    def __init__(self, failure: _Failure) -> None:
-        super().__init__(failure.message)
-        self.failure = failure
-
-
-class _RequestRefused(Exception):
-    """The caller's request cannot be forwarded (too large a message); ends the whole call."""
-
-    def __init__(self, error: GRPCError) -> None:
-        super().__init__(error.message)
-        self.error = error
-
-
 async def _requests(stream: Stream[bytes, bytes], limit: int) -> AsyncIterator[bytes]:
     """The caller's messages, one at a time, each refused from its length prefix if over ``limit``."""
     while True:
         try:
             message = await receive(stream, limit)
         except GRPCError as exc:
-            raise _RequestRefused(exc) from None
+            raise RequestRefused(exc) from None
         if message is None:
             return
         yield message
@@ -127,22 +102,27 @@ class _Fanout:
                 slot.get_nowait()
 
 
-def _connection_failure(where: str, exc: BaseException) -> _Failure:
-    # Shaped like grpc-go's dial errors, which is what talosctl users know from Talos.
-    if isinstance(exc, ssl.SSLError):
-        reason = f"transport: authentication handshake failed: {exc.reason or exc}"
-    elif isinstance(exc, TimeoutError):
-        reason = f"transport: Error while dialing: dial {where}: i/o timeout"
-    else:
-        # asyncio's strerror repeats the address; the errno text is what Go prints.
-        errno = exc.errno if isinstance(exc, OSError) else None
-        text = os.strerror(errno) if errno else str(exc)
-        reason = f"transport: Error while dialing: dial {where}: connect: {text.lower()}"
-    return _Failure(Status.UNAVAILABLE, f'connection error: desc = "{reason}"')
+class Backend(Protocol):
+    """Where apid sends a call: over a connection (:class:`_ChannelBackend`) or in-process."""
+
+    name: str
+
+    def close(self) -> None: ...
+
+    async def call(
+        self,
+        method: Method,
+        requests: AsyncIterable[bytes],
+        metadata: _Metadata,
+        deadline: Any,
+        on_headers: Callable[[_Metadata], Awaitable[None]],
+        on_reply: Callable[[bytes], Awaitable[None]],
+    ) -> _Metadata: ...
 
 
-class _Backend:
-    """One place calls can go: machined's unix socket or another node's apid (a pooled channel)."""
+class _ChannelBackend:
+    """One place calls can go over a connection: machined's unix socket or another node's apid
+    (a pooled channel)."""
 
     def __init__(self, name: str, make_channel: Callable[[], Channel], dial_timeout: float) -> None:
         self.name = name
@@ -164,7 +144,7 @@ class _Backend:
                 async with asyncio.timeout(self._dial_timeout):
                     await self._channel.__connect__()
             except (OSError, TimeoutError) as exc:
-                raise _BackendFailed(_connection_failure(self.name, exc)) from exc
+                raise BackendFailed(connection_failure(self.name, exc)) from exc
             return self._channel
 
     def close(self) -> None:
@@ -181,7 +161,7 @@ class _Backend:
         on_headers: Callable[[_Metadata], Awaitable[None]],
         on_reply: Callable[[bytes], Awaitable[None]],
     ) -> _Metadata:
-        """Make the call and relay its replies; returns the trailers, raises ``_BackendFailed``."""
+        """Make the call and relay its replies; returns the trailers, raises ``BackendFailed``."""
         channel = await self.connected()
         call = channel.request(
             method.path, method.cardinality, bytes, bytes, metadata=metadata, deadline=deadline
@@ -204,16 +184,16 @@ class _Backend:
         except GRPCError as exc:
             trailers = _Metadata(call.trailing_metadata or ())
             details = exc.details if isinstance(exc.details, bytes) else None
-            raise _BackendFailed(_Failure(exc.status, exc.message or "", details, trailers)) from exc
+            raise BackendFailed(Failure(exc.status, exc.message or "", details, trailers)) from exc
         except StreamTerminatedError as exc:
-            raise _BackendFailed(_Failure(Status.UNAVAILABLE, f"error reading from server: {exc}")) from exc
+            raise BackendFailed(Failure(Status.UNAVAILABLE, f"error reading from server: {exc}")) from exc
         except TimeoutError as exc:
             # The caller's deadline, carried onto this hop (connecting has its own timeout).
-            raise _BackendFailed(_Failure(Status.DEADLINE_EXCEEDED, "context deadline exceeded")) from exc
+            raise BackendFailed(Failure(Status.DEADLINE_EXCEEDED, "context deadline exceeded")) from exc
         except OSError as exc:
-            raise _BackendFailed(_connection_failure(self.name, exc)) from exc
+            raise BackendFailed(connection_failure(self.name, exc)) from exc
         except ProtocolError as exc:
-            raise _BackendFailed(_Failure(Status.INTERNAL, f"protocol error: {exc}")) from exc
+            raise BackendFailed(Failure(Status.INTERNAL, f"protocol error: {exc}")) from exc
 
 
 class Apid:
@@ -225,6 +205,10 @@ class Apid:
     ``address`` reaches machined without the TLS hop to itself Talos makes (same metadata, same
     answer). Only a worker serves a single target naming itself (``local_addresses``, default
     ``address``) without fan-out.
+
+    ``machine_api``, when apid runs in machined's process, is what the machined service publishes:
+    calls for this node are then made in-process (:mod:`._inproc`) instead of over
+    ``machined_socket``, with the same answers.
     """
 
     def __init__(
@@ -243,6 +227,7 @@ class Apid:
         dial_timeout: float = DIAL_TIMEOUT,
         max_message_size: int = MAX_MESSAGE_SIZE,
         listen_address: str | None = None,
+        machine_api: MachineApi | None = None,
     ) -> None:
         self.address = address
         # A node with its own network namespace listens on every address, as Talos's apid does (a
@@ -260,8 +245,9 @@ class Apid:
         # the caller reached is used (it is only checked for presence downstream).
         self._proxyfrom = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
         self._machined_socket = machined_socket
-        self._local: _Backend | None = None
-        self._remotes: dict[str, _Backend] = {}
+        self._machine_api = machine_api
+        self._local: Backend | None = None
+        self._remotes: dict[str, Backend] = {}
         self._server: Server | None = None
         self._closing = False
 
@@ -281,15 +267,19 @@ class Apid:
         # without it a reply's headers/data/trailers wait on delayed ACKs (~40 ms per call).
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.port = sock.getsockname()[1]
-        self._local = _Backend(
-            "unix " + str(self._machined_socket),
-            lambda: Channel(
-                path=str(self._machined_socket),
-                codec=RawCodec(),
-                status_details_codec=RawStatusDetailsCodec(),
-            ),
-            self._dial_timeout,
-        )
+        name = "unix " + str(self._machined_socket)
+        if self._machine_api is not None:
+            self._local = InProcessBackend(self._machine_api, name)
+        else:
+            self._local = _ChannelBackend(
+                name,
+                lambda: Channel(
+                    path=str(self._machined_socket),
+                    codec=RawCodec(),
+                    status_details_codec=RawStatusDetailsCodec(),
+                ),
+                self._dial_timeout,
+            )
         server = Server([self], codec=RawCodec(), status_details_codec=RawStatusDetailsCodec())
         try:
             await server.start(sock=sock, ssl=self._server_ssl)
@@ -346,13 +336,13 @@ class Apid:
 
     # ---------------------------------------------------------------- calls
 
-    def _remote(self, target: str) -> _Backend:
+    def _remote(self, target: str) -> Backend:
         backend = self._remotes.get(target)
         if backend is None:
             client_ssl = self._client_ssl
             assert client_ssl is not None  # the router refuses forwarding without it
             host = target.strip("[]")
-            backend = _Backend(
+            backend = _ChannelBackend(
                 f"tcp {self._format(host)}:{self._remote_port}",
                 lambda: Channel(
                     host,
@@ -366,11 +356,11 @@ class Apid:
             self._remotes[target] = backend
         return backend
 
-    def _local_backend(self) -> _Backend:
+    def _local_backend(self) -> Backend:
         assert self._local is not None, "apid is not started"
         return self._local
 
-    def _target(self, target: str) -> _Backend:
+    def _target(self, target: str) -> Backend:
         """Where a call forwarded to ``target`` goes: a target naming this apid's own address
         reaches machined directly. Dialling itself over TLS, as Talos does, would hand machined the
         same call (this apid's own ``proxyfrom``, the same ``talos-role`` values the impersonator
@@ -440,7 +430,7 @@ class Apid:
         await stream.send_trailing_metadata()
 
     async def _one_to_one(
-        self, method: Method, stream: Stream[bytes, bytes], backend: _Backend, outgoing: _Metadata
+        self, method: Method, stream: Stream[bytes, bytes], backend: Backend, outgoing: _Metadata
     ) -> None:
         """Pass everything through unchanged: headers, messages, trailers, status."""
 
@@ -453,9 +443,9 @@ class Apid:
             trailers = await backend.call(
                 method, requests, outgoing, stream.deadline, on_headers, stream.send_message
             )
-        except _RequestRefused as refused:
+        except RequestRefused as refused:
             raise refused.error from None
-        except _BackendFailed as failed:
+        except BackendFailed as failed:
             f = failed.failure
             await stream.send_trailing_metadata(
                 status=f.status, status_message=f.message, status_details=f.details, metadata=f.trailers
@@ -494,7 +484,7 @@ class Apid:
                     method, fanout.messages(index), outgoing, stream.deadline, on_headers, on_reply
                 )
                 trailers.extend(got)
-            except _BackendFailed as failed:
+            except BackendFailed as failed:
                 f = failed.failure
                 if f.trailers:
                     trailers.extend(f.trailers)
@@ -518,10 +508,10 @@ class Apid:
                 await asyncio.wait([group.create_task(one(i, target)) for i, target in enumerate(targets)])
                 # Every node has answered: the rest of the caller's stream, if any, goes nowhere.
                 pump.cancel()
-        except* _RequestRefused as group_error:
+        except* RequestRefused as group_error:
             # A message over the limit ends the call for every node (their calls were reset).
             first = group_error.exceptions[0]
-            assert isinstance(first, _RequestRefused)
+            assert isinstance(first, RequestRefused)
             refused = first.error
         if refused is not None:
             raise refused

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from ichor.machined.cosi import State
 from ichor.machined.platform import Layout
@@ -19,10 +19,15 @@ from ichor.machined.services import HealthCheck, RestartPolicy, Service, gorouti
 from ichor.machined.services.conditions import listening, resource_exists
 from ichor.machinery import pki
 
+if TYPE_CHECKING:
+    from ichor.machined.apid import MachineApi
+
 __all__ = ["apid_service"]
 
 
-def apid_service(layout: Layout, state: State) -> Service:
+def apid_service(layout: Layout, state: State, machine_api: MachineApi | None = None) -> Service:
+    """``machine_api``: the machined service's handlers, called in-process (else over its socket)."""
+
     async def run(log_file: IO[str]) -> None:
         from ichor.machined.apid import Apid
 
@@ -38,6 +43,7 @@ def apid_service(layout: Layout, state: State) -> Service:
             accepted_cas=tuple(c.crt for c in certs.accepted_cas),
             client_cert=pki.CertKey(certs.client.crt, certs.client.key) if certs.client else None,
             rbac=rbac, local_addresses=[hostname.fqdn], listen_address="0.0.0.0" if layout.own_netns else None,
+            machine_api=machine_api,
         )  # fmt: skip
         log_file.write(f"apid serving on {server.listen_address}:50000\n")
         log_file.flush()
