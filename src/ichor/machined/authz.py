@@ -28,6 +28,7 @@ __all__ = [
     "roles_from_metadata",
 ]
 
+import functools
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any
@@ -99,25 +100,31 @@ RULES: Mapping[str, frozenset[Role]] = _rules()
 _FALLBACK = _ADMIN
 
 
+_ROLES_BY_NAME = {role.value: role for role in Role}
+
+
 def parse_roles(values: Iterable[str | bytes]) -> frozenset[Role]:
     """Known roles among ``values``; unknown strings are dropped (they could not match a rule)."""
-    known = {role.value for role in Role}
     out = set()
     for value in values:
-        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-        if text in known:
-            out.add(Role(text))
+        role = _ROLES_BY_NAME.get(value.decode("utf-8", "replace") if isinstance(value, bytes) else value)
+        if role is not None:
+            out.add(role)
     return frozenset(out)
 
 
-def roles_from_certificate(cert: x509.Certificate | Mapping[str, Any] | None) -> frozenset[Role]:
+def roles_from_certificate(cert: x509.Certificate | Mapping[str, Any] | bytes | None) -> frozenset[Role]:
     """Roles named by a client certificate's Organization values.
 
     ``cert`` is a parsed certificate, or the dict :meth:`ssl.SSLObject.getpeercert` returns for a
-    verified peer (what a server sees), or ``None`` (no certificate: no roles).
+    verified peer (what a server sees), or the certificate's DER bytes (``binary_form=True``;
+    the last certificates seen are remembered, so a connection's calls parse it once), or ``None``
+    (no certificate: no roles).
     """
     if cert is None:
         return frozenset()
+    if isinstance(cert, bytes):
+        return _roles_from_der(cert)
     if isinstance(cert, x509.Certificate):
         orgs: list[str | bytes] = [
             attr.value for attr in cert.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)
@@ -126,6 +133,11 @@ def roles_from_certificate(cert: x509.Certificate | Mapping[str, Any] | None) ->
     return parse_roles(
         value for rdn in cert.get("subject", ()) for key, value in rdn if key == "organizationName"
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _roles_from_der(der: bytes) -> frozenset[Role]:
+    return roles_from_certificate(x509.load_der_x509_certificate(der))
 
 
 def _metadata_values(
@@ -146,7 +158,7 @@ def roles_from_metadata(
 
 
 def caller_roles(
-    cert: x509.Certificate | Mapping[str, Any] | None,
+    cert: x509.Certificate | Mapping[str, Any] | bytes | None,
     metadata: MultiMapping[str | bytes] | Iterable[tuple[str, str | bytes]] | None,
     *,
     rbac: bool,

@@ -55,16 +55,57 @@ _Metadata = MultiDict[str | bytes]
 _DROPPED_KEYS = frozenset({NODE_KEY, NODES_KEY, PROXYFROM_KEY, authz.ROLE_METADATA_KEY})
 
 
-async def _requests(stream: Stream[bytes, bytes], limit: int) -> AsyncIterator[bytes]:
-    """The caller's messages, one at a time, each refused from its length prefix if over ``limit``."""
-    while True:
+class _Requests:
+    """The caller's messages, one at a time, each refused from its length prefix if over ``limit``.
+
+    A class, not an async generator: a generator left unfinished (a unary handler reads one
+    message, never the end) is closed by asyncio's finalizer hook, a task and a self-pipe write
+    per call.
+    """
+
+    def __init__(self, stream: Stream[bytes, bytes], limit: int) -> None:
+        self._stream = stream
+        self._limit = limit
+        self._ended = False
+
+    def __aiter__(self) -> _Requests:
+        return self
+
+    async def __anext__(self) -> bytes:
+        if self._ended:
+            raise StopAsyncIteration
         try:
-            message = await receive(stream, limit)
+            message = await receive(self._stream, self._limit)
         except GRPCError as exc:
             raise RequestRefused(exc) from None
         if message is None:
-            return
-        yield message
+            self._ended = True
+            raise StopAsyncIteration
+        return message  # type: ignore[no-any-return]
+
+
+class _SlotMessages:
+    """One backend's messages from its :class:`_Fanout` slot (a class for :class:`_Requests`' reason)."""
+
+    def __init__(self, slot: asyncio.Queue[bytes | None] | None) -> None:
+        self._slot = slot
+
+    def __aiter__(self) -> _SlotMessages:
+        return self
+
+    async def __anext__(self) -> bytes:
+        message = await self._slot.get() if self._slot is not None else None
+        if message is None:
+            self._slot = None
+            raise StopAsyncIteration
+        return message
+
+
+def _peer_certificate(stream: Stream[bytes, bytes]) -> bytes | None:
+    """The caller's certificate as DER. grpclib's ``Peer.cert()`` would parse it into a dict on
+    every call; authz remembers the roles of the DER it has seen (grpclib 0.4's ``Peer``)."""
+    ssl_object = stream.peer._transport.get_extra_info("ssl_object")
+    return ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
 
 
 class _Fanout:
@@ -90,10 +131,8 @@ class _Fanout:
     def _open(self) -> list[asyncio.Queue[bytes | None]]:
         return [slot for slot in self._slots if slot is not None]
 
-    async def messages(self, index: int) -> AsyncIterator[bytes]:
-        slot = self._slots[index]
-        while slot is not None and (message := await slot.get()) is not None:
-            yield message
+    def messages(self, index: int) -> AsyncIterator[bytes]:
+        return _SlotMessages(self._slots[index])
 
     def close(self, index: int) -> None:
         slot, self._slots[index] = self._slots[index], None
@@ -400,7 +439,7 @@ class Apid:
 
     async def _route_and_forward(self, method: Method, stream: Stream[bytes, bytes]) -> None:
         metadata: MultiMapping[str | bytes] = stream.metadata or _Metadata()
-        roles = authz.caller_roles(stream.peer.cert(), metadata, rbac=self.rbac)
+        roles = authz.caller_roles(_peer_certificate(stream), metadata, rbac=self.rbac)
         where: Route = route(
             method.path, metadata, forwarding=self.forwarding, is_local_target=self._is_local
         )
@@ -438,7 +477,7 @@ class Apid:
             if headers:
                 await stream.send_initial_metadata(metadata=headers)
 
-        requests = _requests(stream, self.max_message_size)
+        requests = _Requests(stream, self.max_message_size)
         try:
             trailers = await backend.call(
                 method, requests, outgoing, stream.deadline, on_headers, stream.send_message
@@ -457,8 +496,6 @@ class Apid:
         self, method: Method, stream: Stream[bytes, bytes], targets: Sequence[str], outgoing: _Metadata
     ) -> None:
         streaming = is_streamed(method.path)
-        # The request goes to every node as it arrives; only EtcdRecover sends several messages.
-        fanout = _Fanout(len(targets))
         headers = _Metadata()
         trailers = _Metadata()
         # One slot per value of ``nodes``, repeated values included, as Talos answers.
@@ -469,7 +506,7 @@ class Apid:
             async with send_lock:  # frames of two messages must not interleave
                 await stream.send_message(reply)
 
-        async def one(index: int, target: str) -> None:
+        async def one(index: int, target: str, requests: AsyncIterable[bytes]) -> None:
             async def on_headers(got: _Metadata) -> None:
                 headers.extend(got)
 
@@ -481,7 +518,7 @@ class Apid:
 
             try:
                 got = await self._target(target).call(
-                    method, fanout.messages(index), outgoing, stream.deadline, on_headers, on_reply
+                    method, requests, outgoing, stream.deadline, on_headers, on_reply
                 )
                 trailers.extend(got)
             except BackendFailed as failed:
@@ -498,14 +535,43 @@ class Apid:
                 # the others, so it becomes that node's in-band error instead.
                 message = f"error appending info: {exc}"
                 replies[index] = [error_reply(target, Status.INTERNAL, message, streaming=False)]
+
+        requests = _Requests(stream, self.max_message_size)
+        if len(targets) == 1:
+            # One node (``talosctl -n IP``, the usual case): its call reads the caller's stream
+            # itself, in this task; no fan-out, no task group.
+            try:
+                await one(0, targets[0], requests)
+            except RequestRefused as refused:
+                raise refused.error from None
+        else:
+            await self._fan_out(targets, requests, one)
+        if not streaming:
+            # Node order, not arrival order: same meaning for talosctl, stable for people.
+            await stream.send_initial_metadata(metadata=headers)
+            await stream.send_message(b"".join(b"".join(slot) for slot in replies))
+        await stream.send_trailing_metadata(metadata=trailers)
+
+    @staticmethod
+    async def _fan_out(
+        targets: Sequence[str],
+        requests: AsyncIterable[bytes],
+        one: Callable[[int, str, AsyncIterable[bytes]], Awaitable[None]],
+    ) -> None:
+        """Every node's call at once; the caller's messages go to each as they arrive."""
+        fanout = _Fanout(len(targets))
+
+        async def node(index: int, target: str) -> None:
+            try:
+                await one(index, target, fanout.messages(index))
             finally:
                 fanout.close(index)
 
         refused: GRPCError | None = None
         try:
             async with asyncio.TaskGroup() as group:
-                pump = group.create_task(fanout.pump(_requests(stream, self.max_message_size)))
-                await asyncio.wait([group.create_task(one(i, target)) for i, target in enumerate(targets)])
+                pump = group.create_task(fanout.pump(requests))
+                await asyncio.wait([group.create_task(node(i, target)) for i, target in enumerate(targets)])
                 # Every node has answered: the rest of the caller's stream, if any, goes nowhere.
                 pump.cancel()
         except* RequestRefused as group_error:
@@ -515,8 +581,3 @@ class Apid:
             refused = first.error
         if refused is not None:
             raise refused
-        if not streaming:
-            # Node order, not arrival order: same meaning for talosctl, stable for people.
-            await stream.send_initial_metadata(metadata=headers)
-            await stream.send_message(b"".join(b"".join(slot) for slot in replies))
-        await stream.send_trailing_metadata(metadata=trailers)
