@@ -26,10 +26,10 @@ from ichor.api.gen.common import common_pb2
 from ichor.api.gen.machine import machine_pb2
 from ichor.api.limits import MAX_MESSAGE_SIZE, too_large
 from ichor.machined.apid import MachineApi, RawCodec, RawStatusDetailsCodec
+from ichor.machined.apid._channel import ChannelBackend
 from ichor.machined.apid._failure import BackendFailed, RequestRefused
 from ichor.machined.apid._inproc import InProcessBackend
 from ichor.machined.apid._methods import Method
-from ichor.machined.apid._proxy import _ChannelBackend
 from ichor.machined.server._codec import grpc_server
 
 TIMEOUT = 10.0
@@ -158,8 +158,8 @@ def short_tmp() -> Iterator[Path]:
     shutil.rmtree(where, ignore_errors=True)
 
 
-def socket_backend(sock: Path) -> _ChannelBackend:
-    return _ChannelBackend(
+def socket_backend(sock: Path) -> ChannelBackend:
+    return ChannelBackend(
         f"unix {sock}",
         lambda: Channel(path=str(sock), codec=RawCodec(), status_details_codec=RawStatusDetailsCodec()),
         3.0,

@@ -1,6 +1,6 @@
 """How a backend call that did not succeed is carried inside apid, and how dial errors read.
 
-Both kinds of backend (a gRPC channel, ``_proxy._ChannelBackend``, and
+Both kinds of backend (a gRPC channel, ``_channel.ChannelBackend``, and
 :class:`ichor.machined.apid._inproc.InProcessBackend`) raise :class:`BackendFailed`; apid turns it
 into the caller's trailers (one-to-one) or a node's in-band error (one-to-many).
 """

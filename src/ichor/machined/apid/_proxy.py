@@ -8,9 +8,9 @@ Hostile callers: apid refuses a call its caller's roles do not allow (``authz`` 
 certificate without a role may call nothing) from the method path and the certificate alone,
 before reading a byte of the request, and reads requests one message at a time, refusing a message
 over :data:`MAX_MESSAGE_SIZE` from its length prefix. A client stream fanned out to several nodes
-is relayed as it arrives (``_Fanout``), never collected.
+is relayed as it arrives (``_relay.Fanout``), never collected.
 
-Each call runs in its grpclib handler task; fan-out and relaying run in a ``TaskGroup`` inside it,
+Each call runs in its grpclib handler task; fan-out to several nodes runs in a ``TaskGroup`` inside it,
 so cancelling the call (client gone, deadline, shutdown) cancels every backend call it started.
 """
 
@@ -20,10 +20,9 @@ import asyncio
 import ipaddress
 import logging
 import socket
-from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol
 
 from grpclib.client import Channel
 from grpclib.const import Handler, Status
@@ -31,14 +30,16 @@ from grpclib.exceptions import GRPCError, ProtocolError, StreamTerminatedError
 from grpclib.server import Server, Stream
 from multidict import MultiDict, MultiMapping
 
-from ichor.api.limits import MAX_MESSAGE_SIZE, receive, stop_request
+from ichor.api.limits import MAX_MESSAGE_SIZE, stop_request
 from ichor.machinery.pki import CertKey
 
 from .. import authz
+from ._channel import Backend, ChannelBackend
 from ._codec import RawCodec, RawStatusDetailsCodec
-from ._failure import BackendFailed, Failure, RequestRefused, connection_failure
+from ._failure import BackendFailed, RequestRefused
 from ._inproc import InProcessBackend, MachineApi
 from ._methods import METHODS, Method, is_streamed
+from ._relay import Fanout, Requests
 from ._router import NODE_KEY, NODES_KEY, PROXYFROM_KEY, Route, RouteKind, local_target_checker, route
 from ._tls import client_context, server_context
 from ._wire import WireError, append_info, error_reply
@@ -55,184 +56,11 @@ _Metadata = MultiDict[str | bytes]
 _DROPPED_KEYS = frozenset({NODE_KEY, NODES_KEY, PROXYFROM_KEY, authz.ROLE_METADATA_KEY})
 
 
-class _Requests:
-    """The caller's messages, one at a time, each refused from its length prefix if over ``limit``.
-
-    A class, not an async generator: a generator left unfinished (a unary handler reads one
-    message, never the end) is closed by asyncio's finalizer hook, a task and a self-pipe write
-    per call.
-    """
-
-    def __init__(self, stream: Stream[bytes, bytes], limit: int) -> None:
-        self._stream = stream
-        self._limit = limit
-        self._ended = False
-
-    def __aiter__(self) -> _Requests:
-        return self
-
-    async def __anext__(self) -> bytes:
-        if self._ended:
-            raise StopAsyncIteration
-        try:
-            message = await receive(self._stream, self._limit)
-        except GRPCError as exc:
-            raise RequestRefused(exc) from None
-        if message is None:
-            self._ended = True
-            raise StopAsyncIteration
-        return message  # type: ignore[no-any-return]
-
-
-class _SlotMessages:
-    """One backend's messages from its :class:`_Fanout` slot (a class for :class:`_Requests`' reason)."""
-
-    def __init__(self, slot: asyncio.Queue[bytes | None] | None) -> None:
-        self._slot = slot
-
-    def __aiter__(self) -> _SlotMessages:
-        return self
-
-    async def __anext__(self) -> bytes:
-        message = await self._slot.get() if self._slot is not None else None
-        if message is None:
-            self._slot = None
-            raise StopAsyncIteration
-        return message
-
-
 def _peer_certificate(stream: Stream[bytes, bytes]) -> bytes | None:
     """The caller's certificate as DER. grpclib's ``Peer.cert()`` would parse it into a dict on
     every call; authz remembers the roles of the DER it has seen (grpclib 0.4's ``Peer``)."""
     ssl_object = stream.peer._transport.get_extra_info("ssl_object")
     return ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
-
-
-class _Fanout:
-    """Relays the caller's messages to every backend of a one-to-many call as they arrive.
-
-    Each backend has a one-message slot; the reader waits until every open slot has taken a
-    message before reading the next. So the caller's messages are shared, not copied per node, and
-    at most three are held at once (one being read, one in a slot, one being written to the slowest
-    node) however long the stream is: memory is bounded by message size, never by stream length.
-    A backend that ends (or fails) closes its slot and is no longer waited for.
-    """
-
-    def __init__(self, count: int) -> None:
-        self._slots: list[asyncio.Queue[bytes | None] | None] = [asyncio.Queue(1) for _ in range(count)]
-
-    async def pump(self, messages: AsyncIterable[bytes]) -> None:
-        async for message in messages:
-            for slot in self._open():
-                await slot.put(message)
-        for slot in self._open():
-            await slot.put(None)
-
-    def _open(self) -> list[asyncio.Queue[bytes | None]]:
-        return [slot for slot in self._slots if slot is not None]
-
-    def messages(self, index: int) -> AsyncIterator[bytes]:
-        return _SlotMessages(self._slots[index])
-
-    def close(self, index: int) -> None:
-        slot, self._slots[index] = self._slots[index], None
-        if slot is not None:
-            while not slot.empty():  # frees a reader blocked on put()
-                slot.get_nowait()
-
-
-class Backend(Protocol):
-    """Where apid sends a call: over a connection (:class:`_ChannelBackend`) or in-process."""
-
-    name: str
-
-    def close(self) -> None: ...
-
-    async def call(
-        self,
-        method: Method,
-        requests: AsyncIterable[bytes],
-        metadata: _Metadata,
-        deadline: Any,
-        on_headers: Callable[[_Metadata], Awaitable[None]],
-        on_reply: Callable[[bytes], Awaitable[None]],
-    ) -> _Metadata: ...
-
-
-class _ChannelBackend:
-    """One place calls can go over a connection: machined's unix socket or another node's apid
-    (a pooled channel)."""
-
-    def __init__(self, name: str, make_channel: Callable[[], Channel], dial_timeout: float) -> None:
-        self.name = name
-        self._make_channel = make_channel
-        self._dial_timeout = dial_timeout
-        self._channel: Channel | None = None
-        self._connect_lock = asyncio.Lock()
-
-    async def connected(self) -> Channel:
-        channel = self._channel
-        if channel is not None and channel._connected:
-            # The common case, every call on a live connection: no lock, no timer (a timeout's
-            # timer handle per call showed as ~3% of apid's CPU under load).
-            return channel
-        async with self._connect_lock:
-            if self._channel is None:
-                self._channel = self._make_channel()
-            try:
-                async with asyncio.timeout(self._dial_timeout):
-                    await self._channel.__connect__()
-            except (OSError, TimeoutError) as exc:
-                raise BackendFailed(connection_failure(self.name, exc)) from exc
-            return self._channel
-
-    def close(self) -> None:
-        if self._channel is not None:
-            self._channel.close()
-            self._channel = None
-
-    async def call(
-        self,
-        method: Method,
-        requests: AsyncIterable[bytes],
-        metadata: _Metadata,
-        deadline: Any,
-        on_headers: Callable[[_Metadata], Awaitable[None]],
-        on_reply: Callable[[bytes], Awaitable[None]],
-    ) -> _Metadata:
-        """Make the call and relay its replies; returns the trailers, raises ``BackendFailed``."""
-        channel = await self.connected()
-        call = channel.request(
-            method.path, method.cardinality, bytes, bytes, metadata=metadata, deadline=deadline
-        )
-        try:
-            async with call:
-                await call.send_request()
-                async for message in requests:
-                    await call.send_message(message)
-                await call.end()
-                try:
-                    await call.recv_initial_metadata()
-                finally:
-                    # Also for a trailers-only error reply: its headers are empty then.
-                    await on_headers(_Metadata(call.initial_metadata or ()))
-                async for reply in call:
-                    await on_reply(reply)
-                await call.recv_trailing_metadata()
-                return _Metadata(call.trailing_metadata or ())
-        except GRPCError as exc:
-            trailers = _Metadata(call.trailing_metadata or ())
-            details = exc.details if isinstance(exc.details, bytes) else None
-            raise BackendFailed(Failure(exc.status, exc.message or "", details, trailers)) from exc
-        except StreamTerminatedError as exc:
-            raise BackendFailed(Failure(Status.UNAVAILABLE, f"error reading from server: {exc}")) from exc
-        except TimeoutError as exc:
-            # The caller's deadline, carried onto this hop (connecting has its own timeout).
-            raise BackendFailed(Failure(Status.DEADLINE_EXCEEDED, "context deadline exceeded")) from exc
-        except OSError as exc:
-            raise BackendFailed(connection_failure(self.name, exc)) from exc
-        except ProtocolError as exc:
-            raise BackendFailed(Failure(Status.INTERNAL, f"protocol error: {exc}")) from exc
 
 
 class Apid:
@@ -310,7 +138,7 @@ class Apid:
         if self._machine_api is not None:
             self._local = InProcessBackend(self._machine_api, name)
         else:
-            self._local = _ChannelBackend(
+            self._local = ChannelBackend(
                 name,
                 lambda: Channel(
                     path=str(self._machined_socket),
@@ -381,7 +209,7 @@ class Apid:
             client_ssl = self._client_ssl
             assert client_ssl is not None  # the router refuses forwarding without it
             host = target.strip("[]")
-            backend = _ChannelBackend(
+            backend = ChannelBackend(
                 f"tcp {self._format(host)}:{self._remote_port}",
                 lambda: Channel(
                     host,
@@ -477,7 +305,7 @@ class Apid:
             if headers:
                 await stream.send_initial_metadata(metadata=headers)
 
-        requests = _Requests(stream, self.max_message_size)
+        requests = Requests(stream, self.max_message_size)
         try:
             trailers = await backend.call(
                 method, requests, outgoing, stream.deadline, on_headers, stream.send_message
@@ -536,7 +364,7 @@ class Apid:
                 message = f"error appending info: {exc}"
                 replies[index] = [error_reply(target, Status.INTERNAL, message, streaming=False)]
 
-        requests = _Requests(stream, self.max_message_size)
+        requests = Requests(stream, self.max_message_size)
         if len(targets) == 1:
             # One node (``talosctl -n IP``, the usual case): its call reads the caller's stream
             # itself, in this task; no fan-out, no task group.
@@ -559,7 +387,7 @@ class Apid:
         one: Callable[[int, str, AsyncIterable[bytes]], Awaitable[None]],
     ) -> None:
         """Every node's call at once; the caller's messages go to each as they arrive."""
-        fanout = _Fanout(len(targets))
+        fanout = Fanout(len(targets))
 
         async def node(index: int, target: str) -> None:
             try:
