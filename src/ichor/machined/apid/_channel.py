@@ -19,8 +19,6 @@ from ._methods import Method
 
 __all__ = ["Backend", "ChannelBackend"]
 
-_Metadata = Metadata
-
 
 class Backend(Protocol):
     """Where apid sends a call: over a connection (:class:`ChannelBackend`) or in-process."""
@@ -33,11 +31,11 @@ class Backend(Protocol):
         self,
         method: Method,
         requests: AsyncIterable[bytes],
-        metadata: _Metadata,
+        metadata: Metadata,
         deadline: Any,
-        on_headers: Callable[[_Metadata], Awaitable[None]],
+        on_headers: Callable[[Metadata], Awaitable[None]],
         on_reply: Callable[[bytes], Awaitable[None]],
-    ) -> _Metadata: ...
+    ) -> Metadata: ...
 
 
 class ChannelBackend:
@@ -76,11 +74,11 @@ class ChannelBackend:
         self,
         method: Method,
         requests: AsyncIterable[bytes],
-        metadata: _Metadata,
+        metadata: Metadata,
         deadline: Any,
-        on_headers: Callable[[_Metadata], Awaitable[None]],
+        on_headers: Callable[[Metadata], Awaitable[None]],
         on_reply: Callable[[bytes], Awaitable[None]],
-    ) -> _Metadata:
+    ) -> Metadata:
         """Make the call and relay its replies; returns the trailers, raises ``BackendFailed``."""
         channel = await self.connected()
         call = channel.request(
@@ -96,13 +94,13 @@ class ChannelBackend:
                     await call.recv_initial_metadata()
                 finally:
                     # Also for a trailers-only error reply: its headers are empty then.
-                    await on_headers(_Metadata(call.initial_metadata or ()))
+                    await on_headers(Metadata(call.initial_metadata or ()))
                 async for reply in call:
                     await on_reply(reply)
                 await call.recv_trailing_metadata()
-                return _Metadata(call.trailing_metadata or ())
+                return Metadata(call.trailing_metadata or ())
         except GRPCError as exc:
-            trailers = _Metadata(call.trailing_metadata or ())
+            trailers = Metadata(call.trailing_metadata or ())
             details = exc.details if isinstance(exc.details, bytes) else None
             raise BackendFailed(Failure(exc.status, exc.message or "", details, trailers)) from exc
         except StreamTerminatedError as exc:

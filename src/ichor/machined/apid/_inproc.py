@@ -61,10 +61,6 @@ class MachineApi:
         self._handlers: dict[str, Handler] | None = None
         self._running: set[_LocalStream] = set()
 
-    @property
-    def serving(self) -> bool:
-        return self._handlers is not None
-
     def publish(self, servables: Iterable[Any]) -> None:
         handlers: dict[str, Handler] = {}
         for servable in servables:

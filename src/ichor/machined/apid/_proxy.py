@@ -28,7 +28,7 @@ from grpclib.client import Channel
 from grpclib.const import Handler, Status
 from grpclib.exceptions import GRPCError, ProtocolError, StreamTerminatedError
 from grpclib.server import Server, Stream
-from multidict import MultiDict, MultiMapping
+from multidict import MultiMapping
 
 from ichor.api.limits import MAX_MESSAGE_SIZE, stop_request
 from ichor.machinery.pki import CertKey
@@ -36,7 +36,7 @@ from ichor.machinery.pki import CertKey
 from .. import authz
 from ._channel import Backend, ChannelBackend
 from ._codec import RawCodec, RawStatusDetailsCodec
-from ._failure import BackendFailed, RequestRefused
+from ._failure import BackendFailed, Metadata, RequestRefused
 from ._inproc import InProcessBackend, MachineApi
 from ._methods import METHODS, Method, is_streamed
 from ._relay import Fanout, Requests
@@ -52,7 +52,6 @@ DIAL_TIMEOUT = 20.0
 #: How long :meth:`Apid.close` waits for cancelled calls to finish.
 SHUTDOWN_TIMEOUT = 10.0
 
-_Metadata = MultiDict[str | bytes]
 _DROPPED_KEYS = frozenset({NODE_KEY, NODES_KEY, PROXYFROM_KEY, authz.ROLE_METADATA_KEY})
 
 
@@ -238,8 +237,8 @@ class Apid:
     def _format(host: str) -> str:
         return f"[{host}]" if ":" in host else host
 
-    def _outgoing(self, metadata: MultiMapping[str | bytes], roles: frozenset[authz.Role]) -> _Metadata:
-        out = _Metadata((k, v) for k, v in metadata.items() if k not in _DROPPED_KEYS)
+    def _outgoing(self, metadata: MultiMapping[str | bytes], roles: frozenset[authz.Role]) -> Metadata:
+        out = Metadata((k, v) for k, v in metadata.items() if k not in _DROPPED_KEYS)
         out.add(PROXYFROM_KEY, self._proxyfrom)
         for role in sorted(roles):
             out.add(authz.ROLE_METADATA_KEY, role.value)
@@ -266,7 +265,7 @@ class Apid:
             pass  # already ended, or the connection is gone
 
     async def _route_and_forward(self, method: Method, stream: Stream[bytes, bytes]) -> None:
-        metadata: MultiMapping[str | bytes] = stream.metadata or _Metadata()
+        metadata: MultiMapping[str | bytes] = stream.metadata or Metadata()
         roles = authz.caller_roles(_peer_certificate(stream), metadata, rbac=self.rbac)
         where: Route = route(
             method.path, metadata, forwarding=self.forwarding, is_local_target=self._is_local
@@ -297,11 +296,11 @@ class Apid:
         await stream.send_trailing_metadata()
 
     async def _one_to_one(
-        self, method: Method, stream: Stream[bytes, bytes], backend: Backend, outgoing: _Metadata
+        self, method: Method, stream: Stream[bytes, bytes], backend: Backend, outgoing: Metadata
     ) -> None:
         """Pass everything through unchanged: headers, messages, trailers, status."""
 
-        async def on_headers(headers: _Metadata) -> None:
+        async def on_headers(headers: Metadata) -> None:
             if headers:
                 await stream.send_initial_metadata(metadata=headers)
 
@@ -321,11 +320,11 @@ class Apid:
         await stream.send_trailing_metadata(metadata=trailers)
 
     async def _one_to_many(
-        self, method: Method, stream: Stream[bytes, bytes], targets: Sequence[str], outgoing: _Metadata
+        self, method: Method, stream: Stream[bytes, bytes], targets: Sequence[str], outgoing: Metadata
     ) -> None:
         streaming = is_streamed(method.path)
-        headers = _Metadata()
-        trailers = _Metadata()
+        headers = Metadata()
+        trailers = Metadata()
         # One slot per value of ``nodes``, repeated values included, as Talos answers.
         replies: list[list[bytes]] = [[] for _ in targets]
         send_lock = asyncio.Lock()
@@ -335,7 +334,7 @@ class Apid:
                 await stream.send_message(reply)
 
         async def one(index: int, target: str, requests: AsyncIterable[bytes]) -> None:
-            async def on_headers(got: _Metadata) -> None:
+            async def on_headers(got: Metadata) -> None:
                 headers.extend(got)
 
             async def on_reply(reply: bytes) -> None:
