@@ -26,7 +26,15 @@ from grpclib.const import Handler, Status
 from grpclib.exceptions import GRPCError
 from grpclib.server import Stream
 
-__all__ = ["MAX_MESSAGE_SIZE", "limit_requests", "receive", "stop_request", "too_large", "truncated"]
+__all__ = [
+    "MAX_MESSAGE_SIZE",
+    "limit_requests",
+    "receive",
+    "stop_request",
+    "too_large",
+    "truncated",
+    "undecodable",
+]
 
 #: Talos's ``constants.GRPCMaxMessageSize``: apid's MaxRecvMsgSize and talosctl's MaxCallRecvMsgSize.
 MAX_MESSAGE_SIZE = 32 * 1024 * 1024
@@ -39,6 +47,12 @@ def too_large(size: int, limit: int) -> GRPCError:
     return GRPCError(
         Status.RESOURCE_EXHAUSTED, f"grpc: received message larger than max ({size} vs. {limit})"
     )
+
+
+def undecodable(message_type: Any, error: Exception) -> GRPCError:
+    """The refusal for a request body that is not ``message_type`` (grpc-go's ``InvalidArgument``)."""
+    name = getattr(getattr(message_type, "DESCRIPTOR", None), "full_name", "the request message")
+    return GRPCError(Status.INVALID_ARGUMENT, f"grpc: error unmarshalling request: {name}: {error}")
 
 
 def truncated(got: int, size: int, what: str) -> GRPCError:
@@ -63,10 +77,7 @@ async def receive(stream: Stream[Any, Any], limit: int = MAX_MESSAGE_SIZE) -> An
     try:
         return stream._codec.decode(body, stream._recv_type)
     except DecodeError as exc:
-        name = getattr(getattr(stream._recv_type, "DESCRIPTOR", None), "full_name", "the request message")
-        raise GRPCError(
-            Status.INVALID_ARGUMENT, f"grpc: error unmarshalling request: {name}: {exc}"
-        ) from None
+        raise undecodable(stream._recv_type, exc) from None
 
 
 async def _read(h2_stream: Any, size: int, what: str) -> bytes:

@@ -16,10 +16,10 @@ from collections.abc import Collection
 from typing import Any
 
 from google.protobuf.message import DecodeError  # type: ignore[import-untyped]
-from grpclib.const import Status
 from grpclib.encoding.proto import ProtoCodec
-from grpclib.exceptions import GRPCError
 from grpclib.server import Server
+
+from ichor.api.limits import undecodable
 
 
 class RequestCodec(ProtoCodec):
@@ -29,10 +29,7 @@ class RequestCodec(ProtoCodec):
         try:
             return super().decode(data, message_type)
         except DecodeError as exc:
-            name = getattr(getattr(message_type, "DESCRIPTOR", None), "full_name", "the request message")
-            raise GRPCError(
-                Status.INVALID_ARGUMENT, f"grpc: error unmarshalling request: {name}: {exc}"
-            ) from None
+            raise undecodable(message_type, exc) from None
 
 
 def grpc_server(handlers: Collection[Any]) -> Server:
