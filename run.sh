@@ -34,9 +34,37 @@ container_tools() {
     if [ "$made_policy" -eq 1 ]; then rm -f "$policy"; fi
 }
 
+# The OS image, its installer and the VM tests need the Debian packages in scripts/os-packages.txt
+# (a package per line, with the command or file that shows it is there). Installed only as root,
+# only when one is missing, without recommends and without starting services.
+os_tools() {
+    [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null || return 0
+    local missing=() pkg probe
+    while read -r pkg probe; do
+        case "$pkg" in ''|'#'*) continue ;; esac
+        if [ -n "$probe" ]; then
+            case "$probe" in /*) [ -e "$probe" ] && continue ;; *) command -v "$probe" >/dev/null && continue ;; esac
+        elif dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed'; then
+            continue
+        fi
+        missing+=("$pkg")
+    done < scripts/os-packages.txt
+    [ "${#missing[@]}" -eq 0 ] && return 0
+    echo "run.sh: installing ${missing[*]} (the OS image, its installer and VM tests)" >&2
+    local policy=/usr/sbin/policy-rc.d made_policy=0
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && made_policy=1
+    fi
+    if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; }; then
+        echo "run.sh: could not install ${missing[*]}; the OS tests will say what is missing" >&2
+    fi
+    if [ "$made_policy" -eq 1 ]; then rm -f "$policy"; fi
+}
+
 setup() {
     local py=${PYTHON:-python3}
     container_tools
+    os_tools
     if [ ! -x .venv/bin/python ]; then
         "$py" -m venv .venv
     fi
