@@ -17,7 +17,14 @@
     ├── ExtensionError              a system extension (manifest.yaml + rootfs/) that cannot be used
     ├── ExtensionServiceError       an extension service spec (/usr/local/etc/containers/*.yaml) Talos refuses
     ├── SubnetError                 a subnet list that cannot be parsed or picks no address (subnets)
-    └── OutputExistsError           refusing to overwrite a file without ``--force``
+    ├── OutputExistsError           refusing to overwrite a file without ``--force``
+    └── DiskError                   the OS disk: partition tables, META, boot files, slots, reset, installer
+        ├── PartitionTableError     a GPT that cannot be read, or a layout that does not fit the disk (blockdev)
+        ├── MetaError               META that cannot be read or written; "meta write failed" when full (meta)
+        ├── BootloaderError         a grub.cfg/grubenv that cannot be rendered, read or rewritten in place
+        ├── SlotError               an A/B transition refused: upgrade during a trial, rollback to nothing (slots)
+        ├── ResetError              reset options Talos 1.7 refuses, with its texts (reset)
+        └── InstallError            the installer's disk step could not finish (installer)
 
 Each error's ``str()`` is the message a user sees after ``error:``; ``hint`` says how to fix it.
 """
@@ -25,20 +32,27 @@ Each error's ``str()`` is the message a user sees after ``error:``; ``hint`` say
 from __future__ import annotations
 
 __all__ = [
+    "BootloaderError",
     "ClientConfigError",
     "ConfigDecodeError",
     "ConfigError",
     "ConfigValidationError",
+    "DiskError",
     "DurationError",
     "ExtensionError",
     "ExtensionServiceError",
     "InputLimitError",
+    "InstallError",
     "MachineryError",
+    "MetaError",
     "OutputExistsError",
     "PKIError",
+    "PartitionTableError",
     "PatchError",
     "ProcessError",
+    "ResetError",
     "SecretsError",
+    "SlotError",
     "SubnetError",
     "YAMLError",
 ]
@@ -139,3 +153,31 @@ class SubnetError(MachineryError):
 
 class OutputExistsError(MachineryError):
     """An output file exists and ``--force`` was not given."""
+
+
+class DiskError(MachineryError):
+    """Base for the OS disk: partition tables, META, boot files, A/B slots, reset and the installer."""
+
+
+class PartitionTableError(DiskError):
+    """A GPT that cannot be read (bad signature or CRC) or a partition layout that does not fit."""
+
+
+class MetaError(DiskError):
+    """The META partition cannot be read or written; ``meta write failed`` when a value does not fit."""
+
+
+class BootloaderError(DiskError):
+    """A grub.cfg or grubenv that cannot be rendered, parsed or rewritten in place."""
+
+
+class SlotError(DiskError):
+    """An A/B slot transition that is refused (upgrade while a trial is pending, rollback to an empty slot)."""
+
+
+class ResetError(DiskError):
+    """Reset options that Talos 1.7 refuses (wipe mode and label combinations), with Talos's texts."""
+
+
+class InstallError(DiskError):
+    """The installer's disk step could not finish (device too small, a tool failed, a file missing)."""
