@@ -235,3 +235,18 @@ def test_syslinux_adv_behaves_like_a_map(ops: list[tuple[str, int, bytes]]) -> N
             model.pop(tag, None)
         assert {t: adv.get(t) for t in adv.tags()} == model
         assert adv.to_bytes()[:512] == adv.to_bytes()[512:]
+
+
+def test_meta_inside_a_disk_image(tmp_path: Path) -> None:
+    image = tmp_path / "disk"
+    with image.open("wb") as f:
+        f.truncate(4 * MIB)
+    meta = Meta.open(image, offset=2 * MIB, size=MIB)
+    meta.set(MetaKey.UUIDOverride, "uuid")
+    meta.flush()
+    with image.open("rb") as f:
+        f.seek(2 * MIB)
+        assert f.read(LENGTH) == TalosADV({0x0F: b"uuid"}).marshal()
+        f.seek(0)
+        assert f.read(2 * MIB) == bytes(2 * MIB)  # nothing outside the partition
+    assert Meta.open(image, offset=2 * MIB, size=MIB).get_str(MetaKey.UUIDOverride) == "uuid"

@@ -19,23 +19,39 @@ _LEGACY = 2 * ADV_SIZE
 
 
 class Meta:
-    """Read and write the key/value store on a META partition (a block device or an image file).
+    """Read and write the key/value store on a META partition (a block device, or a range of an image).
 
     :meth:`reload` reads both ADVs from ``path``; :meth:`set`/:meth:`delete` change memory only and
     :meth:`flush` writes both copies of Talos's ADV, the legacy ADV at the end, then fsyncs. Values
     set before a reload survive it (Talos's rule: memory is laid over what the disk holds).
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, printer: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        printer: Callable[[str], None] | None = None,
+        offset: int = 0,
+        size: int | None = None,
+    ) -> None:
         self.path = Path(path)
+        self.offset = offset
+        self.size = size
         self._print = printer or log.info
         self._talos = TalosADV()
         self._legacy = SyslinuxADV()
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, printer: Callable[[str], None] | None = None) -> Meta:
-        """A :class:`Meta` loaded from ``path``."""
-        meta = cls(path, printer=printer)
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        printer: Callable[[str], None] | None = None,
+        offset: int = 0,
+        size: int | None = None,
+    ) -> Meta:
+        """A :class:`Meta` loaded from ``path`` (the partition at ``offset``/``size`` of a disk image)."""
+        meta = cls(path, printer=printer, offset=offset, size=size)
         meta.reload()
         return meta
 
@@ -46,7 +62,7 @@ class Meta:
             raise MetaError(f"cannot open META {self.path}: {e.strerror}") from e
 
     def _size(self, fd: int) -> int:
-        size = os.lseek(fd, 0, os.SEEK_END)
+        size = self.size if self.size is not None else os.lseek(fd, 0, os.SEEK_END) - self.offset
         if size < SIZE + _LEGACY:
             raise MetaError(
                 f"META at {self.path} is {size} bytes; it needs at least {SIZE + _LEGACY}",
@@ -59,8 +75,8 @@ class Meta:
         fd = self._open(os.O_RDONLY)
         try:
             size = self._size(fd)
-            data = os.pread(fd, SIZE, 0)
-            legacy = os.pread(fd, _LEGACY, size - _LEGACY)
+            data = os.pread(fd, SIZE, self.offset)
+            legacy = os.pread(fd, _LEGACY, self.offset + size - _LEGACY)
         finally:
             os.close(fd)
         try:
@@ -79,8 +95,8 @@ class Meta:
         fd = self._open(os.O_RDWR)
         try:
             size = self._size(fd)
-            _write_all(fd, serialized, 0)
-            _write_all(fd, self._legacy.to_bytes(), size - _LEGACY)
+            _write_all(fd, serialized, self.offset)
+            _write_all(fd, self._legacy.to_bytes(), self.offset + size - _LEGACY)
             os.fsync(fd)
         except OSError as e:
             raise MetaError(f"cannot write META {self.path}: {e.strerror}") from e

@@ -1,0 +1,17 @@
+"""The installer: Talos 1.7's system disk made from a kernel, an initramfs and a command line.
+
+:func:`install` partitions a disk (a block device as root, or an image file: the imager's ``metal``
+output) with Talos's layout, zeroes BIOS/META/STATE/EPHEMERAL, formats EFI (vfat, filled with
+mtools) and BOOT (xfs, filled from a prototype file: no mount needed), puts the kernel and
+initramfs in a slot directory (``/A``), writes ``grub/grub.cfg`` (Talos's entries plus Ichor's
+boot counting) and ``grub/grubenv``, and META's keys. Upgrades and the other installer modes build
+on the same steps (not yet here).
+
+Errors are :class:`~ichor.machinery.errors.InstallError`. This package never picks the disk (the
+config's ``machine.install.disk`` does) and never reboots.
+"""
+
+from ichor.installer._install import InstallResult, InstallSpec, install
+from ichor.machinery.errors import InstallError
+
+__all__ = ["InstallError", "InstallResult", "InstallSpec", "install"]

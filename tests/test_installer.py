@@ -1,0 +1,204 @@
+"""The installer's disk step on an image file (no root) and on a loop device (root), read back with
+our own GPT/META/probe code and with blkid, xfs_db, mtools and a read-only mount."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import struct
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ichor.installer import InstallError, InstallSpec, install
+from ichor.installer._bios import patch_boot_img, patch_core_img
+from ichor.installer._grub_images import build_grub_images
+from ichor.machinery import proc
+from ichor.machinery.blockdev import MIB, open_device, partition_path, probe, read_disk_table
+from ichor.machinery.bootloader import BootState, Slot, read_env
+from ichor.machinery.kernelargs import installer_cmdline
+from ichor.machinery.meta import Meta, MetaKey
+
+GIB = 1024 * MIB
+TOOLS = ("mkfs.xfs", "mkfs.vfat", "mmd", "mcopy", "mdir", "xfs_db")
+
+
+def _need(*tools: str) -> None:
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed (scripts/os-packages.txt lists the packages)")
+
+
+@pytest.fixture
+def assets(tmp_path: Path) -> tuple[Path, Path, Path]:
+    kernel, initramfs, efi = tmp_path / "vmlinuz", tmp_path / "initramfs.xz", tmp_path / "BOOTX64.EFI"
+    kernel.write_bytes(b"kernel" + os.urandom(300_000))
+    initramfs.write_bytes(b"initramfs" + os.urandom(500_000))
+    efi.write_bytes(b"MZ" + os.urandom(1000))
+    return kernel, initramfs, efi
+
+
+def _spec(disk: Path, assets: tuple[Path, Path, Path]) -> InstallSpec:
+    kernel, initramfs, efi = assets
+    return InstallSpec(
+        disk=disk,
+        kernel=kernel,
+        initramfs=initramfs,
+        version="v1.7.6",
+        cmdline=str(installer_cmdline(extra_args=["-console=tty0"])),
+        meta={MetaKey.UserReserved1: b"installed by a test"},
+        efi_files={"EFI/BOOT/BOOTX64.EFI": efi},
+        efi_volume_id="1CE0B007",
+    )
+
+
+def _read(path: Path | str, offset: int, length: int) -> bytes:
+    with open_device(path) as fd:
+        return os.pread(fd, length, offset)
+
+
+def test_install_to_an_image_file(tmp_path: Path, assets: tuple[Path, Path, Path]) -> None:
+    _need(*TOOLS)
+    disk = tmp_path / "disk.raw"
+    with disk.open("wb") as f:
+        f.truncate(2 * GIB)
+    lines: list[str] = []
+    result = install(_spec(disk, assets), printf=lines.append)
+
+    table = read_disk_table(disk)
+    assert table == result.table and table is not None
+    assert table.names() == ["EFI", "BIOS", "BOOT", "META", "STATE", "EPHEMERAL"]
+    parts = {p.name: p for p in table.partitions}
+    boot = probe(disk, parts["BOOT"].offset())
+    efi = probe(disk, parts["EFI"].offset())
+    assert boot is not None and (boot.type, boot.label) == ("xfs", "BOOT")
+    assert efi is not None and (efi.type, efi.label, efi.uuid) == ("vfat", "EFI", "1CE0-B007")
+    for label in ("BIOS", "STATE", "EPHEMERAL"):
+        assert probe(disk, parts[label].offset()) is None
+        assert _read(disk, parts[label].offset(), MIB) == bytes(MIB)
+    meta = Meta.open(disk, offset=parts["META"].offset(), size=parts["META"].size())
+    assert meta.items() == {MetaKey.UserReserved1: b"installed by a test"}
+
+    listing = proc.run(
+        ["mdir", "-b", "-i", f"{disk}@@{parts['EFI'].offset()}", "::EFI/BOOT"], env={"MTOOLS_SKIP_CHECK": "1"}
+    )
+    assert "BOOTX64.EFI" in listing.stdout
+    assert "ichor.slot=A" in result.grub_cfg and "console=ttyS0 init_on_alloc=1" in result.grub_cfg
+    assert result.boot_state == BootState(good=Slot.A, versions={Slot.A: "v1.7.6"})
+    assert any("zeroed EPHEMERAL" in line for line in lines)
+    assert disk.stat().st_blocks * 512 < 200 * MIB  # the image stays sparse
+
+
+def test_install_refuses_missing_kernel_and_small_disk(
+    tmp_path: Path, assets: tuple[Path, Path, Path]
+) -> None:
+    disk = tmp_path / "small.raw"
+    with disk.open("wb") as f:
+        f.truncate(512 * MIB)
+    spec = _spec(disk, assets)
+    with pytest.raises(InstallError, match="requested partition size 1048576000"):
+        install(spec, printf=lambda _: None)
+    with pytest.raises(InstallError, match="does not exist"):
+        install(InstallSpec(disk, tmp_path / "nope", assets[1], "v1", "x"), printf=lambda _: None)
+
+
+def test_bios_boot_patching() -> None:
+    boot_img = bytes(range(256)) * 2
+    mbr = bytearray(512)
+    mbr[0x03:0x5A] = b"B" * (0x5A - 0x03)
+    mbr[446:462] = b"\xee" * 16
+    sector = patch_boot_img(boot_img, bytes(mbr), 2048 + 200 * 1024)
+    assert sector[0:3] == boot_img[0:3] and sector[0x03:0x5A] == bytes(mbr[0x03:0x5A])
+    assert struct.unpack_from("<Q", sector, 0x5C)[0] == 2048 + 200 * 1024
+    assert (
+        sector[0x66:0x68] == b"\x90\x90" and sector[446:462] == b"\xee" * 16 and sector[510:] == b"\x55\xaa"
+    )
+    core = bytearray(3 * 512 + 100)
+    struct.pack_into("<H", core, 0x200 - 2, 0x820)
+    patched = patch_core_img(bytes(core), 206848)
+    assert struct.unpack_from("<QHH", patched, 0x200 - 12) == (206849, 3, 0x820)
+    assert len(patched) == 4 * 512
+
+
+def test_grub_images_are_reproducible(tmp_path: Path) -> None:
+    _need("grub-mkimage")
+    if (
+        not Path("/usr/lib/grub/x86_64-efi/moddep.lst").exists()
+        or not Path("/usr/lib/grub/i386-pc/moddep.lst").exists()
+    ):
+        pytest.skip("grub-efi-amd64-bin/grub-pc-bin not installed (scripts/os-packages.txt)")
+    one = build_grub_images(tmp_path / "one")
+    two = build_grub_images(tmp_path / "two")
+    for a, b in ((one.efi, two.efi), (one.core, two.core)):
+        assert a.read_bytes() == b.read_bytes()
+    assert one.efi.read_bytes()[:2] == b"MZ"
+    assert 20_000 < one.core.stat().st_size < MIB and one.boot.stat().st_size == 512
+
+
+# -- a loop device (root) ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def loop_disk(tmp_path: Path) -> Iterator[Path]:
+    if os.geteuid() != 0:
+        pytest.skip("needs root: attaches a loop device and mounts BOOT read-only")
+    _need("losetup", "blkid", "mount", *TOOLS)
+    image = tmp_path / "loop.raw"
+    with image.open("wb") as f:
+        f.truncate(2 * GIB)
+    device = proc.run(["losetup", "--find", "--show", str(image)]).stdout.strip()
+    try:
+        yield Path(device)
+    finally:
+        proc.run(["losetup", "-d", device], check=False)
+        image.unlink(missing_ok=True)
+
+
+@pytest.mark.root
+def test_install_to_a_loop_device(loop_disk: Path, assets: tuple[Path, Path, Path], tmp_path: Path) -> None:
+    grub = None
+    if shutil.which("grub-mkimage") and Path("/usr/lib/grub/i386-pc/moddep.lst").exists():
+        grub = build_grub_images(tmp_path / "grub")
+    spec = _spec(loop_disk, assets)
+    if grub is not None:
+        spec = dataclasses.replace(spec, bios_core=grub.core, bios_boot=grub.boot)
+    install(spec, printf=lambda _: None)
+
+    def blkid(n: int, tag: str) -> str:
+        return proc.run(
+            ["blkid", "-p", "-o", "value", "-s", tag, partition_path(loop_disk, n)], check=False
+        ).stdout.strip()
+
+    assert (blkid(1, "TYPE"), blkid(1, "LABEL")) == ("vfat", "EFI")
+    assert (blkid(3, "TYPE"), blkid(3, "LABEL")) == ("xfs", "BOOT")
+    assert blkid(5, "TYPE") == "" and blkid(6, "TYPE") == ""
+    assert (
+        proc.run(
+            ["blkid", "-p", "-o", "value", "-s", "PART_ENTRY_NAME", partition_path(loop_disk, 4)]
+        ).stdout.strip()
+        == "META"
+    )
+    assert _read(partition_path(loop_disk, 5), 0, MIB) == bytes(MIB)
+    assert Meta.open(partition_path(loop_disk, 4)).get(MetaKey.UserReserved1) == b"installed by a test"
+    xfs_sb = proc.run(
+        ["xfs_db", "-r", "-c", "sb 0", "-c", "print magicnum fname", partition_path(loop_disk, 3)]
+    ).stdout
+    assert "magicnum = 0x58465342" in xfs_sb and 'fname = "BOOT\\000' in xfs_sb
+
+    mountpoint = tmp_path / "boot"
+    mountpoint.mkdir()
+    proc.run(["mount", "-t", "xfs", "-o", "ro", partition_path(loop_disk, 3), str(mountpoint)])
+    try:
+        assert (mountpoint / "A/vmlinuz").read_bytes() == assets[0].read_bytes()
+        assert (mountpoint / "A/initramfs.xz").read_bytes() == assets[1].read_bytes()
+        assert read_env(mountpoint / "grub/grubenv")["ichor_ver_A"] == "v1.7.6"
+        assert "ichor.slot=A" in (mountpoint / "grub/grub.cfg").read_text()
+    finally:
+        proc.run(["umount", str(mountpoint)], check=False)
+    if grub is not None:
+        mbr = _read(loop_disk, 0, 512)
+        assert mbr[:0x03] == grub.boot.read_bytes()[:0x03] and mbr[0x66:0x68] == b"\x90\x90"
+        assert struct.unpack_from("<Q", mbr, 0x5C)[0] == 101 * MIB // 512  # core.img at the BIOS partition
+        assert mbr[446] == 0x80 and mbr[450] == 0xEE  # the protective MBR survives, marked bootable
