@@ -4,6 +4,7 @@
   plus Ichor's counting block (``ichor.slot=X`` on every entry's command line).
 - :func:`read_env`/:func:`write_env`/:func:`update_env` read and rewrite the 1024-byte grubenv in
   place, as GRUB's ``save_env`` needs; :func:`create_env` makes one at install time.
+- :class:`BootDir` carries them out on a mounted BOOT (slot files, grub.cfg, grubenv; crash-safe order).
 - :func:`upgrade`, :func:`boot`, :func:`bless`, :func:`fatal_error`, :func:`rollback` are the slot
   transitions as pure functions over :class:`BootState` (the grubenv's ``ichor_*`` keys).
 
@@ -12,6 +13,7 @@ Errors: :class:`~ichor.machinery.errors.BootloaderError` for files,
 or decides when to bless; machined does.
 """
 
+from ichor.machinery.bootloader._bootdir import BootDir
 from ichor.machinery.bootloader._grubcfg import GRUBENV_PATH, MenuEntry, quote, render_grub_cfg, unquote
 from ichor.machinery.bootloader._grubenv import (
     ENV_SIZE,
@@ -42,6 +44,7 @@ __all__ = [
     "DEFAULT_TRIES",
     "ENV_SIZE",
     "GRUBENV_PATH",
+    "BootDir",
     "BootState",
     "BootloaderError",
     "MenuEntry",
