@@ -145,7 +145,7 @@ def test_grubenv_refusals(tmp_path: Path) -> None:
         read_env(short)
 
 
-@settings(max_examples=80, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(
     st.dictionaries(
         st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,15}", fullmatch=True),

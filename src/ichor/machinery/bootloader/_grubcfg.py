@@ -112,11 +112,13 @@ def render_grub_cfg(
     counting: bool = True,
     name: str = "Talos",
     max_tries: int = DEFAULT_TRIES,
+    timeout: int = 3,
 ) -> str:
     """grub.cfg for the slots in ``entries``; ``default`` is the last good slot.
 
-    ``counting=False`` gives Talos 1.7's file byte for byte. Upgrades must not give a slot more
-    tries than ``max_tries``: the counting block spells each count out (GRUB has no arithmetic).
+    ``counting=False`` gives Talos 1.7's file byte for byte (with ``timeout`` 3, Talos's menu wait).
+    Upgrades must not give a slot more tries than ``max_tries``: the counting block spells each
+    count out (GRUB has no arithmetic).
     """
     if default not in entries:
         raise BootloaderError(f"invalid default entry: {default}")
@@ -135,7 +137,7 @@ def render_grub_cfg(
     else:
         lines.append("")
     lines += [
-        "set timeout=3",
+        f"set timeout={timeout}",
         "",
         "insmod all_video",
         "",
