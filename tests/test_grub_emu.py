@@ -47,6 +47,16 @@ def _env_offset(image: Path) -> int:
     return found[0]
 
 
+def _rewrite_env(image: Path, offset: int, state: BootState) -> None:
+    """What Linux does to bless: the grubenv's 1024 bytes rewritten where they are."""
+    fd = os.open(image, os.O_WRONLY)
+    try:
+        os.pwrite(fd, render_env(state.to_env()), offset)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def _grub_boot(tmp_path: Path, devmap: Path, run: int) -> str:
     """One boot: the title GRUB picks. grub-emu then waits for a key; it is stopped by its PID."""
     out = tmp_path / f"emu-{run}.log"
@@ -109,16 +119,10 @@ def test_grub_counts_tries_and_falls_back_like_the_model(tmp_path: Path) -> None
 
     # a second upgrade that becomes healthy: Linux blesses it by rewriting the grubenv in place
     state = upgrade(state, "v2").state
-    with image.open("r+b") as f:
-        f.seek(offset)
-        f.write(render_env(state.to_env()))
+    _rewrite_env(image, offset, state)
     assert _grub_boot(tmp_path, devmap, 5) == titles[Slot.B]
     _, t = boot(state)
     state = bless(t.state, Slot.B).state
-    with image.open("r+b") as f:
-        f.seek(offset)
-        f.write(render_env(state.to_env()))
-        f.flush()
-        os.fsync(f.fileno())
+    _rewrite_env(image, offset, state)
     assert _grub_boot(tmp_path, devmap, 6) == titles[Slot.B]
     assert on_disk() == state  # nothing left to count: GRUB saved nothing
