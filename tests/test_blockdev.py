@@ -27,6 +27,8 @@ from ichor.machinery.blockdev import (
     PartitionType,
     device_size,
     fast_wipe,
+    find_partition,
+    is_system_disk,
     kernel_partitions,
     list_disks,
     open_device,
@@ -290,3 +292,18 @@ def test_loop_device_gets_partitions_by_blkpg(loop_disk: str) -> None:
         fast_wipe(fd)
         sync_partitions(fd, plan(2 * GIB, []))
         assert kernel_partitions(fd) == {}
+
+
+def test_find_partition_and_installed(tmp_path: Path) -> None:
+    blank = _sparse(tmp_path / "blank.img", 64 * MIB)
+    data = _sparse(tmp_path / "data.img", 64 * MIB)
+    write_disk_table(data, plan(64 * MIB, [PartitionSpec("DATA", PartitionType.LINUX_FILESYSTEM, 0)]))
+    system = _sparse(tmp_path / "system.img", 2 * GIB)
+    write_disk_table(system, plan(2 * GIB, talos_layout()))
+    found = find_partition("META", [blank, data, tmp_path / "missing.img", system])
+    assert found is not None
+    disk, device, part = found
+    assert (disk, device, part.number) == (str(system), f"{system}4", 4)
+    assert find_partition("STATE", [blank, data]) is None
+    assert is_system_disk(read_disk_table(system)) and not is_system_disk(read_disk_table(data))
+    assert not is_system_disk(read_disk_table(blank))

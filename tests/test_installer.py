@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from ichor.installer import InstallError, InstallSpec, install
+from ichor.installer import InstallError, InstallSpec, install, reset_partitions
 from ichor.installer._bios import patch_boot_img, patch_core_img
 from ichor.installer._grub_images import build_grub_images
 from ichor.machinery import proc
 from ichor.machinery.blockdev import MIB, open_device, partition_path, probe, read_disk_table
-from ichor.machinery.bootloader import BootState, Slot, read_env
+from ichor.machinery.bootloader import BootDir, BootState, Slot, read_env
 from ichor.machinery.kernelargs import installer_cmdline
 from ichor.machinery.meta import Meta, MetaKey
 
@@ -202,3 +202,65 @@ def test_install_to_a_loop_device(loop_disk: Path, assets: tuple[Path, Path, Pat
         assert mbr[:0x03] == grub.boot.read_bytes()[:0x03] and mbr[0x66:0x68] == b"\x90\x90"
         assert struct.unpack_from("<Q", mbr, 0x5C)[0] == 101 * MIB // 512  # core.img at the BIOS partition
         assert mbr[446] == 0x80 and mbr[450] == 0xEE  # the protective MBR survives, marked bootable
+
+
+def test_reset_wipes_exactly_the_labels_on_an_image(tmp_path: Path, assets: tuple[Path, Path, Path]) -> None:
+    _need(*TOOLS)
+    disk = tmp_path / "disk.raw"
+    with disk.open("wb") as f:
+        f.truncate(2 * GIB)
+    install(_spec(disk, assets), printf=lambda _: None)
+    table = read_disk_table(disk)
+    assert table is not None
+    parts = {p.name: p for p in table.partitions}
+    with open_device(disk, write=True) as fd:  # what a running node leaves on STATE and EPHEMERAL
+        for label in ("STATE", "EPHEMERAL"):
+            os.pwrite(fd, b"XFSB node data", parts[label].offset())
+    before_boot = _read(disk, parts["BOOT"].offset(), 4 * MIB)
+    boot_before = probe(disk, parts["BOOT"].offset())
+    assert boot_before is not None
+    lines: list[str] = []
+    reset_partitions(disk, ["EPHEMERAL"], printf=lines.append)
+    assert _read(disk, parts["EPHEMERAL"].offset(), MIB) == bytes(MIB)
+    assert _read(disk, parts["STATE"].offset(), 14) == b"XFSB node data"
+    assert _read(disk, parts["BOOT"].offset(), 4 * MIB) == before_boot
+    assert lines == ["zeroed EPHEMERAL"]
+    reset_partitions(disk, ["STATE", "BOOT"], printf=lambda _: None)
+    assert _read(disk, parts["STATE"].offset(), MIB) == bytes(MIB)
+    boot = probe(disk, parts["BOOT"].offset())
+    assert boot is not None and (boot.type, boot.label) == ("xfs", "BOOT") and boot.uuid != boot_before.uuid
+    # an empty BOOT: as many free blocks (sb_fdblocks) as a fresh xfs of its size
+    fresh = tmp_path / "fresh.img"
+    with fresh.open("wb") as f:
+        f.truncate(parts["BOOT"].size())
+    proc.run(["mkfs.xfs", "-q", "-f", "-L", "BOOT", str(fresh)])
+    assert _read(disk, parts["BOOT"].offset() + 144, 8) == _read(fresh, 144, 8)
+    meta = Meta.open(disk, offset=parts["META"].offset(), size=parts["META"].size())
+    assert meta.get(MetaKey.UserReserved1) == b"installed by a test"
+    with pytest.raises(InstallError, match='failed location partition with label "DATA"'):
+        reset_partitions(disk, ["DATA"], printf=lambda _: None)
+
+
+@pytest.mark.root
+def test_upgrade_writes_only_the_slot_that_is_not_good(
+    loop_disk: Path, assets: tuple[Path, Path, Path], tmp_path: Path
+) -> None:
+    install(_spec(loop_disk, assets), printf=lambda _: None)
+    mountpoint = tmp_path / "boot"
+    mountpoint.mkdir()
+    kernel2 = tmp_path / "vmlinuz-2"
+    kernel2.write_bytes(b"kernel v2")
+    proc.run(["mount", "-t", "xfs", partition_path(loop_disk, 3), str(mountpoint)])
+    try:
+        boot = BootDir(mountpoint)
+        t = boot.upgrade("v1.7.7", kernel2, assets[1], {Slot.A: "x", Slot.B: "x"})
+        assert t.state.trial == Slot.B
+    finally:
+        proc.run(["umount", str(mountpoint)], check=False)
+    proc.run(["mount", "-t", "xfs", "-o", "ro", partition_path(loop_disk, 3), str(mountpoint)])
+    try:
+        assert (mountpoint / "A/vmlinuz").read_bytes() == assets[0].read_bytes()
+        assert (mountpoint / "B/vmlinuz").read_bytes() == b"kernel v2"
+        assert read_env(mountpoint / "grub/grubenv")["ichor_try"] == "B"
+    finally:
+        proc.run(["umount", str(mountpoint)], check=False)

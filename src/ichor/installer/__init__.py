@@ -5,13 +5,15 @@ output) with Talos's layout, zeroes BIOS/META/STATE/EPHEMERAL, formats EFI (vfat
 mtools) and BOOT (xfs, filled from a prototype file: no mount needed), puts the kernel and
 initramfs in a slot directory (``/A``), writes ``grub/grub.cfg`` (Talos's entries plus Ichor's
 boot counting) and ``grub/grubenv``, and META's keys. Upgrades and the other installer modes build
-on the same steps (not yet here).
+on the same steps (not yet here); :func:`reset_partitions` wipes chosen system partitions as
+Talos's reset does.
 
 Errors are :class:`~ichor.machinery.errors.InstallError`. This package never picks the disk (the
 config's ``machine.install.disk`` does) and never reboots.
 """
 
 from ichor.installer._install import InstallResult, InstallSpec, install
+from ichor.installer._reset import reset_partitions
 from ichor.machinery.errors import InstallError
 
-__all__ = ["InstallError", "InstallResult", "InstallSpec", "install"]
+__all__ = ["InstallError", "InstallResult", "InstallSpec", "install", "reset_partitions"]

@@ -5,6 +5,7 @@ Pure Python (struct + ioctls), usable on image files without root and on block d
 - :func:`plan` places :func:`talos_layout` (EFI, BIOS, BOOT, META, STATE, EPHEMERAL) on a disk,
   :func:`write_table`/:func:`read_table` encode and decode the GPT (both headers, CRC32s),
   :func:`read_disk_table`/:func:`write_disk_table` do it by path and tell the kernel (BLKPG).
+- :func:`find_partition` finds a labelled partition on the node's disks; :func:`is_system_disk`.
 - :func:`probe` says which filesystem a partition holds (xfs, vfat, ext4, squashfs, LUKS).
 - :func:`list_disks` is what ``talosctl disks`` shows.
 - :func:`fast_wipe`, :func:`zero_range` wipe; :func:`sync_partitions` adds/removes kernel partitions.
@@ -16,6 +17,7 @@ disk to install to or what to wipe; the installer and the reset rules do.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 from ichor.machinery.blockdev._device import (
     FAST_WIPE_RANGE,
@@ -59,6 +61,7 @@ __all__ = [
     "ATTR_LEGACY_BIOS_BOOTABLE",
     "ENTRY_COUNT",
     "FAST_WIPE_RANGE",
+    "INSTALLED_LABELS",
     "MIB",
     "Disk",
     "DiskType",
@@ -74,8 +77,10 @@ __all__ = [
     "delete_partition",
     "device_size",
     "fast_wipe",
+    "find_partition",
     "get_disk",
     "is_block_device",
+    "is_system_disk",
     "kernel_partitions",
     "list_disks",
     "new_table",
@@ -93,6 +98,35 @@ __all__ = [
     "write_table",
     "zero_range",
 ]
+
+
+INSTALLED_LABELS = (Label.EPHEMERAL, Label.BOOT, Label.EFI, Label.STATE)
+"""A disk whose GPT has one of these is a Talos system disk (machined's ``probeDisks``)."""
+
+
+def is_system_disk(table: PartitionTable | None) -> bool:
+    """Whether a GPT is a Talos install: it names EPHEMERAL, BOOT, EFI or STATE."""
+    return table is not None and any(table.by_name(label) for label in INSTALLED_LABELS)
+
+
+def find_partition(
+    label: str, disks: Iterable[str | os.PathLike[str]] | None = None
+) -> tuple[str, str, Partition] | None:
+    """The first disk holding a GPT partition named ``label``: (disk, partition device, partition).
+
+    Talos's ``probe.GetDevWithPartitionName``; ``disks`` defaults to :func:`list_disks`. Disks that
+    cannot be opened or hold a damaged GPT are skipped.
+    """
+    candidates = [d.device_name for d in list_disks()] if disks is None else [os.fspath(d) for d in disks]
+    for disk in candidates:
+        try:
+            table = read_disk_table(disk)
+        except PartitionTableError:
+            continue
+        part = table.by_name(label) if table else None
+        if part is not None:
+            return disk, partition_path(disk, part.number), part
+    return None
 
 
 def read_disk_table(path: str | os.PathLike[str]) -> PartitionTable | None:
