@@ -4,9 +4,11 @@ our own GPT/META/probe code and with blkid, xfs_db, mtools and a read-only mount
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import shutil
 import struct
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,6 +53,9 @@ def _spec(disk: Path, assets: tuple[Path, Path, Path]) -> InstallSpec:
         meta={MetaKey.UserReserved1: b"installed by a test"},
         efi_files={"EFI/BOOT/BOOTX64.EFI": efi},
         efi_volume_id="1CE0B007",
+        boot_uuid="0b007b00-7b00-4b00-8b00-7b007b007b00",
+        disk_guid=uuid.UUID("6a1c0de5-0000-4000-8000-000000000001"),
+        source_date_epoch=1_700_000_000,
     )
 
 
@@ -89,6 +94,39 @@ def test_install_to_an_image_file(tmp_path: Path, assets: tuple[Path, Path, Path
     assert result.boot_state == BootState(good=Slot.A, versions={Slot.A: "v1.7.6"})
     assert any("zeroed EPHEMERAL" in line for line in lines)
     assert disk.stat().st_blocks * 512 < 200 * MIB  # the image stays sparse
+
+
+def _data_digest(path: Path) -> str:
+    """sha256 over (offset, bytes) of every data region: a 2 GiB sparse image hashed in milliseconds."""
+    digest = hashlib.sha256()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        end, pos = os.fstat(fd).st_size, 0
+        while pos < end:
+            try:
+                pos = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError:
+                break
+            hole = os.lseek(fd, pos, os.SEEK_HOLE)
+            digest.update(pos.to_bytes(8, "little") + os.pread(fd, hole - pos, pos))
+            pos = hole
+    finally:
+        os.close(fd)
+    return digest.hexdigest()
+
+
+def test_pinned_install_is_reproducible(tmp_path: Path, assets: tuple[Path, Path, Path]) -> None:
+    _need(*TOOLS)
+    digests = []
+    for n in range(2):
+        disk = tmp_path / f"disk{n}.raw"
+        with disk.open("wb") as f:
+            f.truncate(2 * GIB)
+        install(_spec(disk, assets), printf=lambda _: None)
+        digests.append(_data_digest(disk))
+    assert digests[0] == digests[1]
+    table = read_disk_table(tmp_path / "disk0.raw")
+    assert table is not None and table.partitions[0].guid == uuid.uuid5(table.disk_guid, "EFI")
 
 
 def test_install_refuses_missing_kernel_and_small_disk(
@@ -182,6 +220,7 @@ def test_install_to_a_loop_device(loop_disk: Path, assets: tuple[Path, Path, Pat
     )
     assert _read(partition_path(loop_disk, 5), 0, MIB) == bytes(MIB)
     assert Meta.open(partition_path(loop_disk, 4)).get(MetaKey.UserReserved1) == b"installed by a test"
+    proc.run(["xfs_repair", "-n", partition_path(loop_disk, 3)])  # pinned inode times left it consistent
     xfs_sb = proc.run(
         ["xfs_db", "-r", "-c", "sb 0", "-c", "print magicnum fname", partition_path(loop_disk, 3)]
     ).stdout

@@ -92,10 +92,47 @@ def _copy_sparse(source: Path, dest: Path, offset: int) -> None:
         os.close(dst)
 
 
+def _xfs_inodes(device: str) -> list[int]:
+    """Every inode in use on a small xfs: the root's metadata inodes and the tree under it."""
+    head = proc.run(["xfs_db", "-r", "-c", "sb 0", "-c", "print rootino rbmino rsumino", device]).stdout
+    inodes = [int(line.split("=")[1]) for line in head.splitlines() if "=" in line]
+    pending = ["/"]
+    while pending:
+        directory = pending.pop()
+        for line in proc.run(["xfs_db", "-r", "-c", f"ls {directory}", device]).stdout.splitlines():
+            fields = line.split()
+            if len(fields) < 6 or fields[5] in (".", ".."):
+                continue
+            inodes.append(int(fields[1]))
+            if fields[2] == "directory":
+                pending.append(f"{directory.rstrip('/')}/{fields[5]}")
+    return sorted(set(inodes))
+
+
+def _pin_xfs_times(device: str, epoch: int) -> None:
+    """Set every inode's times to ``epoch`` and its generation to 0 (mkfs.xfs has no SOURCE_DATE_EPOCH)."""
+    raw = epoch + 2**31  # bigtime: stored as seconds since 1901-12-13 (xfsprogs 6.1 makes bigtime)
+    commands: list[str] = []
+    for inode in _xfs_inodes(device):
+        commands += ["-c", f"inode {inode}"]
+        for name in ("core.atime", "core.mtime", "core.ctime", "v3.crtime"):
+            commands += ["-c", f"write -d {name}.sec {raw}", "-c", f"write -d {name}.nsec 0"]
+        commands += ["-c", "write -d core.gen 0"]
+    proc.run(["xfs_db", "-x", *commands, device])
+
+
 def make_boot_xfs(
-    target: Target, files: Mapping[str, Path], *, label: str = "BOOT", uuid: str | None = None
+    target: Target,
+    files: Mapping[str, Path],
+    *,
+    label: str = "BOOT",
+    uuid: str | None = None,
+    source_date_epoch: int | None = None,
 ) -> None:
-    """Format ``target`` as xfs labelled ``label`` holding ``files`` (path on BOOT -> host file)."""
+    """Format ``target`` as xfs labelled ``label`` holding ``files`` (path on BOOT -> host file).
+
+    With ``uuid`` and ``source_date_epoch`` the result is the same bytes every time.
+    """
     extra = ["-m", f"uuid={uuid}"] if uuid else []
     with tempfile.TemporaryDirectory(
         prefix="ichor-boot-", dir=None if target.is_partition_device else target.path.parent
@@ -104,18 +141,33 @@ def make_boot_xfs(
         proto.write_text(_protofile(files))
         if target.is_partition_device:
             proc.run(["mkfs.xfs", "-q", "-f", "-L", label, *extra, "-p", str(proto), str(target.path)])
+            if source_date_epoch is not None:
+                _pin_xfs_times(str(target.path), source_date_epoch)
             return
         image = Path(tmp) / "boot.img"
         with image.open("wb") as f:
             f.truncate(target.size)
         proc.run(["mkfs.xfs", "-q", "-f", "-L", label, *extra, "-p", str(proto), str(image)])
+        if source_date_epoch is not None:
+            _pin_xfs_times(str(image), source_date_epoch)
         _copy_sparse(image, target.path, target.offset)
 
 
 def make_efi_vfat(
-    target: Target, files: Mapping[str, Path], *, label: str = "EFI", volume_id: str | None = None
+    target: Target,
+    files: Mapping[str, Path],
+    *,
+    label: str = "EFI",
+    volume_id: str | None = None,
+    source_date_epoch: int | None = None,
 ) -> None:
-    """Format ``target`` as FAT32 labelled ``label`` and copy ``files`` in with mtools."""
+    """Format ``target`` as FAT32 labelled ``label`` and copy ``files`` in with mtools.
+
+    With ``volume_id`` and ``source_date_epoch`` the result is the same bytes every time.
+    """
+    env = dict(_MTOOLS_ENV)
+    if source_date_epoch is not None:
+        env["SOURCE_DATE_EPOCH"] = str(source_date_epoch)
     # Talos runs `mkfs.vfat -F 32 -n EFI`; on 100 MiB that gives 4 KiB clusters, too few for a FAT32
     # by the spec, and mtools then refuses to make directories. 512-byte clusters (-s 1) give 200k.
     args = ["mkfs.vfat", "-F", "32", "-s", "1", "-n", label]
@@ -133,6 +185,6 @@ def make_efi_vfat(
         for depth in range(1, len(parts)):
             directory = "/".join(parts[:depth])
             if directory not in made:
-                proc.run(["mmd", "-i", image, f"::{directory}"], env=_MTOOLS_ENV)
+                proc.run(["mmd", "-i", image, f"::{directory}"], env=env)
                 made.add(directory)
-        proc.run(["mcopy", "-i", image, str(source), f"::{rel}"], env=_MTOOLS_ENV)
+        proc.run(["mcopy", "-i", image, str(source), f"::{rel}"], env=env)

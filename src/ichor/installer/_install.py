@@ -61,6 +61,9 @@ class InstallSpec:
     disk_guid: uuid.UUID | None = None
     boot_uuid: str | None = None
     efi_volume_id: str | None = None
+    source_date_epoch: int | None = None
+    """With ``disk_guid``, ``boot_uuid`` and ``efi_volume_id``: the same image bytes every time
+    (partition GUIDs derived from the disk GUID, file times pinned)."""
 
 
 @dataclass(frozen=True)
@@ -101,8 +104,16 @@ def install(spec: InstallSpec, *, printf: Callable[[str], None] = print) -> Inst
 def _install(spec: InstallSpec, printf: Callable[[str], None]) -> InstallResult:
     with open_device(spec.disk, write=True) as fd:
         size, ss, block = device_size(fd), sector_size(fd), is_block_device(fd)
+        layout = talos_layout()
+        # A given disk GUID makes the partitions' GUIDs too (reproducible images).
+        guids = [uuid.uuid5(spec.disk_guid, s.label) for s in layout] if spec.disk_guid else None
         table = plan(
-            size, talos_layout(), sector_size=ss, mbr_bootable=spec.legacy_bios, disk_guid=spec.disk_guid
+            size,
+            layout,
+            sector_size=ss,
+            mbr_bootable=spec.legacy_bios,
+            disk_guid=spec.disk_guid,
+            partition_guids=guids,
         )
         printf(f"partitioning {spec.disk}: {', '.join(p.name for p in table.partitions)}")
         fast_wipe(fd)
@@ -131,9 +142,19 @@ def _install(spec: InstallSpec, printf: Callable[[str], None]) -> InstallResult:
             "grub/grub.cfg": cfg,
             "grub/grubenv": env,
         }
-        make_boot_xfs(_target(spec, table, Label.BOOT, block), boot_files, uuid=spec.boot_uuid)
+        make_boot_xfs(
+            _target(spec, table, Label.BOOT, block),
+            boot_files,
+            uuid=spec.boot_uuid,
+            source_date_epoch=spec.source_date_epoch,
+        )
         printf(f"formatted BOOT (xfs) with slot {spec.slot}: {spec.version}")
-    make_efi_vfat(_target(spec, table, Label.EFI, block), spec.efi_files, volume_id=spec.efi_volume_id)
+    make_efi_vfat(
+        _target(spec, table, Label.EFI, block),
+        spec.efi_files,
+        volume_id=spec.efi_volume_id,
+        source_date_epoch=spec.source_date_epoch,
+    )
     printf("formatted EFI (vfat)")
     meta_target = _target(spec, table, Label.META, block)
     meta = Meta(meta_target.path, printer=printf, offset=meta_target.offset, size=meta_target.size)
