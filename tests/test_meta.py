@@ -17,8 +17,11 @@ from ichor.machinery.meta import (
     Meta,
     MetaError,
     MetaKey,
+    MetaValue,
     SyslinuxADV,
     TalosADV,
+    decode_values,
+    encode_values,
     key_id,
     parse_key,
 )
@@ -250,3 +253,35 @@ def test_meta_inside_a_disk_image(tmp_path: Path) -> None:
         f.seek(0)
         assert f.read(2 * MIB) == bytes(2 * MIB)  # nothing outside the partition
     assert Meta.open(image, offset=2 * MIB, size=MIB).get_str(MetaKey.UUIDOverride) == "uuid"
+
+
+def test_meta_values_as_talos() -> None:
+    value = MetaValue.parse("10=foo")
+    assert (value.key, value.value, str(value)) == (10, "foo", "0xa=foo")
+    assert MetaValue.parse(str(value)) == value
+    assert MetaValue.parse("0x0a=a=b").value == "a=b"
+    with pytest.raises(MetaError, match=r'^invalid value "foo"$'):
+        MetaValue.parse("foo")
+    with pytest.raises(MetaError, match=r'^invalid key "256"$'):
+        MetaValue.parse("256=x")
+    simple = [MetaValue.parse("10=foo"), MetaValue.parse("0xb=bar")]
+    assert len(encode_values(simple)) == 20  # Talos's expectedEncodedSize
+    assert decode_values(encode_values(simple)) == simple
+    huge = [MetaValue(10, "foobar" * 256), MetaValue(11, "baz" * 256)]
+    assert len(encode_values(huge, allow_gzip=False)) == 3084  # Talos's expectedEncodedSize
+    gzipped = encode_values(huge)
+    assert len(gzipped) < 200 and decode_values(gzipped) == huge
+    assert decode_values("") == []
+    with pytest.raises(MetaError, match="not base64"):
+        decode_values("%%%")
+
+
+def test_syslinux_adv_delete_of_a_garbled_tag_keeps_its_size() -> None:
+    raw = bytearray(1024)
+    raw[500:502] = b"\x07\xff"  # a tag near the end claiming 255 bytes
+    raw[8:10] = b"\x09\xf0"  # a first tag whose length jumps to offset 250
+    raw[250:252] = b"\x05\xf8"  # one that jumps to 500
+    adv = SyslinuxADV(bytes(raw))
+    assert adv.tags() == [9, 5, 7]
+    assert adv.delete(7)
+    assert len(adv.to_bytes()) == 1024 and adv.tags() == [9, 5]

@@ -7,6 +7,8 @@ write it; ``imager --meta`` and the installer write keys at build and install ti
 
 - :class:`Meta` reads/writes a partition (both ADV copies + fsync; Talos's overlay rule on reload).
 - :class:`TalosADV` is the 256 KiB x 2 codec, :class:`SyslinuxADV` the legacy 2 x 512 B one.
+- :class:`MetaValue`, :func:`encode_values`/:func:`decode_values`: ``--meta k=v`` and
+  ``INSTALLER_META_BASE64`` as Talos spells them.
 - :class:`MetaKey` names Talos's tags; :func:`key_id` gives the resource id (``0x06``).
 
 Errors are :class:`~ichor.machinery.errors.MetaError` (``meta write failed`` when full). This package
@@ -18,6 +20,7 @@ from ichor.machinery.meta._keys import MetaKey, key_id, parse_key
 from ichor.machinery.meta._meta import Meta
 from ichor.machinery.meta._syslinux_adv import SyslinuxADV
 from ichor.machinery.meta._talos_adv import DATA_LENGTH, LENGTH, SIZE, TalosADV
+from ichor.machinery.meta._values import MetaValue, decode_values, encode_values
 
 __all__ = [
     "DATA_LENGTH",
@@ -26,8 +29,11 @@ __all__ = [
     "Meta",
     "MetaError",
     "MetaKey",
+    "MetaValue",
     "SyslinuxADV",
     "TalosADV",
+    "decode_values",
+    "encode_values",
     "key_id",
     "parse_key",
 ]

@@ -8,8 +8,9 @@ Talos reads tags from it when its own ADV lacks them and deletes there as a fall
     8     tag (u8), len (u8), value ... a zero tag ends the list
     508   magic3 0xdd28bf64
 
-The second copy repeats the first. Edits follow Talos's syslinux package step by step (including
-where a delete stops shifting), so the bytes match its tests' vectors.
+The second copy repeats the first. Edits give the bytes of Talos's syslinux package (its tests'
+vectors), except that a delete shifts everything after the tag: Talos stops at byte 100 and
+garbles tags stored past it.
 """
 
 from __future__ import annotations
@@ -85,17 +86,9 @@ class SyslinuxADV:
             if t != tag:
                 continue
             start = i + 2 + size
-            # Talos shifts the bytes up to the index named by the first byte of magic3 (0x64 once
-            # the ADV was written); past that it would fail, so shift to the end of the copy there.
-            end = self._a[ADV_SIZE - 4]
-            if end < start:
-                data = bytes(self._a[start:_LIMIT])
-                self._a[i:_LIMIT] = data + bytes(start - i)
-            else:
-                data = bytes(self._a[start:end])
-                for j in range(i, 2 + len(data)):
-                    self._a[j] = 0
-                self._a[i : i + len(data)] = data
+            # Talos shifts only the bytes up to index 100 (it reads the bound from the first byte
+            # of magic3), which garbles tags stored past it; shift everything up to the tail.
+            self._a[i:_LIMIT] = (self._a[start:_LIMIT] + bytes(_LIMIT - i))[: _LIMIT - i]
             self._cleanup()
             return True
         return False
