@@ -17,6 +17,7 @@ from ichor.machinery.bootloader import (
     Slot,
     create_env,
     installed,
+    parse_cmdlines,
     parse_env,
     quote,
     read_env,
@@ -162,3 +163,10 @@ def test_grubenv_round_trip(env: dict[str, str]) -> None:
     except BootloaderError:
         return
     assert len(data) == ENV_SIZE and parse_env(data) == env
+
+
+def test_cmdlines_read_back_from_a_written_cfg() -> None:
+    cmdline = "talos.platform=metal talos.config=http://h/c?uuid=${uuid}&x=1"
+    entries = {Slot.A: MenuEntry("v1", cmdline), Slot.B: MenuEntry("v2", "console=ttyS0")}
+    assert parse_cmdlines(render_grub_cfg(entries, Slot.B)) == {Slot.A: cmdline, Slot.B: "console=ttyS0"}
+    assert parse_cmdlines(TALOS_WRITE_TEST) == {Slot.A: "cmdline A"}

@@ -14,7 +14,14 @@ or decides when to bless; machined does.
 """
 
 from ichor.machinery.bootloader._bootdir import BootDir
-from ichor.machinery.bootloader._grubcfg import GRUBENV_PATH, MenuEntry, quote, render_grub_cfg, unquote
+from ichor.machinery.bootloader._grubcfg import (
+    GRUBENV_PATH,
+    MenuEntry,
+    parse_cmdlines,
+    quote,
+    render_grub_cfg,
+    unquote,
+)
 from ichor.machinery.bootloader._grubenv import (
     ENV_SIZE,
     create_env,
@@ -58,6 +65,7 @@ __all__ = [
     "create_env",
     "fatal_error",
     "installed",
+    "parse_cmdlines",
     "parse_env",
     "quote",
     "read_env",

@@ -10,13 +10,14 @@ reads the grubenv and does what :func:`~ichor.machinery.bootloader.boot` does.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ichor.machinery.bootloader._slots import DEFAULT_TRIES, Slot
 from ichor.machinery.errors import BootloaderError
 
-__all__ = ["GRUBENV_PATH", "MenuEntry", "quote", "render_grub_cfg", "unquote"]
+__all__ = ["GRUBENV_PATH", "MenuEntry", "parse_cmdlines", "quote", "render_grub_cfg", "unquote"]
 
 GRUBENV_PATH = "($root)/grub/grubenv"
 """Where the counting block reads and saves the grubenv: ``/grub/grubenv`` on BOOT."""
@@ -161,3 +162,18 @@ def render_grub_cfg(
             RESET_TITLE, reset_slot, good.cmdline, counting=counting, entry_id="Reset", extra=RESET_ARG
         )
     return "\n".join(lines) + "\n"
+
+
+_LINUX = re.compile(r"^\s*linux\s+/([AB])/vmlinuz\s+(.*)$", re.MULTILINE)
+
+
+def parse_cmdlines(cfg: str) -> dict[Slot, str]:
+    """Each slot's kernel command line in a grub.cfg this module (or Talos) wrote, unquoted,
+    without Ichor's ``ichor.slot=X`` (the reset entry, which adds its wipe argument, is skipped)."""
+    out: dict[Slot, str] = {}
+    for slot, args in _LINUX.findall(cfg):
+        if RESET_ARG in args or Slot(slot) in out:
+            continue
+        args = args.removesuffix(f" ichor.slot={slot}")
+        out[Slot(slot)] = unquote(args)
+    return out
