@@ -8,6 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from tiers import (  # noqa: F401 - the suite's tier hooks, registered from here
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+    pytest_xdist_auto_num_workers,
+)
 
 from ichor.cli._errors import run_with_error_edge
 from ichor.cli._root import _invoke
