@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from container_helpers import KubeCluster, kube_cluster
 from tiers import (  # noqa: F401 - the suite's tier hooks, registered from here
     pytest_collection_modifyitems,
     pytest_configure,
@@ -70,3 +71,11 @@ def talosctl(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
         return CLIResult(code, out, err)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def k8s_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeCluster]:
+    """The one 1+1 container cluster with Kubernetes that every ``k8s`` test file shares (see
+    ``tiers.K8S_ORDER`` for the order they run in: the ones that break and repair it last)."""
+    with kube_cluster(tmp_path_factory.mktemp("k8s")) as made:
+        yield made

@@ -12,6 +12,7 @@
   fails collection.
 - A fast-tier test that takes over ``ICHOR_FAST_TEST_LIMIT`` seconds (5; setup + call + teardown)
   fails the run naming it: a slow test must carry a marker and live with its kind.
+- The tests on the session's shared Kubernetes cluster run last, in :data:`K8S_ORDER`.
 - Under ``CI=true`` as root a skipped test fails the run (a skip there means a missing install step),
   unless its reason names a device this machine lacks (``needs a device:``).
 """
@@ -29,6 +30,18 @@ import pytest
 
 FAST_EXCLUDED = ("e2e", "fuzz", "vm")
 """Markers that keep a test out of the fast tier."""
+
+K8S_ORDER = (
+    "test_e2e_kubernetes.py",
+    "test_e2e_k8s_workloads.py",
+    "test_e2e_k8s_health.py",
+    "test_e2e_k8s_troubleshooting.py",
+    "test_e2e_k8s_faults.py",
+)
+"""The files sharing the session's Kubernetes cluster (``k8s_cluster``), in the order they run, after
+every other test (the cluster goes when the session ends): the ones that read it first, then the
+ones that break it on purpose and repair it (a rejected apiserver flag, a rebooted worker, a wiped
+control plane recovered from a snapshot)."""
 
 DEVICE_SKIP = "needs a device:"
 """A skip reason starting with this names hardware this machine lacks: allowed under CI."""
@@ -82,12 +95,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         kinds, name = _kinds(item), Path(str(item.fspath)).name
         if name.startswith("test_e2e_") != ("e2e" in kinds):
             misplaced.append(f"{item.nodeid}: e2e tests live in test_e2e_* files, and only they")
+        if "k8s_cluster" in getattr(item, "fixturenames", ()) and "k8s" not in kinds:
+            misplaced.append(f"{item.nodeid}: a test on the shared Kubernetes cluster is marked k8s")
         if {"k8s", "vm"} & kinds and "e2e" not in kinds:
             misplaced.append(f"{item.nodeid}: a k8s or vm test is an e2e test too")
         if name.startswith("test_fuzz_") != ("fuzz" in kinds):
             misplaced.append(f"{item.nodeid}: fuzz tests live in test_fuzz_* files, and only they")
     if misplaced:
         raise pytest.UsageError("tests in the wrong tier:\n  " + "\n  ".join(misplaced))
+
+    def k8s_rank(item: pytest.Item) -> int:
+        if "k8s_cluster" not in getattr(item, "fixturenames", ()):
+            return -1
+        name = Path(str(item.fspath)).name
+        return K8S_ORDER.index(name) if name in K8S_ORDER else len(K8S_ORDER)
+
+    items.sort(key=k8s_rank)  # stable: everything else keeps its order
     if fast_tier(config):
         kept = [i for i in items if not _kinds(i) & set(FAST_EXCLUDED)]
         dropped = [i for i in items if _kinds(i) & set(FAST_EXCLUDED)]
