@@ -118,12 +118,12 @@ run_tests() {
         fi
         exit "$rc"
     fi
-    # Every tier, cheapest first: the fast tier (two workers), then the end-to-end tests one at a
-    # time (clusters and VMs share the host's 2 cores), then the fuzzing suite.
+    # Every tier, cheapest first: the fast tier (two workers), then the end-to-end and slow tests one
+    # at a time (clusters and VMs share the host's 2 cores), the VM tests, then the fuzzing suite.
     local results failed=0
     results=$(mktemp -d)
     run_tier fast "$results" || failed=1
-    run_tier e2e "$results" -m "e2e and not vm" || failed=1
+    run_tier e2e "$results" -m "(e2e or slow) and not vm and not fuzz" || failed=1
     run_tier vm "$results" -m vm || failed=1
     run_tier fuzz "$results" -m fuzz || failed=1
     .venv/bin/python scripts/test_summary.py "$SETUP_SECONDS" "$results"

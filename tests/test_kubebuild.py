@@ -203,6 +203,7 @@ def test_the_iptables_tools_in_an_image_run_from_its_own_root(tmp_path: Path) ->
         assert "(nf_tables)" in out, out
 
 
+@pytest.mark.slow  # hundreds of fake-go calls and every image packed: ~15-30 s
 @NEEDS_IMAGE_TOOLS
 def test_a_cold_build_fills_the_cache_and_a_warm_run_does_nothing(
     tmp_path: Path, fake_go: tuple[str, str]
@@ -264,6 +265,7 @@ def test_a_cold_build_fills_the_cache_and_a_warm_run_does_nothing(
     assert len(packed) == 1 and "registry.k8s.io/coredns/coredns:v1.11.1" in packed[0]
 
 
+@pytest.mark.slow  # builds and packs flannel twice: ~10 s
 @NEEDS_IMAGE_TOOLS
 def test_flannel_falls_back_to_a_served_release_of_the_same_minor(
     tmp_path: Path, fake_go: tuple[str, str], monkeypatch: pytest.MonkeyPatch

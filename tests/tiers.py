@@ -1,7 +1,7 @@
 """The suite's tiers, enforced: imported by ``conftest.py`` for its hooks.
 
-- ``pytest`` with no arguments is the **fast tier**: every test not marked ``e2e``, ``fuzz`` or
-  ``vm``, on two xdist workers (``--dist loadfile``: a file's module fixtures stay on one worker).
+- ``pytest`` with no arguments is the **fast tier**: every test not marked ``e2e``, ``fuzz``, ``vm``
+  or ``slow`` (run.sh runs the slow ones with the end-to-end tier), on two xdist workers (``--dist loadfile``: a file's module fixtures stay on one worker).
   Naming files or a ``-m`` expression runs what was asked, serially (end-to-end tests share the
   host's bridges and clusters, and two clusters at once do not fit these 2 cores).
 - As root each worker runs in a network namespace of its own (``unshare(CLONE_NEWNET)``, loopback
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-FAST_EXCLUDED = ("e2e", "fuzz", "vm")
+FAST_EXCLUDED = ("e2e", "fuzz", "vm", "slow")
 """Markers that keep a test out of the fast tier."""
 
 K8S_ORDER = (
@@ -126,7 +126,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
         _skipped.append((report.nodeid, reason.removeprefix("Skipped: ")))
     if report.when == "teardown":
         kinds = set(report.keywords)
-        if not kinds & {*FAST_EXCLUDED, "slow"} and _durations[report.nodeid] > _fast_limit() > 0:
+        if not kinds & set(FAST_EXCLUDED) and _durations[report.nodeid] > _fast_limit() > 0:
             _over_limit.append((report.nodeid, _durations[report.nodeid]))
 
 
