@@ -6,6 +6,7 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from container_helpers import KubeCluster, kube_cluster
@@ -19,6 +20,9 @@ from tiers import (  # noqa: F401 - the suite's tier hooks, registered from here
 
 from ichor.cli._errors import run_with_error_edge
 from ichor.cli._root import _invoke
+
+if TYPE_CHECKING:
+    from booted_node import Node
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = REPO / "src" / "ichor" / "machinery" / "schema" / "talos-1.7-config.schema.json"
@@ -79,3 +83,13 @@ def k8s_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeCluste
     ``tiers.K8S_ORDER`` for the order they run in: the ones that break and repair it last)."""
     with kube_cluster(tmp_path_factory.mktemp("k8s")) as made:
         yield made
+
+
+@pytest.fixture(scope="session")
+def booted_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    """One configured control plane node process for the read-only and self-restoring end-to-end
+    files (introspection, edit, patch, netstat, support), stopped by PID when the session ends."""
+    from booted_node import booted
+
+    with booted(tmp_path_factory.mktemp("booted-node")) as node:
+        yield node
