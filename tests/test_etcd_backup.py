@@ -502,3 +502,30 @@ def test_workers_and_configs_without_the_document_take_no_backups(tmp_path: Path
             assert state.list("etcd", ETCD_BACKUP_CONFIGS) == []
 
     run(main)
+
+
+# --------------------------------------------------------------------------- bootstrap --recover-from
+
+
+def test_recover_from_takes_a_compressed_backup_as_its_snapshot(tmp_path: Path) -> None:
+    import contextlib
+
+    from ichor.cli._bootstrap import _decompressed
+    from ichor.machinery.errors import MachineryError
+
+    db = b"\1" * 1024
+    snapshot = db + hashlib.sha256(db).digest()
+    plain = tmp_path / "plain.db"
+    plain.write_bytes(snapshot)
+    packed = tmp_path / "backup.db.gz"
+    packed.write_bytes(gzip.compress(snapshot))
+    cut = tmp_path / "cut.db.gz"
+    cut.write_bytes(packed.read_bytes()[:-20])
+    with contextlib.ExitStack() as stack:
+        assert _decompressed(plain, stack) == plain  # a plain snapshot goes as it is
+        inflated = _decompressed(packed, stack)
+        assert inflated != packed and inflated.read_bytes() == snapshot
+        assert etcdlib.verify_snapshot(inflated)
+        with pytest.raises(MachineryError, match="error decompressing snapshot"):
+            _decompressed(cut, stack)
+    assert not inflated.exists()  # the temporary copy goes with the command
