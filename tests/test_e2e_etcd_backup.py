@@ -26,7 +26,11 @@ from cluster_helpers import talosctl_in as _talosctl
 from ichor import etcd as etcdlib
 from ichor.provision._cluster import ClusterRecord
 
-pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
+]
 
 NAME = "etcdbackup"
 PATCH = 'apiVersion: v1alpha1\nkind: EtcdBackupConfig\nschedule: "@every 10s"\nretention: 2\ncompress: true\n'
