@@ -34,7 +34,8 @@ container_tools() {
     if [ "$made_policy" -eq 1 ]; then rm -f "$policy"; fi
 }
 
-# The OS image, its installer and the VM tests need the Debian packages in scripts/os-packages.txt
+# The OS image, its installer, the VM tests and the tools some tests drive need the Debian packages in
+# scripts/os-packages.txt
 # (a package per line, with the command or file that shows it is there). Installed only as root,
 # only when one is missing, without recommends and without starting services.
 os_tools() {
@@ -50,7 +51,7 @@ os_tools() {
         missing+=("$pkg")
     done < scripts/os-packages.txt
     [ "${#missing[@]}" -eq 0 ] && return 0
-    echo "run.sh: installing ${missing[*]} (the OS image, its installer and VM tests)" >&2
+    echo "run.sh: installing ${missing[*]} (scripts/os-packages.txt: the OS image and the tools tests drive)" >&2
     local policy=/usr/sbin/policy-rc.d made_policy=0
     if [ ! -e "$policy" ]; then
         printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && made_policy=1
@@ -89,23 +90,49 @@ setup() {
     fi
 }
 
+# One tier: pytest with the tier's arguments, its JUnit XML and wall time kept for the summary.
+# Exit 5 (nothing collected) is a pass only for the vm tier while no VM test exists on this branch.
+run_tier() {
+    local tier=$1 results=$2
+    shift 2
+    local started=$SECONDS rc=0
+    echo "run.sh: tier $tier: pytest $*" >&2
+    .venv/bin/python -m pytest "$@" --durations=25 --junitxml="$results/$tier.xml" || rc=$?
+    echo $((SECONDS - started)) > "$results/$tier.seconds"
+    if [ "$rc" -eq 5 ] && [ "$tier" = vm ]; then rc=0; fi
+    return "$rc"
+}
+
 run_tests() {
     .venv/bin/ruff check src tests benchmarks scripts
     .venv/bin/ruff format --check src tests benchmarks scripts
     .venv/bin/mypy
-    set +e
-    .venv/bin/python -m pytest "$@"
-    local rc=$?
-    set -e
-    if [ "$rc" -eq 5 ]; then
-        echo "run.sh: pytest collected no tests; that is a failure, not a pass" >&2
-        exit 1
+    if [ "$#" -gt 0 ]; then
+        set +e
+        .venv/bin/python -m pytest "$@"
+        local rc=$?
+        set -e
+        if [ "$rc" -eq 5 ]; then
+            echo "run.sh: pytest collected no tests; that is a failure, not a pass" >&2
+            exit 1
+        fi
+        exit "$rc"
     fi
-    exit "$rc"
+    # Every tier, cheapest first: the fast tier (two workers), then the end-to-end and slow tests one
+    # at a time (clusters and VMs share the host's 2 cores), the VM tests, then the fuzzing suite.
+    local results failed=0
+    results=$(mktemp -d)
+    run_tier fast "$results" || failed=1
+    run_tier e2e "$results" -m "(e2e or slow) and not vm and not fuzz" || failed=1
+    run_tier vm "$results" -m vm || failed=1
+    run_tier fuzz "$results" -m fuzz || failed=1
+    .venv/bin/python scripts/test_summary.py "$SETUP_SECONDS" "$results"
+    rm -rf "$results"
+    exit "$failed"
 }
 
 case "${1:-}" in
     demo) setup; exec bash scripts/demo.sh ;;
-    test) setup; shift; run_tests "$@" ;;
+    test) SETUP_SECONDS=$SECONDS; setup; SETUP_SECONDS=$((SECONDS - SETUP_SECONDS)); shift; run_tests "$@" ;;
     *) echo "usage: bash run.sh demo|test [pytest args]" >&2; exit 2 ;;
 esac

@@ -20,7 +20,7 @@ itself is CPU time, so it holds on a busy machine too).
 
 Exits 1 if a node's machined RSS after any run is more than 20% above its RSS before the first
 run, if a client saw an error without a restart, or if the control plane did not answer again
-within 60 s of its crash. ``--short`` (10 clients, 20 s) is what ``tests/test_soak.py`` runs in CI.
+within 60 s of its crash. ``--short`` (10 clients, 20 s) is what ``tests/test_e2e_soak.py`` runs in CI.
 
 Run: ``.venv/bin/python benchmarks/soak.py [--short] [--clients 20 50 100] [--seconds 30] [--pin]``.
 """

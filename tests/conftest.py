@@ -6,11 +6,23 @@ import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+from container_helpers import KubeCluster, kube_cluster
+from tiers import (  # noqa: F401 - the suite's tier hooks, registered from here
+    pytest_collection_modifyitems,
+    pytest_configure,
+    pytest_runtest_logreport,
+    pytest_sessionfinish,
+    pytest_xdist_auto_num_workers,
+)
 
 from ichor.cli._errors import run_with_error_edge
 from ichor.cli._root import _invoke
+
+if TYPE_CHECKING:
+    from booted_node import Node
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = REPO / "src" / "ichor" / "machinery" / "schema" / "talos-1.7-config.schema.json"
@@ -63,3 +75,21 @@ def talosctl(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
         return CLIResult(code, out, err)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def k8s_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeCluster]:
+    """The one 1+1 container cluster with Kubernetes that every ``k8s`` test file shares (see
+    ``tiers.K8S_ORDER`` for the order they run in: the ones that break and repair it last)."""
+    with kube_cluster(tmp_path_factory.mktemp("k8s")) as made:
+        yield made
+
+
+@pytest.fixture(scope="session")
+def booted_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
+    """One configured control plane node process for the read-only and self-restoring end-to-end
+    files (introspection, edit, patch, netstat, support), stopped by PID when the session ends."""
+    from booted_node import booted
+
+    with booted(tmp_path_factory.mktemp("booted-node")) as node:
+        yield node

@@ -168,3 +168,68 @@ def container_cluster(
         yield made
     finally:
         made.destroy()
+
+
+KUBE_NAME = "k8s"
+"""The shared Kubernetes cluster's name: its nodes are ``k8s-controlplane-1`` and ``k8s-worker-1``."""
+
+HOST_SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/panic_on_oops")
+"""Host kernel settings a kubelet would change on a host it owned: no node may touch them here."""
+
+
+def host_sysctls() -> dict[str, str]:
+    return {name: Path("/proc/sys", name).read_text().strip() for name in HOST_SYSCTLS}
+
+
+@dataclass
+class KubeCluster:
+    """The session's one 1+1 container cluster with Kubernetes (``k8s_cluster`` in conftest.py):
+    its own registry as the ``docker.io`` mirror (besides the Kubernetes images), the control plane
+    labelled ``topology.kubernetes.io/zone=rack-1`` and the worker ``rack-2`` by config patches."""
+
+    cluster: ContainerCluster
+    created: proc.Completed
+    """``cluster create``'s own output (every health stage it waited for)."""
+    kubectl: Path
+    kubeconfig: Path
+    sysctls_before: dict[str, str]
+    """:func:`host_sysctls` before the cluster was created."""
+
+    @property
+    def cp(self) -> str:
+        return self.cluster.address(2)
+
+    @property
+    def worker(self) -> str:
+        return self.cluster.address(3)
+
+    def run(self, *args: str, timeout: float = 60) -> proc.Completed:
+        """``kubectl --kubeconfig <admin> ARGS``."""
+        command = [str(self.kubectl), "--kubeconfig", str(self.kubeconfig), *args]
+        return proc.run(command, check=False, timeout=timeout)
+
+    def get(self, *args: str) -> dict[str, object]:
+        """``kubectl get ARGS -o json``, parsed; ``{}`` when kubectl fails."""
+        done = self.run("get", *args, "-o", "json", timeout=30)
+        return json.loads(done.stdout) if done.exit_code == 0 else {}
+
+
+@contextmanager
+def kube_cluster(tmp_path: Path) -> Iterator[KubeCluster]:
+    """Create the shared Kubernetes cluster (every ``talosctl health`` stage passed) and destroy it,
+    with everything destroy might leave, on exit."""
+    from ichor.kubebuild import ensure_built
+
+    kubectl = ensure_built().kubectl
+    assert kubectl is not None, "kubectl was not built (bash run.sh builds it)"
+    before = host_sysctls()
+    zone = '{"machine": {"nodeLabels": {"topology.kubernetes.io/zone": "%s"}}}'
+    with container_cluster(tmp_path, KUBE_NAME) as cluster:
+        created = cluster.create(
+            "--workers", "1", "--with-registry", "docker.io", "--config-patch-control-plane", zone % "rack-1",
+            "--config-patch-worker", zone % "rack-2", kubernetes=True, timeout=900,
+        )  # fmt: skip
+        kubeconfig = tmp_path / "kubeconfig"
+        fetched = cluster.talosctl("-n", cluster.address(2), "kubeconfig", str(kubeconfig), "--force")
+        assert fetched.exit_code == 0, fetched.stdout + fetched.stderr
+        yield KubeCluster(cluster, created, kubectl, kubeconfig, before)

@@ -10,7 +10,6 @@ import pytest
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 from grpclib.server import Stream
-from test_cli_etcd import real_snapshot  # noqa: F401 - fixture
 from test_cli_etcd_harness import CLIENT_TLS_CLOSE_RACE, FakeNode, targets
 
 from ichor.api.gen.common import common_pb2
@@ -70,43 +69,6 @@ def test_bootstrap_refuses_bad_input_before_calling(node: FakeNode, talosctl: An
     r = talosctl(*node.args("10.5.0.2"), "bootstrap", "--recover-skip-hash-check")
     assert r.exit_code == 2 and "only applies with --recover-from" in r.stderr
     assert node.calls == []
-
-
-@pytest.mark.e2e
-def test_bootstrap_recovers_from_a_snapshot(
-    node: FakeNode,
-    talosctl: Any,
-    tmp_path: Path,
-    real_snapshot: bytes,  # noqa: F811 - the fixture
-) -> None:
-    uploaded = bytearray()
-    sizes: list[int] = []
-
-    async def recover(stream: Stream[Any, Any]) -> None:
-        async for data in stream:
-            uploaded.extend(data.bytes)
-            sizes.append(len(data.bytes))
-        reply = machine_pb2.EtcdRecoverResponse()
-        reply.messages.add()
-        await stream.send_message(reply)
-
-    seen: list[Any] = []
-    node.handlers["EtcdRecover"] = recover
-    _bootstrap(node, seen)
-    snap = tmp_path / "db.snapshot"
-    snap.write_bytes(real_snapshot)
-    r = talosctl(
-        *node.args("10.5.0.2"),
-        "bootstrap",
-        "--recover-from=./db.snapshot",
-        "--recover-skip-hash-check",
-        cwd=tmp_path,
-    )
-    assert r.exit_code == 0, r.stderr
-    assert r.stdout.startswith('recovering from snapshot "./db.snapshot": hash ')
-    assert bytes(uploaded) == real_snapshot and max(sizes) == 4096
-    assert seen[0].recover_etcd and seen[0].recover_skip_hash_check
-    assert node.calls == ["EtcdRecover", "Bootstrap"]
 
 
 # --------------------------------------------------------------------------- kubeconfig

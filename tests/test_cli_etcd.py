@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,7 @@ from test_cli_etcd_harness import CLIENT_TLS_CLOSE_RACE, FakeNode, targets
 
 from ichor.api.gen.common import common_pb2
 from ichor.api.gen.machine import machine_pb2
-from ichor.cli._etcd import etcdutl_path, humanize_bytes, parse_member_id
-from ichor.machinery import proc
+from ichor.cli._etcd import humanize_bytes, parse_member_id
 from ichor.machinery.errors import MachineryError
 
 ADDRESS = "127.77.4.1"
@@ -260,38 +258,6 @@ def test_rpc_error_status_is_reported(node: FakeNode, talosctl: Any) -> None:
 # --------------------------------------------------------------------------- snapshot
 
 
-@pytest.fixture(scope="module")
-def real_snapshot(tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    """A real etcd 3.5 snapshot (one put), taken from a throwaway etcd on 127.77.4.9."""
-    work = tmp_path_factory.mktemp("etcd")
-    bindir = etcdutl_path().parent
-    client, peer = "http://127.77.4.9:23791", "http://127.77.4.9:23801"
-    child = proc.start(
-        [
-            bindir / "etcd", "--data-dir", work / "data", "--listen-client-urls", client,
-            "--advertise-client-urls", client, "--listen-peer-urls", peer,
-            "--initial-advertise-peer-urls", peer, "--initial-cluster", f"default={peer}",
-        ],
-        output=work / "etcd.log",
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            done = proc.run(
-                [bindir / "etcdctl", "--endpoints", client, "put", "talos", "ichor"], check=False, timeout=10
-            )
-            if done.exit_code == 0:
-                break
-            assert time.monotonic() < deadline, (work / "etcd.log").read_text()
-            time.sleep(0.2)
-        proc.run(
-            [bindir / "etcdctl", "--endpoints", client, "snapshot", "save", work / "snap.db"], timeout=30
-        )
-    finally:
-        child.stop(timeout=10)
-    return (work / "snap.db").read_bytes()
-
-
 def _snapshot_handler(payload: bytes, *, chunk: int = 7000, fail_after: int | None = None) -> Any:
     async def handle(stream: Stream[Any, Any]) -> None:
         await stream.recv_message()
@@ -305,30 +271,6 @@ def _snapshot_handler(payload: bytes, *, chunk: int = 7000, fail_after: int | No
             await asyncio.sleep(0)
 
     return handle
-
-
-@pytest.mark.e2e
-def test_snapshot_saves_and_reports_like_talosctl(
-    node: FakeNode, talosctl: Any, tmp_path: Path, real_snapshot: bytes
-) -> None:
-    assert len(real_snapshot) % 512 == 32
-    node.handlers["EtcdSnapshot"] = _snapshot_handler(real_snapshot)
-    r = talosctl(*node.args("10.5.0.2"), "etcd", "snapshot", "db.snapshot", cwd=tmp_path)
-    assert r.exit_code == 0, r.stderr
-    saved = tmp_path / "db.snapshot"
-    assert saved.read_bytes() == real_snapshot
-    assert (saved.stat().st_mode & 0o777) == 0o600
-    assert not (tmp_path / "db.snapshot.part").exists()
-    first, second = r.stdout.splitlines()
-    assert first == f'etcd snapshot saved to "db.snapshot" ({len(real_snapshot)} bytes)'
-    status = proc.run([etcdutl_path(), "snapshot", "status", "-w", "json", saved]).stdout
-    import json
-
-    info = json.loads(status)
-    assert second == (
-        f"snapshot info: hash {info['hash']:08x}, revision {info['revision']}, "
-        f"total keys {info['totalKey']}, total size {info['totalSize']}"
-    )
 
 
 def test_snapshot_dropped_midway_leaves_no_file(node: FakeNode, talosctl: Any, tmp_path: Path) -> None:

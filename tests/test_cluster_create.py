@@ -1,24 +1,17 @@
-"""``cluster create``'s refusals and its clean-up, in-process; node processes only where the test
-says so (those are marked e2e and stopped by PID at the end)."""
+"""``cluster create``'s refusals and its clean-up, in-process, with no node started (the clean-up of
+real node processes is in ``test_e2e_cluster_create.py``)."""
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import os
 import random
-import signal
 import socket
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from ichor.machinery import proc
 from ichor.machinery.errors import MachineryError
-from ichor.provision import _cluster, _teardown
+from ichor.provision import _cluster
 from ichor.provision._processes import find
 from ichor.provision._record import ClusterRecord
 
@@ -98,104 +91,6 @@ def test_a_bad_patch_is_refused_before_anything_starts(tmp_path: Path) -> None:
     with pytest.raises(MachineryError):
         _create(tmp_path, _cidr(), [], config_patches=["[{not yaml"])
     assert not (tmp_path / "clusters/c").exists()
-
-
-@pytest.fixture
-def leftovers(tmp_path: Path) -> Iterator[None]:
-    """Whatever a test's cluster left running is killed by PID at the end, even when it fails."""
-    yield
-    for state_dir in (tmp_path / "clusters").glob("*"):
-        for p in find(state_dir.resolve()):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(p.id.pid, signal.SIGKILL)
-    gc.collect()  # what the test left to the collector is reported while its warning filters apply
-
-
-def _talosconfig_with(path: Path, current: str) -> None:
-    from ichor.machinery.clientconfig import Context, TalosConfig
-
-    TalosConfig(context=current, contexts={current: Context(endpoints=["127.0.0.1"])}).save(path)
-
-
-# In-process, create leaves its launchers running on purpose (their Popen handles warn when
-# collected), and a connection to a node that is still starting may be left to the collector.
-IN_PROCESS = pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-
-
-@pytest.mark.e2e
-@IN_PROCESS
-def test_a_create_that_fails_stops_what_it_started_and_destroy_removes_the_rest(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, leftovers: None
-) -> None:
-    async def refused(*args: object) -> None:
-        raise MachineryError("node 127.0.0.3 refused the configuration")
-
-    monkeypatch.setattr(_cluster, "_apply_all", refused)
-    lines: list[str] = []
-    with pytest.raises(MachineryError, match="refused the configuration"):
-        _create(tmp_path, _cidr(), lines)
-    state_dir = (tmp_path / "clusters/c").resolve()
-    assert find(state_dir) == []
-    assert any(line.startswith("stopping launcher of c-worker-1 (PID ") for line in lines), lines
-    assert lines[-1] == (
-        f"stopped every process create started; kept its logs in {state_dir}: "
-        f"remove them with `talosctl cluster destroy --name c --state {tmp_path / 'clusters'}`"
-    )
-    assert (state_dir / "c-controlplane-1.log").exists()
-    _teardown.destroy(tmp_path / "clusters", "c", progress=lines.append)
-    assert not state_dir.exists()
-
-
-@pytest.mark.e2e
-@IN_PROCESS
-def test_ctrl_c_during_create_removes_the_nodes_the_context_and_the_state(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, leftovers: None
-) -> None:
-    from ichor.machinery.clientconfig import TalosConfig
-
-    configs: list[str] = []
-
-    async def interrupted(*args: object) -> None:
-        configs.append((tmp_path / "clusters/c/c-controlplane-1.yaml").read_text())
-        raise KeyboardInterrupt
-
-    monkeypatch.setattr(_cluster, "wait_healthy", interrupted)
-    talosconfig = tmp_path / "talosconfig"
-    _talosconfig_with(talosconfig, "mine")
-    lines: list[str] = []
-    with pytest.raises(KeyboardInterrupt):
-        _create(tmp_path, _cidr(), lines, workers=0)
-    # No worker: as with Talos's cluster create, workloads may run on the control plane.
-    assert "allowSchedulingOnControlPlanes: true" in configs[0]
-    state_dir = (tmp_path / "clusters/c").resolve()
-    assert find(state_dir) == [] and not state_dir.exists()
-    after = TalosConfig.load(talosconfig)
-    assert list(after.contexts) == ["mine"] and after.context == "mine"
-    assert "interrupted: removing what create started" in lines
-    assert f"removed context 'c' from {talosconfig}; the current context is 'mine' again" in lines
-    assert lines[-1] == f"stopped every process create started and removed {state_dir}"
-
-
-@pytest.mark.e2e
-def test_a_real_ctrl_c_during_create_leaves_nothing_running(tmp_path: Path, leftovers: None) -> None:
-    output = tmp_path / "create.log"
-    env = {"HOME": str(tmp_path), "TALOSCONFIG": str(tmp_path / "talosconfig")}
-    create = proc.start([sys.executable, "-m", "ichor", "cluster", "create", "--provisioner", "process", "--name", "c", "--cidr", _cidr(),
-                         "--state", str(tmp_path / "clusters"), "--workers", "0"], output=output, env=env)  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while "node processes in" not in output.read_text():
-            assert time.monotonic() < deadline and create.poll() is None, output.read_text()
-            time.sleep(0.05)
-        os.kill(create.pid, signal.SIGINT)
-        code = create.wait(timeout=90)
-    finally:
-        create.stop(timeout=5)
-    text = output.read_text()
-    assert code != 0, text
-    assert "interrupted: removing what create started" in text, text
-    assert "stopped every process create started and removed" in text
-    assert find((tmp_path / "clusters/c").resolve()) == [] and not (tmp_path / "clusters/c").exists()
 
 
 @pytest.mark.parametrize(

@@ -10,12 +10,19 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_e2e_introspection import Node, node  # noqa: F401  (the booted node fixture)
+from booted_node import Node
 
 from ichor.cli._edit import editable, editor_command, strip_editing_comment
 from ichor.machinery import proc
 
 pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def node(booted_node: Node) -> Node:
+    """The session's booted node (conftest.py)."""
+    return booted_node
+
 
 EDITOR_SCRIPT = """#!/bin/sh
 # argv[1] is the file. Step N of this run is the N-th line of $STEPS (a shell command on "$1").
@@ -50,7 +57,7 @@ class Editor:
         return int(count.read_text()) if count.exists() else 0
 
 
-def _edit(node: Node, editor: Editor, *args: str) -> proc.Completed:  # noqa: F811
+def _edit(node: Node, editor: Editor, *args: str) -> proc.Completed:
     """talosctl edit as a user runs it, with its own temp dir (to see what it leaves there)."""
     tmp = editor.dir / "tmp"
     tmp.mkdir(exist_ok=True)
@@ -59,13 +66,13 @@ def _edit(node: Node, editor: Editor, *args: str) -> proc.Completed:  # noqa: F8
     return proc.run(argv, env=env, cwd=node.home, check=False, timeout=60)
 
 
-def _config(node: Node) -> str:  # noqa: F811
+def _config(node: Node) -> str:
     done = node.talosctl("read", "/system/state/config.yaml")
     assert done.exit_code == 0, done.stderr
     return done.stdout
 
 
-def test_edit_applies_the_saved_change_without_a_reboot(node: Node, tmp_path: Path) -> None:  # noqa: F811
+def test_edit_applies_the_saved_change_without_a_reboot(node: Node, tmp_path: Path) -> None:
     assert "debug: false" in _config(node)
     editor = Editor(tmp_path / "ed", "sed -i 's/^debug: false/debug: true/' \"$1\"")
     done = _edit(node, editor, "mc", "--immediate")
@@ -87,7 +94,7 @@ def test_edit_applies_the_saved_change_without_a_reboot(node: Node, tmp_path: Pa
     assert "debug: false" in _config(node)
 
 
-def test_edit_skips_an_empty_or_unchanged_file(node: Node, tmp_path: Path) -> None:  # noqa: F811
+def test_edit_skips_an_empty_or_unchanged_file(node: Node, tmp_path: Path) -> None:
     before = _config(node)
     empty = _edit(node, Editor(tmp_path / "empty", ': > "$1"'), "mc")
     assert empty.exit_code == 0 and empty.stdout.strip() == "Apply was skipped: empty file."
@@ -99,7 +106,7 @@ def test_edit_skips_an_empty_or_unchanged_file(node: Node, tmp_path: Path) -> No
     assert _config(node) == before
 
 
-def test_a_rejected_edit_reopens_with_the_error_and_is_kept(node: Node, tmp_path: Path) -> None:  # noqa: F811
+def test_a_rejected_edit_reopens_with_the_error_and_is_kept(node: Node, tmp_path: Path) -> None:
     before = _config(node)
     editor = Editor(
         tmp_path / "ed",
@@ -136,7 +143,7 @@ def test_a_rejected_edit_reopens_with_the_error_and_is_kept(node: Node, tmp_path
     assert restore.exit_code == 0, restore.stderr
 
 
-def test_dry_run_changes_nothing(node: Node, tmp_path: Path) -> None:  # noqa: F811
+def test_dry_run_changes_nothing(node: Node, tmp_path: Path) -> None:
     before = _config(node)
     done = _edit(
         node, Editor(tmp_path / "ed", "sed -i 's/^debug: false/debug: true/' \"$1\""), "mc", "--dry-run"
@@ -147,7 +154,7 @@ def test_dry_run_changes_nothing(node: Node, tmp_path: Path) -> None:  # noqa: F
     assert _config(node) == before
 
 
-def test_wrong_input_is_refused_before_the_editor_opens(node: Node, tmp_path: Path) -> None:  # noqa: F811
+def test_wrong_input_is_refused_before_the_editor_opens(node: Node, tmp_path: Path) -> None:
     editor = Editor(tmp_path / "ed", "true")
     other = _edit(node, editor, "machinetype")
     assert other.exit_code == 1
@@ -169,7 +176,7 @@ def test_wrong_input_is_refused_before_the_editor_opens(node: Node, tmp_path: Pa
     assert editor.openings == 0
 
 
-def test_an_editor_that_fails_applies_nothing(node: Node, tmp_path: Path) -> None:  # noqa: F811
+def test_an_editor_that_fails_applies_nothing(node: Node, tmp_path: Path) -> None:
     failing = Editor(tmp_path / "ed", "exit 4")
     done = _edit(node, failing, "mc")
     assert done.exit_code == 1

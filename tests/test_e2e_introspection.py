@@ -7,61 +7,22 @@ and ``talosctl logs controller-runtime`` the controller runtime's own log, one c
 
 from __future__ import annotations
 
-import random
 import re
 import shutil
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_helpers import talosctl_in
-from conftest import LOOPBACK_DISCOVERY
-from test_e2e_node import NodeProcess
+from booted_node import Node
 
 from ichor.machinery import proc
 
 pytestmark = pytest.mark.e2e
 
-BOOT_TIMEOUT = 30
 
-
-class Node:
-    """A booted node and the talosctl arguments that reach it."""
-
-    def __init__(self, process: NodeProcess, home: Path) -> None:
-        self.process = process
-        self.home = home
-        self.base = ("--talosconfig", str(home / "talosconfig"), "-e", process.address, "-n", process.address)
-
-    def talosctl(self, *args: str) -> proc.Completed:
-        return talosctl_in(self.home, *self.base, *args, timeout=60)
-
-
-@pytest.fixture(scope="module")
-def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Node]:
-    home = tmp_path_factory.mktemp("introspection")
-    address = f"127.{random.randint(100, 199)}.{random.randint(0, 255)}.{random.randint(2, 250)}"
-    generated = talosctl_in(
-        home, "gen", "config", "inspect", f"https://{address}:6443", "--config-patch", LOOPBACK_DISCOVERY
-    )
-    assert generated.exit_code == 0, generated.stderr
-    process = NodeProcess(home / "node", address)
-    state = process.root / "system/state"
-    state.mkdir(parents=True)
-    (state / "config.yaml").write_text((home / "controlplane.yaml").read_text())
-    (state / "config.yaml").chmod(0o600)
-    process.start()
-    try:
-        process.wait_console("booting as controlplane")
-        booted = Node(process, home)
-        deadline = time.monotonic() + BOOT_TIMEOUT
-        while booted.talosctl("version").exit_code != 0:
-            assert time.monotonic() < deadline, "the node's API did not come up"
-            time.sleep(0.3)
-        yield booted
-    finally:
-        process.stop()
+@pytest.fixture
+def node(booted_node: Node) -> Node:
+    """The session's booted node (conftest.py)."""
+    return booted_node
 
 
 def _boxes(dot: str) -> set[str]:

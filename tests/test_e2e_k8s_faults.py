@@ -1,6 +1,7 @@
-"""Faults on a container cluster running Kubernetes, end to end, on one 1+1 cluster in this order:
+"""Faults on the session's shared Kubernetes cluster (``k8s_cluster``), end to end, in this order, as the
+last file on it (``tiers.K8S_ORDER``):
 
-1. ``cluster.extraManifests`` names a URL nothing serves (the cluster's gateway on a closed port):
+1. ``cluster.extraManifests`` (patched into the running control plane) names a URL nothing serves (the cluster's gateway on a closed port):
    the node and its API stay fine, every bootstrap manifest is applied, the extra manifest's
    controller retries with the reason in ``talosctl get waits`` and ``logs controller-runtime``;
    once the URL is served the retry fetches it and its ConfigMap reaches the API server.
@@ -26,15 +27,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from container_helpers import CONTAINER_NODES, ContainerCluster, connects, container_cluster, until
+from container_helpers import CONTAINER_NODES, KUBE_NAME, ContainerCluster, KubeCluster, connects, until
 
-from ichor.kubebuild import ensure_built
 from ichor.machinery import proc
 
-pytestmark = [pytest.mark.e2e, CONTAINER_NODES]
+pytestmark = [pytest.mark.e2e, pytest.mark.k8s, CONTAINER_NODES]
 
-NAME = "k8s-faults"
-CP_NODE, WORKER_NODE = f"{NAME}-controlplane-1", f"{NAME}-worker-1"
+CP_NODE, WORKER_NODE = f"{KUBE_NAME}-controlplane-1", f"{KUBE_NAME}-worker-1"
 _EXTRA = (
     b"apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fetched-late, namespace: default}\ndata: {a: b}\n"
 )
@@ -125,103 +124,104 @@ class _Kube:
             raise AssertionError(f"{exc}\n{self.diagnosis()}") from None
 
 
-def test_unfetchable_manifest_worker_reboot_and_disaster_recovery(tmp_path: Path) -> None:
-    kubectl = ensure_built().kubectl
-    assert kubectl is not None
-    with container_cluster(tmp_path, NAME) as cluster:
-        gateway, port = cluster.address(1), _free_port()
-        url = f"http://{gateway}:{port}/late.yaml"
-        manifest_id = f"99-{url}"
-        patch = json.dumps({"cluster": {"extraManifests": [url]}})
-        cluster.create("--workers", "1", "--config-patch", patch, kubernetes=True, timeout=900)
-        kubeconfig = tmp_path / "kubeconfig"
-        assert (
-            cluster.talosctl("-n", cluster.address(2), "kubeconfig", str(kubeconfig), "--force").exit_code
-            == 0
-        )
-        kube = _Kube(cluster, kubectl, kubeconfig)
-        cp, worker = kube.cp, kube.worker
-        kube.wait("both nodes Ready", lambda: kube.ready_nodes() == {CP_NODE, WORKER_NODE}, 300)
+def test_unfetchable_manifest_worker_reboot_and_disaster_recovery(
+    k8s_cluster: KubeCluster, tmp_path: Path
+) -> None:
+    cluster, kubectl = k8s_cluster.cluster, k8s_cluster.kubectl
+    gateway, port = cluster.address(1), _free_port()
+    url = f"http://{gateway}:{port}/late.yaml"
+    manifest_id = f"99-{url}"
+    kubeconfig = k8s_cluster.kubeconfig
+    kube = _Kube(cluster, kubectl, kubeconfig)
+    cp, worker = kube.cp, kube.worker
+    kube.wait("both nodes Ready", lambda: kube.ready_nodes() == {CP_NODE, WORKER_NODE}, 300)
+    assert not connects(gateway, port), f"something serves {gateway}:{port}; the test needs it closed"
+    patch = json.dumps({"cluster": {"extraManifests": [url]}})
+    patched = cluster.talosctl("-n", cp, "patch", "mc", "--patch", patch)
+    assert patched.exit_code == 0, patched.stdout + patched.stderr
 
-        # 1. The URL cannot be fetched: retried, the reason shown, everything else fine.
-        assert not connects(gateway, port), f"something serves {gateway}:{port}; the test needs it closed"
-        waits = cluster.talosctl("-n", cp, "get", "waits")
-        line = next((x for x in waits.stdout.splitlines() if "k8s.ExtraManifestController" in x), "")
-        assert url in line and "refused" in line.lower(), waits.stdout + waits.stderr
+    def retried() -> bool:
         logged = cluster.talosctl("-n", cp, "logs", "controller-runtime").stdout
-        failures = [x for x in logged.splitlines() if "failed to load manifest" in x and url in x]
-        assert len(failures) >= 2, "the fetch is retried and each failure logged:\n" + logged[-3000:]
-        shown = cluster.talosctl("-n", cp, "get", "manifests").stdout
-        assert "00-kubelet-bootstrapping-token" in shown and manifest_id not in shown, shown
-        assert kube.get("-n", "kube-system", "daemonset", "kube-proxy"), kube.diagnosis()
-        version = cluster.talosctl("-n", cp, "version")
-        assert version.exit_code == 0 and "Server:" in version.stdout, version.stdout + version.stderr
+        return len([x for x in logged.splitlines() if "failed to load manifest" in x and url in x]) >= 2
 
-        # ... until the URL is served: a retry (backoff at most 60 s) fetches and applies it.
-        with _serving(gateway, port, "/late.yaml", _EXTRA):
-            kube.wait(
-                "the extra manifest fetched and applied once served",
-                lambda: kube.get("configmap", "fetched-late").get("data") == {"a": "b"},
-                180,
-            )
-        assert manifest_id in cluster.talosctl("-n", cp, "get", "manifests").stdout
-        waits = cluster.talosctl("-n", cp, "get", "waits").stdout
-        assert "k8s.ExtraManifestController" not in waits, waits
+    kube.wait("the unfetchable manifest retried", retried, 120, 2)
 
-        # 2. The worker reboots: Ready again, its kube-proxy pod started again after the reboot.
-        rebooted_at = time.time()
-        rebooted = cluster.talosctl("-n", worker, "reboot", timeout=240)
-        assert rebooted.exit_code == 0, rebooted.stdout + rebooted.stderr + kube.diagnosis()
+    # 1. The URL cannot be fetched: retried, the reason shown, everything else fine.
+    waits = cluster.talosctl("-n", cp, "get", "waits")
+    line = next((x for x in waits.stdout.splitlines() if "k8s.ExtraManifestController" in x), "")
+    assert url in line and "refused" in line.lower(), waits.stdout + waits.stderr
+    logged = cluster.talosctl("-n", cp, "logs", "controller-runtime").stdout
+    failures = [x for x in logged.splitlines() if "failed to load manifest" in x and url in x]
+    assert len(failures) >= 2, "the fetch is retried and each failure logged:\n" + logged[-3000:]
+    shown = cluster.talosctl("-n", cp, "get", "manifests").stdout
+    assert "00-kubelet-bootstrapping-token" in shown and manifest_id not in shown, shown
+    assert kube.get("-n", "kube-system", "daemonset", "kube-proxy"), kube.diagnosis()
+    version = cluster.talosctl("-n", cp, "version")
+    assert version.exit_code == 0 and "Server:" in version.stdout, version.stdout + version.stderr
 
-        def kube_proxy_back() -> bool:
-            pods = kube.get("-n", "kube-system", "pods", "-l", "k8s-app=kube-proxy").get("items", [])
-            mine = [p for p in pods if p["spec"].get("nodeName") == WORKER_NODE]
-            statuses = mine[0]["status"].get("containerStatuses", []) if mine else []
-            started = [s["state"].get("running", {}).get("startedAt", "") for s in statuses if s.get("ready")]
-            return bool(started) and all(
-                datetime.fromisoformat(s).timestamp() >= rebooted_at - 1 for s in started
-            )
-
-        kube.wait("the rebooted worker Ready", lambda: WORKER_NODE in kube.ready_nodes(), 300)
-        kube.wait("kube-proxy running again on the rebooted worker", kube_proxy_back, 300)
-
-        # 3. Disaster recovery: Deployment, snapshot, wipe EPHEMERAL, recover, the Deployment is back.
-        deployment = tmp_path / "deployment.yaml"
-        deployment.write_text(_DEPLOYMENT)
-        applied = kube.run("apply", "-f", str(deployment))
-        assert applied.exit_code == 0, applied.stdout + applied.stderr
+    # ... until the URL is served: a retry (backoff at most 60 s) fetches and applies it.
+    with _serving(gateway, port, "/late.yaml", _EXTRA):
         kube.wait(
-            "Deployment before-disaster Available",
-            lambda: kube.get("deployment", "before-disaster").get("status", {}).get("availableReplicas") == 1,
-            300,
+            "the extra manifest fetched and applied once served",
+            lambda: kube.get("configmap", "fetched-late").get("data") == {"a": "b"},
+            180,
         )
-        snapshot = tmp_path / "db.snapshot"
-        saved = cluster.talosctl("-n", cp, "etcd", "snapshot", str(snapshot))
-        assert saved.exit_code == 0 and snapshot.stat().st_size > 0, saved.stdout + saved.stderr
-        # Deleted after the snapshot: only the recovery can bring it back.
-        deleted = kube.run("delete", "deployment", "before-disaster", "--wait=true", timeout=60)
-        assert deleted.exit_code == 0, deleted.stdout + deleted.stderr
-        assert not kube.get("deployment", "before-disaster"), "the Deployment is still there"
+    assert manifest_id in cluster.talosctl("-n", cp, "get", "manifests").stdout
+    waits = cluster.talosctl("-n", cp, "get", "waits").stdout
+    assert "k8s.ExtraManifestController" not in waits, waits
 
-        wiped = cluster.talosctl("-n", cp, "reset", "--graceful=false", "--reboot",
-                                 "--system-labels-to-wipe=EPHEMERAL", "--wait=false")  # fmt: skip
-        assert wiped.exit_code == 0, wiped.stdout + wiped.stderr
+    # 2. The worker reboots: Ready again, its kube-proxy pod started again after the reboot.
+    rebooted_at = time.time()
+    rebooted = cluster.talosctl("-n", worker, "reboot", timeout=240)
+    assert rebooted.exit_code == 0, rebooted.stdout + rebooted.stderr + kube.diagnosis()
 
-        def etcd_preparing() -> bool:
-            shown = cluster.talosctl("-n", cp, "service", "etcd", timeout=30).stdout
-            return any(line.split()[:2] == ["STATE", "Preparing"] for line in shown.splitlines())
-
-        kube.wait("etcd Preparing on the wiped control plane", etcd_preparing, 300)
-        recovered = cluster.talosctl("-n", cp, "bootstrap", f"--recover-from={snapshot}")
-        assert recovered.exit_code == 0, recovered.stdout + recovered.stderr + kube.diagnosis()
-        assert "recovering from snapshot" in recovered.stdout + recovered.stderr, recovered.stderr
-        healthy = cluster.talosctl("-n", cp, "health", "--wait-timeout", "8m", timeout=600)
-        assert healthy.exit_code == 0, healthy.stderr + kube.diagnosis()
-        kube.wait(
-            "the Deployment from before the snapshot back in kubectl",
-            lambda: kube.get("deployment", "before-disaster").get("metadata", {}).get("name"),
-            120,
+    def kube_proxy_back() -> bool:
+        pods = kube.get("-n", "kube-system", "pods", "-l", "k8s-app=kube-proxy").get("items", [])
+        mine = [p for p in pods if p["spec"].get("nodeName") == WORKER_NODE]
+        statuses = mine[0]["status"].get("containerStatuses", []) if mine else []
+        started = [s["state"].get("running", {}).get("startedAt", "") for s in statuses if s.get("ready")]
+        return bool(started) and all(
+            datetime.fromisoformat(s).timestamp() >= rebooted_at - 1 for s in started
         )
-        kube.wait(
-            "both nodes Ready after recovery", lambda: kube.ready_nodes() == {CP_NODE, WORKER_NODE}, 300
-        )
+
+    kube.wait("the rebooted worker Ready", lambda: WORKER_NODE in kube.ready_nodes(), 300)
+    kube.wait("kube-proxy running again on the rebooted worker", kube_proxy_back, 300)
+
+    # 3. Disaster recovery: Deployment, snapshot, wipe EPHEMERAL, recover, the Deployment is back.
+    deployment = tmp_path / "deployment.yaml"
+    deployment.write_text(_DEPLOYMENT)
+    applied = kube.run("apply", "-f", str(deployment))
+    assert applied.exit_code == 0, applied.stdout + applied.stderr
+    kube.wait(
+        "Deployment before-disaster Available",
+        lambda: kube.get("deployment", "before-disaster").get("status", {}).get("availableReplicas") == 1,
+        300,
+    )
+    snapshot = tmp_path / "db.snapshot"
+    saved = cluster.talosctl("-n", cp, "etcd", "snapshot", str(snapshot))
+    assert saved.exit_code == 0 and snapshot.stat().st_size > 0, saved.stdout + saved.stderr
+    # Deleted after the snapshot: only the recovery can bring it back.
+    deleted = kube.run("delete", "deployment", "before-disaster", "--wait=true", timeout=60)
+    assert deleted.exit_code == 0, deleted.stdout + deleted.stderr
+    assert not kube.get("deployment", "before-disaster"), "the Deployment is still there"
+
+    wiped = cluster.talosctl("-n", cp, "reset", "--graceful=false", "--reboot",
+                             "--system-labels-to-wipe=EPHEMERAL", "--wait=false")  # fmt: skip
+    assert wiped.exit_code == 0, wiped.stdout + wiped.stderr
+
+    def etcd_preparing() -> bool:
+        shown = cluster.talosctl("-n", cp, "service", "etcd", timeout=30).stdout
+        return any(line.split()[:2] == ["STATE", "Preparing"] for line in shown.splitlines())
+
+    kube.wait("etcd Preparing on the wiped control plane", etcd_preparing, 300)
+    recovered = cluster.talosctl("-n", cp, "bootstrap", f"--recover-from={snapshot}")
+    assert recovered.exit_code == 0, recovered.stdout + recovered.stderr + kube.diagnosis()
+    assert "recovering from snapshot" in recovered.stdout + recovered.stderr, recovered.stderr
+    healthy = cluster.talosctl("-n", cp, "health", "--wait-timeout", "8m", timeout=600)
+    assert healthy.exit_code == 0, healthy.stderr + kube.diagnosis()
+    kube.wait(
+        "the Deployment from before the snapshot back in kubectl",
+        lambda: kube.get("deployment", "before-disaster").get("metadata", {}).get("name"),
+        120,
+    )
+    kube.wait("both nodes Ready after recovery", lambda: kube.ready_nodes() == {CP_NODE, WORKER_NODE}, 300)

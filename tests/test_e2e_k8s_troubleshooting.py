@@ -1,23 +1,24 @@
-"""The control-plane troubleshooting guide's commands on a 1-node container cluster with Kubernetes:
+"""The control-plane troubleshooting guide's commands on the control plane of the session's shared
+Kubernetes cluster (``k8s_cluster``):
 ``talosctl containers -k`` names the static pods and their containers as Talos 1.7 does, ``logs -k
 <ns>/<pod>:<container>`` prints the container's CRI log, ``get staticpodstatus`` lists the three
 control plane pods Ready. Then the guide's bad case: ``cluster.apiServer.extraArgs`` with a flag
 kube-apiserver rejects. Its status turns not Ready with the container's exit, ``logs -k`` shows
-the apiserver's complaint, and the node's Talos API keeps answering."""
+the apiserver's complaint, and the node's Talos API keeps answering. The flag is then removed and
+kube-apiserver is Ready again, for the next file."""
 
 from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
-from container_helpers import CONTAINER_NODES, container_cluster, until
+from container_helpers import CONTAINER_NODES, KUBE_NAME, KubeCluster, until
 
-pytestmark = [pytest.mark.e2e, CONTAINER_NODES]
+pytestmark = [pytest.mark.e2e, pytest.mark.k8s, CONTAINER_NODES]
 
-NAME = "k8s-trouble"
-NODE = f"{NAME}-controlplane-1"
+NODE = f"{KUBE_NAME}-controlplane-1"
 APISERVER = f"kube-system/kube-apiserver-{NODE}"
 CONTROL_PLANE = {f"kube-system/kube-{c}-{NODE}" for c in ("apiserver", "controller-manager", "scheduler")}
 
@@ -27,72 +28,80 @@ def _rows(text: str) -> list[list[str]]:
     return [line.split() for line in text.splitlines()[1:] if line.strip()]
 
 
-def test_the_guides_commands_and_a_rejected_apiserver_flag(tmp_path: Path) -> None:
-    with container_cluster(tmp_path, NAME) as cluster:
-        cluster.create("--workers", "0", kubernetes=True, timeout=600)
-        cp = cluster.address(2)
+def test_the_guides_commands_and_a_rejected_apiserver_flag(k8s_cluster: KubeCluster) -> None:
+    cluster = k8s_cluster.cluster
+    cp = cluster.address(2)
 
-        def talosctl(*args: str) -> str:
-            done = cluster.talosctl("-n", cp, *args, timeout=60)
-            assert done.exit_code == 0, f"talosctl {' '.join(args)}: {done.stdout}{done.stderr}"
-            return done.stdout
+    def talosctl(*args: str) -> str:
+        done = cluster.talosctl("-n", cp, *args, timeout=60)
+        assert done.exit_code == 0, f"talosctl {' '.join(args)}: {done.stdout}{done.stderr}"
+        return done.stdout
 
-        def statuses() -> dict[str, str]:
-            """``get staticpodstatus``: id -> READY."""
-            rows = _rows(cluster.talosctl("-n", cp, "get", "staticpodstatus", timeout=60).stdout)
-            return {row[3]: row[-1] for row in rows if row[1:3] == ["k8s", "StaticPodStatus"]}
+    def statuses() -> dict[str, str]:
+        """``get staticpodstatus``: id -> READY."""
+        rows = _rows(cluster.talosctl("-n", cp, "get", "staticpodstatus", timeout=60).stdout)
+        return {row[3]: row[-1] for row in rows if row[1:3] == ["k8s", "StaticPodStatus"]}
 
-        # talosctl get staticpodstatus: the three control plane pods, READY True
-        until("the control plane's static pods Ready in get staticpodstatus",
-              lambda: {i for i, ready in statuses().items() if ready == "True"} >= CONTROL_PLANE, 240, 3)  # fmt: skip
+    # talosctl get staticpodstatus: the three control plane pods, READY True
+    until("the control plane's static pods Ready in get staticpodstatus",
+          lambda: {i for i, ready in statuses().items() if ready == "True"} >= CONTROL_PLANE, 240, 3)  # fmt: skip
 
-        # talosctl containers -k: the sandbox by its pod name, its container under it
-        container = re.compile(rf"^{re.escape(APISERVER)}:kube-apiserver:[0-9a-f]{{12}}$")
+    # talosctl containers -k: the sandbox by its pod name, its container under it
+    container = re.compile(rf"^{re.escape(APISERVER)}:kube-apiserver:[0-9a-f]{{12}}$")
 
-        def apiserver_rows() -> list[list[str]]:
-            return [r for r in _rows(talosctl("containers", "-k")) if APISERVER in " ".join(r)]
+    def apiserver_rows() -> list[list[str]]:
+        return [r for r in _rows(talosctl("containers", "-k")) if APISERVER in " ".join(r)]
 
-        until("kube-apiserver's container running in containers -k",
-              lambda: any(r[-1] == "CONTAINER_RUNNING" for r in apiserver_rows()), 120, 2)  # fmt: skip
-        rows = apiserver_rows()
-        sandbox = [r for r in rows if r[2] == APISERVER]
-        assert sandbox and sandbox[0][:2] == [cp, "k8s.io"] and sandbox[0][-1] == "SANDBOX_READY", rows
-        assert sandbox[0][3].startswith("registry.k8s.io/pause:"), rows
-        running = [r for r in rows if r[-1] == "CONTAINER_RUNNING"]
-        assert running[0][2] == "└─" and container.match(running[0][3]), rows
-        assert running[0][4] == "registry.k8s.io/kube-apiserver:v1.30.3" and int(running[0][5]) > 0, rows
-        full_id = running[0][3]
+    until("kube-apiserver's container running in containers -k",
+          lambda: any(r[-1] == "CONTAINER_RUNNING" for r in apiserver_rows()), 120, 2)  # fmt: skip
+    rows = apiserver_rows()
+    sandbox = [r for r in rows if r[2] == APISERVER]
+    assert sandbox and sandbox[0][:2] == [cp, "k8s.io"] and sandbox[0][-1] == "SANDBOX_READY", rows
+    assert sandbox[0][3].startswith("registry.k8s.io/pause:"), rows
+    running = [r for r in rows if r[-1] == "CONTAINER_RUNNING"]
+    assert running[0][2] == "└─" and container.match(running[0][3]), rows
+    assert running[0][4] == "registry.k8s.io/kube-apiserver:v1.30.3" and int(running[0][5]) > 0, rows
+    full_id = running[0][3]
 
-        # talosctl logs -k, as the guide writes it (no id: the newest attempt) and with the id
-        for name in (f"{APISERVER}:kube-apiserver", full_id):
-            lines = talosctl("logs", "-k", name, "--tail", "5").splitlines()
-            assert len(lines) == 5, lines
-            assert all(re.match(rf"{re.escape(cp)}: \S+Z (stdout|stderr) [FP] ", line) for line in lines), (
-                lines
-            )
-        missing = cluster.talosctl("-n", cp, "logs", "-k", f"{APISERVER}:no-such-container", timeout=60)
-        assert missing.exit_code != 0 and "not found" in missing.stderr, missing.stderr
+    # talosctl logs -k, as the guide writes it (no id: the newest attempt) and with the id
+    for name in (f"{APISERVER}:kube-apiserver", full_id):
+        lines = talosctl("logs", "-k", name, "--tail", "5").splitlines()
+        assert len(lines) == 5, lines
+        assert all(re.match(rf"{re.escape(cp)}: \S+Z (stdout|stderr) [FP] ", line) for line in lines), lines
+    missing = cluster.talosctl("-n", cp, "logs", "-k", f"{APISERVER}:no-such-container", timeout=60)
+    assert missing.exit_code != 0 and "not found" in missing.stderr, missing.stderr
 
-        # the bad case: a flag kube-apiserver rejects
-        patch = json.dumps({"cluster": {"apiServer": {"extraArgs": {"no-such-flag": "1"}}}})
-        talosctl("patch", "mc", "--patch", patch)
+    # the bad case: a flag kube-apiserver rejects (taken out again whatever happens below)
+    patch = json.dumps({"cluster": {"apiServer": {"extraArgs": {"no-such-flag": "1"}}}})
+    talosctl("patch", "mc", "--patch", patch)
+    try:
+        _rejected_flag_is_shown(talosctl, statuses)
+    finally:
+        unpatch = json.dumps([{"op": "remove", "path": "/cluster/apiServer/extraArgs/no-such-flag"}])
+        talosctl("patch", "mc", "--patch", unpatch)
+    until("kube-apiserver Ready again without the flag", lambda: statuses().get(APISERVER) == "True", 240, 3)
 
-        def apiserver_failing() -> bool:
-            if statuses().get(APISERVER) != "False":
-                return False
-            docs = talosctl("get", "staticpodstatus", "-o", "yaml").split("\n---\n")
-            doc = next((d for d in docs if f"id: {APISERVER}\n" in d), "")
-            return "reason: Error" in doc or "reason: CrashLoopBackOff" in doc
 
-        until("staticpodstatus shows kube-apiserver not Ready with its container's exit",
-              apiserver_failing, 180, 3)  # fmt: skip
-        until("logs -k shows the flag kube-apiserver rejected",
-              lambda: "unknown flag: --no-such-flag" in talosctl("logs", "-k", f"{APISERVER}:kube-apiserver"),
-              60, 3)  # fmt: skip
-        exited = [r for r in _rows(talosctl("containers", "-k")) if APISERVER in " ".join(r)]
-        assert any(r[-1] == "CONTAINER_EXITED" for r in exited), exited
+def _rejected_flag_is_shown(talosctl: Callable[..., str], statuses: Callable[[], dict[str, str]]) -> None:
+    """With ``--no-such-flag`` in its extra args: kube-apiserver not Ready, its complaint in ``logs
+    -k``, its container exited; the node's own API and services untouched."""
 
-        # the node and its Talos API stay up
-        assert "Server:" in talosctl("version")
-        services = {r[1]: r[2] for r in _rows(talosctl("services"))}
-        assert services.get("kubelet") == "Running" and services.get("etcd") == "Running", services
+    def apiserver_failing() -> bool:
+        if statuses().get(APISERVER) != "False":
+            return False
+        docs = talosctl("get", "staticpodstatus", "-o", "yaml").split("\n---\n")
+        doc = next((d for d in docs if f"id: {APISERVER}\n" in d), "")
+        return "reason: Error" in doc or "reason: CrashLoopBackOff" in doc
+
+    until("staticpodstatus shows kube-apiserver not Ready with its container's exit",
+          apiserver_failing, 180, 3)  # fmt: skip
+    until("logs -k shows the flag kube-apiserver rejected",
+          lambda: "unknown flag: --no-such-flag" in talosctl("logs", "-k", f"{APISERVER}:kube-apiserver"),
+          60, 3)  # fmt: skip
+    exited = [r for r in _rows(talosctl("containers", "-k")) if APISERVER in " ".join(r)]
+    assert any(r[-1] == "CONTAINER_EXITED" for r in exited), exited
+
+    # the node and its Talos API stay up
+    assert "Server:" in talosctl("version")
+    services = {r[1]: r[2] for r in _rows(talosctl("services"))}
+    assert services.get("kubelet") == "Running" and services.get("etcd") == "Running", services

@@ -1,11 +1,13 @@
-"""Workloads on a container cluster's Kubernetes, end to end: a Deployment of an image built here
-(busybox ``httpd``) and pushed to the cluster's own registry is pulled by both kubelets through the
-``docker.io`` mirror and becomes Available with one replica on each node (the control plane allows
-scheduling by config patch); then a pod on the worker reaches the control plane's pod over flannel,
-the Service's ClusterIP through kube-proxy, and the Service's name through CoreDNS.
+"""Workloads on the session's shared Kubernetes cluster (``k8s_cluster``), end to end: a Deployment of
+an image built here (busybox ``httpd``) and pushed to the cluster's own registry is pulled by both
+kubelets through the ``docker.io`` mirror and becomes Available with one replica on each node (its
+pods tolerate the control plane's NoSchedule taint); then a pod on the worker reaches the control
+plane's pod over flannel, the Service's ClusterIP through kube-proxy, and the Service's name through
+CoreDNS. The Deployment and the Service are deleted at the end: the next file finds the cluster as
+it was.
 
-The figures printed (create to Available; pod-to-pod, ClusterIP and DNS round trips measured inside
-the pod with busybox ``time``) are for the report, never asserted."""
+The figures printed (image pushed to Deployment Available; pod-to-pod, ClusterIP and DNS round trips
+measured inside the pod with busybox ``time``) are for the report, never asserted."""
 
 from __future__ import annotations
 
@@ -16,15 +18,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from container_helpers import CONTAINER_NODES, container_cluster, until
+from container_helpers import CONTAINER_NODES, KUBE_NAME, KubeCluster, until
 from registry_helpers import REGISTRY_TOOLS, requests_for
 
 from ichor.images import ImageSpec, build_layout, busybox_rootfs, parse_reference, push
-from ichor.kubebuild import ensure_built
 from ichor.machinery import proc
 from ichor.provision._record import ClusterRecord
 
-pytestmark = [pytest.mark.e2e, CONTAINER_NODES, REGISTRY_TOOLS]
+pytestmark = [pytest.mark.e2e, pytest.mark.k8s, CONTAINER_NODES, REGISTRY_TOOLS]
+
+CP_NODE, WORKER_NODE = f"{KUBE_NAME}-controlplane-1", f"{KUBE_NAME}-worker-1"
 
 IMAGE = "docker.io/library/busybox:1.36"
 _APPLETS = ("sh", "httpd", "wget", "hostname", "nslookup", "time", "seq", "cat", "echo", "sleep")
@@ -43,6 +46,8 @@ spec:
           requiredDuringSchedulingIgnoredDuringExecution:
           - labelSelector: {matchLabels: {app: web}}
             topologyKey: kubernetes.io/hostname
+      tolerations:
+      - {key: node-role.kubernetes.io/control-plane, operator: Exists, effect: NoSchedule}
       containers:
       - name: web
         image: busybox:1.36
@@ -57,7 +62,6 @@ spec:
   selector: {app: web}
   ports: [{port: 80, targetPort: 80}]
 """
-_SCHEDULE_ON_CONTROL_PLANE = "cluster:\n  allowSchedulingOnControlPlanes: true\n"
 
 
 def _publish(work: Path, registry: str) -> None:
@@ -74,127 +78,122 @@ def _per_request_ms(timed: proc.Completed, count: int) -> float:
     return (int(found[1]) * 60 + float(found[2])) * 1000 / count
 
 
-def test_deployment_of_a_local_image_serves_across_nodes(tmp_path: Path) -> None:
-    kubectl = ensure_built().kubectl
-    assert kubectl is not None
-    with container_cluster(tmp_path, "k8s-work") as cluster:
-        started = time.monotonic()
-        cluster.create("--workers", "1", "--with-registry", "docker.io",
-                       "--config-patch", _SCHEDULE_ON_CONTROL_PLANE, kubernetes=True, timeout=600)  # fmt: skip
-        created = time.monotonic() - started
-        registry = ClusterRecord.load(cluster.state, cluster.name).registry
-        _publish(tmp_path, registry)
-        cp = cluster.address(2)
-        kubeconfig = tmp_path / "kubeconfig"
-        assert cluster.talosctl("-n", cp, "kubeconfig", str(kubeconfig), "--force").exit_code == 0
+def test_deployment_of_a_local_image_serves_across_nodes(k8s_cluster: KubeCluster, tmp_path: Path) -> None:
+    manifest = tmp_path / "web.yaml"
+    manifest.write_text(_MANIFEST)
+    try:
+        _serve_across_nodes(k8s_cluster, k8s_cluster.kubectl, manifest, tmp_path)
+    finally:  # the cluster is shared: the next file finds it as it was
+        k8s_cluster.run("delete", "-f", str(manifest), "--ignore-not-found", "--wait=true", timeout=120)
 
-        def run(*args: str, timeout: float = 60) -> proc.Completed:
-            return proc.run(
-                [str(kubectl), "--kubeconfig", str(kubeconfig), *args], check=False, timeout=timeout
-            )
 
-        def get(*args: str) -> dict[str, Any]:
-            done = run("get", *args, "-o", "json", timeout=30)
-            return json.loads(done.stdout) if done.exit_code == 0 else {}
+def _serve_across_nodes(k8s_cluster: KubeCluster, kubectl: Path, manifest: Path, tmp_path: Path) -> None:
+    cluster = k8s_cluster.cluster
+    registry = ClusterRecord.load(cluster.state, cluster.name).registry
+    _publish(tmp_path, registry)
+    started = time.monotonic()
+    cp = cluster.address(2)
+    kubeconfig = k8s_cluster.kubeconfig
 
-        def diagnosis() -> str:
-            shown = [
-                run("get", "pods", "-A", "-o", "wide").stdout,
-                run("describe", "pods", "-l", "app=web").stdout,
-            ]
-            return "\n".join(shown)
+    def run(*args: str, timeout: float = 60) -> proc.Completed:
+        return proc.run([str(kubectl), "--kubeconfig", str(kubeconfig), *args], check=False, timeout=timeout)
 
-        def available() -> bool:
-            status = get("deployment", "web").get("status", {})
-            return bool(status.get("availableReplicas") == 2)
+    def get(*args: str) -> dict[str, Any]:
+        done = run("get", *args, "-o", "json", timeout=30)
+        return json.loads(done.stdout) if done.exit_code == 0 else {}
 
-        manifest = tmp_path / "web.yaml"
-        manifest.write_text(_MANIFEST)
-        applied = until(
-            "the API server takes the Deployment",
-            lambda: run("apply", "-f", str(manifest)).exit_code == 0,
-            300,
-            3,
-        )
-        try:
-            until("Deployment web Available (2 replicas)", available, 300, 2)
-        except AssertionError as exc:
-            raise AssertionError(f"{exc}\n{diagnosis()}") from None
-        to_available = time.monotonic() - started
+    def diagnosis() -> str:
+        shown = [
+            run("get", "pods", "-A", "-o", "wide").stdout,
+            run("describe", "pods", "-l", "app=web").stdout,
+        ]
+        return "\n".join(shown)
 
-        pods = {p["spec"]["nodeName"]: p for p in get("pods", "-l", "app=web")["items"]}
-        assert set(pods) == {"k8s-work-controlplane-1", "k8s-work-worker-1"}, diagnosis()
-        on_cp, on_worker = pods["k8s-work-controlplane-1"], pods["k8s-work-worker-1"]
-        # Both kubelets pulled the image through the mirror from the cluster's registry.
-        clients = {
-            e.client
-            for e in requests_for(cluster.state_dir / "registry.log", IMAGE)
-            if "/manifests/" in e.path
-        }
-        assert {cp, cluster.address(3)} <= clients, clients
+    def available() -> bool:
+        status = get("deployment", "web").get("status", {})
+        return bool(status.get("availableReplicas") == 2)
 
-        def from_worker(*command: str) -> proc.Completed:
-            return run("exec", on_worker["metadata"]["name"], "--", *command)
+    applied = until(
+        "the API server takes the Deployment",
+        lambda: run("apply", "-f", str(manifest)).exit_code == 0,
+        300,
+        3,
+    )
+    try:
+        until("Deployment web Available (2 replicas)", available, 300, 2)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}\n{diagnosis()}") from None
+    to_available = time.monotonic() - started
 
-        # kubectl exec lands in the pod: its name, its image's root (no /usr there), CoreDNS as resolver.
-        inside = from_worker("sh", "-c", "hostname; test -e /usr || echo no-usr; cat /etc/resolv.conf")
-        assert inside.stdout.startswith(f"{on_worker['metadata']['name']}\nno-usr\n"), (
-            inside.stdout + inside.stderr
-        )
-        assert "nameserver 10.96.0.10" in inside.stdout, inside.stdout
+    pods = {p["spec"]["nodeName"]: p for p in get("pods", "-l", "app=web")["items"]}
+    assert set(pods) == {CP_NODE, WORKER_NODE}, diagnosis()
+    on_cp, on_worker = pods[CP_NODE], pods[WORKER_NODE]
+    # Both kubelets pulled the image through the mirror from the cluster's registry.
+    clients = {
+        e.client for e in requests_for(cluster.state_dir / "registry.log", IMAGE) if "/manifests/" in e.path
+    }
+    assert {cp, cluster.address(3)} <= clients, clients
 
-        def fetch(url: str) -> str:
-            done = from_worker("wget", "-qO-", url)
-            assert done.exit_code == 0, f"wget {url} from the worker's pod: {done.stdout}{done.stderr}"
-            return done.stdout.strip()
+    def from_worker(*command: str) -> proc.Completed:
+        return run("exec", on_worker["metadata"]["name"], "--", *command)
 
-        def timed(url: str, count: int = 20) -> float:
-            loop = f"for i in $(seq {count}); do wget -qO- {url} >/dev/null || exit 1; done"
-            done = from_worker("time", "sh", "-c", loop)
-            assert done.exit_code == 0, done.stdout + done.stderr
-            return _per_request_ms(done, count)
+    # kubectl exec lands in the pod: its name, its image's root (no /usr there), CoreDNS as resolver.
+    inside = from_worker("sh", "-c", "hostname; test -e /usr || echo no-usr; cat /etc/resolv.conf")
+    assert inside.stdout.startswith(f"{on_worker['metadata']['name']}\nno-usr\n"), (
+        inside.stdout + inside.stderr
+    )
+    assert "nameserver 10.96.0.10" in inside.stdout, inside.stdout
 
-        # Pod to pod across nodes (flannel's VXLAN): the control plane's pod answers with its name.
-        pod_url = f"http://{on_cp['status']['podIP']}/"
-        assert fetch(pod_url) == on_cp["metadata"]["name"]
-        # The ClusterIP (kube-proxy): every answer is one of the two pods, and both answer in time.
-        cluster_ip = get("service", "web")["spec"]["clusterIP"]
-        names = {p["metadata"]["name"] for p in pods.values()}
-        seen: set[str] = set()
+    def fetch(url: str) -> str:
+        done = from_worker("wget", "-qO-", url)
+        assert done.exit_code == 0, f"wget {url} from the worker's pod: {done.stdout}{done.stderr}"
+        return done.stdout.strip()
 
-        def both_answer() -> bool:
-            answer = fetch(f"http://{cluster_ip}/")
-            assert answer in names, answer
-            seen.add(answer)
-            return seen == names
+    def timed(url: str, count: int = 20) -> float:
+        loop = f"for i in $(seq {count}); do wget -qO- {url} >/dev/null || exit 1; done"
+        done = from_worker("time", "sh", "-c", loop)
+        assert done.exit_code == 0, done.stdout + done.stderr
+        return _per_request_ms(done, count)
 
-        until("both pods answer through the ClusterIP", both_answer, 60, 0)
+    # Pod to pod across nodes (flannel's VXLAN): the control plane's pod answers with its name.
+    pod_url = f"http://{on_cp['status']['podIP']}/"
+    assert fetch(pod_url) == on_cp["metadata"]["name"]
+    # The ClusterIP (kube-proxy): every answer is one of the two pods, and both answer in time.
+    cluster_ip = get("service", "web")["spec"]["clusterIP"]
+    names = {p["metadata"]["name"] for p in pods.values()}
+    seen: set[str] = set()
 
-        # The Service's name (CoreDNS): it resolves to the ClusterIP and answers.
-        def dns_ready() -> bool:
-            subsets = get("-n", "kube-system", "endpoints", "kube-dns").get("subsets") or []
-            return any(s.get("addresses") for s in subsets)
+    def both_answer() -> bool:
+        answer = fetch(f"http://{cluster_ip}/")
+        assert answer in names, answer
+        seen.add(answer)
+        return seen == names
 
-        try:
-            until("CoreDNS Ready behind the kube-dns Service", dns_ready, 180, 3)
-        except AssertionError as exc:
-            logs = run("-n", "kube-system", "logs", "-l", "k8s-app=kube-dns", "--tail", "20").stdout
-            described = run("-n", "kube-system", "describe", "pods", "-l", "k8s-app=kube-dns").stdout
-            raise AssertionError(f"{exc}\n{logs}\n{described}") from None
-        name = "web.default.svc.cluster.local"
-        looked_up = from_worker("nslookup", name)
-        assert looked_up.exit_code == 0 and cluster_ip in looked_up.stdout, (
-            looked_up.stdout + looked_up.stderr
-        )
-        assert fetch(f"http://{name}/") in names
+    until("both pods answer through the ClusterIP", both_answer, 60, 0)
 
-        dns = from_worker(
-            "time", "sh", "-c", f"for i in $(seq 20); do nslookup {name} >/dev/null || exit 1; done"
-        )
-        assert dns.exit_code == 0, dns.stdout + dns.stderr
-        print(
-            f"\ncreate: {created:.1f}s; Deployment applied {applied:.1f}s later; create to Available: "
-            f"{to_available:.1f}s\nper request from the worker's pod: pod-to-pod {timed(pod_url):.1f} ms, "
-            f"ClusterIP {timed(f'http://{cluster_ip}/'):.1f} ms, by name {timed(f'http://{name}/'):.1f} ms, "
-            f"DNS lookup {_per_request_ms(dns, 20):.1f} ms"
-        )
+    # The Service's name (CoreDNS): it resolves to the ClusterIP and answers.
+    def dns_ready() -> bool:
+        subsets = get("-n", "kube-system", "endpoints", "kube-dns").get("subsets") or []
+        return any(s.get("addresses") for s in subsets)
+
+    try:
+        until("CoreDNS Ready behind the kube-dns Service", dns_ready, 180, 3)
+    except AssertionError as exc:
+        logs = run("-n", "kube-system", "logs", "-l", "k8s-app=kube-dns", "--tail", "20").stdout
+        described = run("-n", "kube-system", "describe", "pods", "-l", "k8s-app=kube-dns").stdout
+        raise AssertionError(f"{exc}\n{logs}\n{described}") from None
+    name = "web.default.svc.cluster.local"
+    looked_up = from_worker("nslookup", name)
+    assert looked_up.exit_code == 0 and cluster_ip in looked_up.stdout, looked_up.stdout + looked_up.stderr
+    assert fetch(f"http://{name}/") in names
+
+    dns = from_worker(
+        "time", "sh", "-c", f"for i in $(seq 20); do nslookup {name} >/dev/null || exit 1; done"
+    )
+    assert dns.exit_code == 0, dns.stdout + dns.stderr
+    print(
+        f"\nDeployment taken by the API server in {applied:.1f}s, Available {to_available:.1f}s after the "
+        f"image was pushed\nper request from the worker's pod: pod-to-pod {timed(pod_url):.1f} ms, "
+        f"ClusterIP {timed(f'http://{cluster_ip}/'):.1f} ms, by name {timed(f'http://{name}/'):.1f} ms, "
+        f"DNS lookup {_per_request_ms(dns, 20):.1f} ms"
+    )

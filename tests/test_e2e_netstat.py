@@ -8,12 +8,18 @@ printing an empty table.
 from __future__ import annotations
 
 import pytest
-from test_e2e_introspection import Node, node  # noqa: F401  (the booted node fixture)
+from booted_node import Node
 
 pytestmark = pytest.mark.e2e
 
 
-def test_netstat_lists_the_nodes_listening_sockets(node: Node) -> None:  # noqa: F811
+@pytest.fixture
+def node(booted_node: Node) -> Node:
+    """The session's booted node (conftest.py)."""
+    return booted_node
+
+
+def test_netstat_lists_the_nodes_listening_sockets(node: Node) -> None:
     address = node.process.address
     listening = node.talosctl("netstat", "-l", "-p", "-x")
     assert listening.exit_code == 0, listening.stderr
@@ -38,7 +44,7 @@ def test_netstat_lists_the_nodes_listening_sockets(node: Node) -> None:  # noqa:
     assert both.exit_code == 2 and "cannot use --pods and specify a pod" in both.stderr
 
 
-def test_stats_and_cgroups_name_what_a_process_node_lacks(node: Node) -> None:  # noqa: F811
+def test_stats_and_cgroups_name_what_a_process_node_lacks(node: Node) -> None:
     stats = node.talosctl("stats")
     assert stats.exit_code == 1
     assert "runs no containerd or CRI yet" in stats.stderr and "talosctl processes" in stats.stderr

@@ -6,38 +6,45 @@ import json
 from pathlib import Path
 
 import pytest
-from test_e2e_introspection import Node, node  # noqa: F401  (the booted node fixture)
+from booted_node import Node
 
 from ichor.machinery import proc
 
 pytestmark = pytest.mark.e2e
 
+
+@pytest.fixture
+def node(booted_node: Node) -> Node:
+    """The session's booted node (conftest.py)."""
+    return booted_node
+
+
 HOSTNAME_PATH = "/machine/network/hostname"
 
 
-def _patch(node: Node, *args: str) -> proc.Completed:  # noqa: F811
+def _patch(node: Node, *args: str) -> proc.Completed:
     return node.talosctl("patch", *args)
 
 
-def _config(node: Node) -> str:  # noqa: F811
+def _config(node: Node) -> str:
     done = node.talosctl("read", "/system/state/config.yaml")
     assert done.exit_code == 0, done.stderr
     return done.stdout
 
 
-def _running_config(node: Node) -> str:  # noqa: F811
+def _running_config(node: Node) -> str:
     """The config the node runs by (a staged config is on disk but not running yet)."""
     done = node.talosctl("get", "mc", "v1alpha1", "-o", "yaml")
     assert done.exit_code == 0, done.stderr
     return done.stdout
 
 
-def _set_debug(node: Node, value: str) -> None:  # noqa: F811
+def _set_debug(node: Node, value: str) -> None:
     done = _patch(node, "mc", "-m", "no-reboot", "-p", f"debug: {value}")
     assert done.exit_code == 0, done.stderr
 
 
-def test_strategic_merge_patch_from_a_file_applies_without_a_reboot(node: Node, tmp_path: Path) -> None:  # noqa: F811
+def test_strategic_merge_patch_from_a_file_applies_without_a_reboot(node: Node, tmp_path: Path) -> None:
     assert "debug: false" in _config(node)
     patch_file = tmp_path / "debug.yaml"
     patch_file.write_text("debug: true\n")
@@ -55,7 +62,7 @@ def test_strategic_merge_patch_from_a_file_applies_without_a_reboot(node: Node, 
     _set_debug(node, "false")
 
 
-def test_json6902_patch_inline(node: Node) -> None:  # noqa: F811
+def test_json6902_patch_inline(node: Node) -> None:
     ops = [{"op": "add", "path": HOSTNAME_PATH, "value": "patched-by-json"}]
     done = _patch(node, "mc", "-p", json.dumps(ops), "-m", "no-reboot")
     assert done.exit_code == 0, done.stderr
@@ -65,7 +72,7 @@ def test_json6902_patch_inline(node: Node) -> None:  # noqa: F811
     assert "patched-by-json" not in _config(node)
 
 
-def test_dry_run_shows_the_diff_and_changes_nothing(node: Node) -> None:  # noqa: F811
+def test_dry_run_shows_the_diff_and_changes_nothing(node: Node) -> None:
     before = _config(node)
     done = _patch(node, "mc", "-p", "debug: true", "--dry-run")
     assert done.exit_code == 0, done.stderr
@@ -74,7 +81,7 @@ def test_dry_run_shows_the_diff_and_changes_nothing(node: Node) -> None:  # noqa
     assert _config(node) == before
 
 
-def test_staged_and_try_modes(node: Node) -> None:  # noqa: F811
+def test_staged_and_try_modes(node: Node) -> None:
     assert "debug: false" in _running_config(node)
     staged = _patch(node, "mc", "-p", "debug: true", "--mode", "staged")
     assert staged.exit_code == 0, staged.stderr
@@ -89,7 +96,7 @@ def test_staged_and_try_modes(node: Node) -> None:  # noqa: F811
     _set_debug(node, "false")
 
 
-def test_every_node_is_patched_in_turn(node: Node) -> None:  # noqa: F811
+def test_every_node_is_patched_in_turn(node: Node) -> None:
     address = node.process.address
     done = node.talosctl("-n", f"{address},{address}", "patch", "mc", "-p", "debug: true", "-m", "no-reboot")
     assert done.exit_code == 0, done.stderr
@@ -99,7 +106,7 @@ def test_every_node_is_patched_in_turn(node: Node) -> None:  # noqa: F811
     _set_debug(node, "false")
 
 
-def test_wrong_input_names_the_flag(node: Node, tmp_path: Path) -> None:  # noqa: F811
+def test_wrong_input_names_the_flag(node: Node, tmp_path: Path) -> None:
     before = _config(node)
     none = _patch(node, "mc")
     assert none.exit_code == 2 and "either --patch or --patch-file should be defined" in none.stderr
@@ -127,7 +134,7 @@ def test_wrong_input_names_the_flag(node: Node, tmp_path: Path) -> None:  # noqa
     assert _config(node) == before
 
 
-def test_a_patch_making_an_invalid_config_is_refused_by_the_node(node: Node) -> None:  # noqa: F811
+def test_a_patch_making_an_invalid_config_is_refused_by_the_node(node: Node) -> None:
     before = _config(node)
     done = _patch(node, "mc", "-p", "version: v1alpha2", "-m", "no-reboot")
     assert done.exit_code == 1
@@ -137,7 +144,7 @@ def test_a_patch_making_an_invalid_config_is_refused_by_the_node(node: Node) -> 
     assert _config(node) == before
 
 
-def test_a_failing_node_does_not_stop_the_others(node: Node) -> None:  # noqa: F811
+def test_a_failing_node_does_not_stop_the_others(node: Node) -> None:
     address = node.process.address
     gone = "127.0.0.9"  # nothing listens there: apid cannot reach it
     done = node.talosctl("-n", f"{gone},{address}", "patch", "mc", "-p", "debug: true", "-m", "no-reboot")

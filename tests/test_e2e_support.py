@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from test_e2e_introspection import Node, node  # noqa: F401  (the booted node fixture)
+from booted_node import Node
 
 from ichor.machinery.redact import REDACTED, secret_values
 
@@ -20,7 +20,8 @@ pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture(scope="module")
-def etcd_node(node: Node) -> Iterator[Node]:  # noqa: F811
+def etcd_node(booted_node: Node) -> Iterator[Node]:
+    node = booted_node
     done = node.talosctl("bootstrap")
     assert done.exit_code == 0, done.stderr
     deadline = time.monotonic() + 90

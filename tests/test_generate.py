@@ -268,6 +268,7 @@ _values = st.recursive(
 )
 
 
+@pytest.mark.slow  # 300 examples through ruamel.yaml: ~10 s
 @settings(max_examples=300, deadline=None)
 @given(st.dictionaries(_keys, _values, min_size=1, max_size=5))
 def test_rendered_yaml_reads_back_as_the_same_data(doc: dict[str, Any]) -> None:

@@ -12,15 +12,11 @@ from __future__ import annotations
 import json
 import os
 import pwd
-import random
 import shutil
-import urllib.request
 from pathlib import Path
 
 import pytest
-from registry_helpers import REGISTRY_TOOLS
 
-from ichor.images import catalog, manifest_digest, parse_reference
 from ichor.kubebuild import (
     COMPONENTS,
     IMAGES,
@@ -29,16 +25,12 @@ from ichor.kubebuild import (
     assemble_rootfs,
     ensure_built,
     parse_replaces,
-    push_images,
     verify,
     wrapper_go_mod,
 )
 from ichor.kubebuild.__main__ import main
 from ichor.machinery import proc
 from ichor.machinery.constants import Images
-from ichor.machinery.errors import MachineryError
-from ichor.provision._registry import start_registry
-from ichor.provision._teardown import stop_all
 
 _SAMPLE_GO_MOD = """module k8s.io/kubernetes
 
@@ -211,6 +203,7 @@ def test_the_iptables_tools_in_an_image_run_from_its_own_root(tmp_path: Path) ->
         assert "(nf_tables)" in out, out
 
 
+@pytest.mark.slow  # hundreds of fake-go calls and every image packed: ~15-30 s
 @NEEDS_IMAGE_TOOLS
 def test_a_cold_build_fills_the_cache_and_a_warm_run_does_nothing(
     tmp_path: Path, fake_go: tuple[str, str]
@@ -272,6 +265,7 @@ def test_a_cold_build_fills_the_cache_and_a_warm_run_does_nothing(
     assert len(packed) == 1 and "registry.k8s.io/coredns/coredns:v1.11.1" in packed[0]
 
 
+@pytest.mark.slow  # builds and packs flannel twice: ~10 s
 @NEEDS_IMAGE_TOOLS
 def test_flannel_falls_back_to_a_served_release_of_the_same_minor(
     tmp_path: Path, fake_go: tuple[str, str], monkeypatch: pytest.MonkeyPatch
@@ -337,34 +331,6 @@ def test_the_built_components_are_the_versions_talos_runs() -> None:
     if not checked:
         pytest.skip(f"nothing is built in {root} (run `python -m ichor.kubebuild`)")
     assert shutil.which("true")  # the loop above is the assertion: verify raises on a wrong binary
-
-
-@pytest.mark.e2e
-@REGISTRY_TOOLS
-@NEEDS_IMAGE_TOOLS
-def test_every_image_is_pushed_to_a_real_registry_under_its_repository_and_tag(
-    tmp_path: Path, fake_go: tuple[str, str]
-) -> None:
-    artifacts = ensure_built(go=fake_go[0], cc=fake_go[1])
-    state_dir = tmp_path / "registry-state"
-    state_dir.mkdir()
-    endpoint, child = start_registry(state_dir, f"127.{random.randint(100, 199)}.{random.randint(0, 255)}.1")
-    try:
-        said: list[str] = []
-        push_images(artifacts, endpoint, said.append)
-        assert sorted(catalog(endpoint)) == sorted(parse_reference(r.reference).repository for r in IMAGES)
-        for reference, image in artifacts.images.items():
-            assert manifest_digest(endpoint, parse_reference(reference)) == image.manifest_digest
-            assert any(line.startswith(f"pushed {reference} to {endpoint}") for line in said)
-        tags = json.loads(urllib.request.urlopen(f"http://{endpoint}/v2/siderolabs/kubelet/tags/list").read())
-        assert tags == {"name": "siderolabs/kubelet", "tags": ["v1.30.3"]}
-    finally:
-        survivors = stop_all(None, state_dir, progress=lambda _: None)
-        child.wait(timeout=5)
-    assert survivors == []
-    with pytest.raises(MachineryError) as caught:  # the registry is gone: the push says where it looked
-        push_images(artifacts, endpoint)
-    assert f"is the registry at {endpoint} running?" in (caught.value.hint or "")
 
 
 def test_a_compile_error_is_shown_among_hundreds_of_package_names(

@@ -277,6 +277,7 @@ _name = st.from_regex(r"[a-z][a-z0-9]{0,6}", fullmatch=True)
 
 
 @settings(max_examples=60, deadline=None)
+@pytest.mark.slow  # 100 examples of up to five ruamel.yaml merges: ~15-35 s
 @given(
     existing=st.lists(st.tuples(_name, st.sampled_from(["a", "b"])), max_size=4),
     new=_name,

@@ -10,16 +10,14 @@ member removal etcd really performs.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
-import signal
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from cryptography import x509
-from etcd_helpers import EtcdCluster, etcd_cluster
+from etcd_helpers import EtcdCluster
 from grpclib import Status
 from grpclib.exceptions import GRPCError
 
@@ -96,56 +94,6 @@ def _voting(cluster: EtcdCluster, members: list[Any]) -> list[str]:
             return sorted(m.name for m in await client.member_list() if not m.is_learner)
 
     return asyncio.run(main())
-
-
-@pytest.mark.e2e
-def test_leave_removes_the_member_even_when_its_own_etcd_does_not_answer(tmp_path: Path) -> None:
-    prefix = _prefix()
-    specs = [(f"cp-{i}", f"{prefix}.{i}") for i in (1, 2, 3)]
-    with etcd_cluster(tmp_path, specs) as cluster:
-        one, two, three = cluster.members
-        node = _Node(cluster, three.name, three.address, endpoint_host=one.address)
-        etcd = _etcd(node)
-        # Its own etcd is frozen: connecting to it times out, as a busy member's may.
-        assert three.process is not None
-        os.kill(three.process.pid, signal.SIGSTOP)
-        try:
-            asyncio.run(etcd.leave())
-        finally:
-            os.kill(three.process.pid, signal.SIGCONT)
-        assert _voting(cluster, [one, two]) == ["cp-1", "cp-2"]
-        assert node.said[-1] == "left the etcd cluster"
-        # Leaving again (a reply lost, a retried reset) finds nothing to do and succeeds.
-        asyncio.run(etcd.leave())
-        assert _voting(cluster, [one, two]) == ["cp-1", "cp-2"]
-
-
-@pytest.mark.e2e
-def test_leave_refuses_to_remove_the_only_voting_member(tmp_path: Path) -> None:
-    address = f"{_prefix()}.1"
-    with etcd_cluster(tmp_path, [("solo", address)]) as cluster:
-        node = _Node(cluster, "solo", address, endpoint_host=address)
-        with pytest.raises(GRPCError) as refused:
-            asyncio.run(_etcd(node).leave())
-        assert refused.value.status is Status.FAILED_PRECONDITION
-        assert "only voting etcd member" in str(refused.value.message)
-        assert "talosctl etcd snapshot" in str(refused.value.message)
-        assert _voting(cluster, cluster.members) == ["solo"]
-        # A graceful reset reports the refusal instead of failing.
-        problem = asyncio.run(_etcd(node).leave_before_reset())
-        assert problem is not None and "only voting" in problem
-
-
-@pytest.mark.e2e
-def test_leave_when_etcd_is_not_running_names_the_service(tmp_path: Path) -> None:
-    address = f"{_prefix()}.1"
-    with etcd_cluster(tmp_path, [("solo", address)]) as cluster:
-        node = _Node(cluster, "solo", address, endpoint_host=address)
-        node.supervisor.running = False
-        with pytest.raises(GRPCError) as refused:
-            asyncio.run(_etcd(node).leave())
-        assert refused.value.status is Status.FAILED_PRECONDITION
-        assert "talosctl service etcd" in str(refused.value.message)
 
 
 def test_etcd_not_answering_hints_the_service_and_its_logs_not_etcd_status(tmp_path: Path) -> None:

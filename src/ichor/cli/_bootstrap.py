@@ -3,11 +3,17 @@
 Bootstrap tells one control plane node to form the etcd cluster. With ``--recover-from`` the
 snapshot is checked locally (etcdutl reads its hash, revision and keys), uploaded over the
 ``EtcdRecover`` client stream in 4 KiB chunks, then ``Bootstrap`` is called with ``recover_etcd``.
+A gzip-compressed snapshot (a scheduled backup with ``compress: true``, ``*.db.gz``; Ichor's own)
+is decompressed into a temporary file first, so the node receives the snapshot itself.
 This module does not decide anything on the node; the node refuses what it cannot do.
 """
 
 from __future__ import annotations
 
+import contextlib
+import gzip
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +23,27 @@ from ichor.cli._lazy import CobraCommand
 from ichor.cli._nodecmd import replies, run
 
 CHUNK = 4096
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def _decompressed(snapshot: Path, stack: contextlib.ExitStack) -> Path:
+    """The snapshot itself: ``snapshot``, or its gzip content in a temporary file (removed on exit)."""
+    from ichor.machinery.errors import MachineryError
+
+    with snapshot.open("rb") as f:
+        if f.read(2) != GZIP_MAGIC:
+            return snapshot
+    target = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ichor-recover-"))) / "db"
+    try:
+        with gzip.open(snapshot, "rb") as src, target.open("wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+    except (OSError, EOFError) as exc:
+        raise MachineryError(
+            f"error decompressing snapshot {str(snapshot)!r}: {exc}",
+            hint="the .db.gz file is damaged or cut short: copy the backup again (talosctl cp)",
+        ) from None
+    return target
+
 
 _BOOTSTRAP_HINTS = {
     "AlreadyExists": "etcd on this node already has data: the cluster is bootstrapped already (bootstrap "
@@ -47,24 +74,30 @@ Talos etcd cluster can be recovered from a known snapshot with '--recover-from='
     help="skip integrity check when recovering etcd (use when recovering from data directory copy)",
 )
 def bootstrap(recover_from: str, skip_hash_check: bool) -> None:
-    from ichor.api.gen.common import common_pb2
-    from ichor.api.gen.machine import machine_pb2
     from ichor.cli._etcd import snapshot_info_line, snapshot_status
-    from ichor.client import ClientError, RPCError
     from ichor.machinery.errors import MachineryError
     from ichor.machinery.goquote import quote
 
     if skip_hash_check and not recover_from:
         raise click.UsageError("--recover-skip-hash-check only applies with --recover-from")
     snapshot = Path(recover_from) if recover_from else None
-    if snapshot is not None:
-        if not snapshot.is_file():
-            raise MachineryError(
-                f"error opening snapshot file: open {recover_from}: no such file",
-                hint="pass the file written by `talosctl etcd snapshot <path>` to --recover-from",
-            )
-        info = snapshot_status(snapshot)
-        click.echo(f"recovering from snapshot {quote(recover_from)}: {snapshot_info_line(info)}")
+    if snapshot is not None and not snapshot.is_file():
+        raise MachineryError(
+            f"error opening snapshot file: open {recover_from}: no such file",
+            hint="pass the file written by `talosctl etcd snapshot <path>` to --recover-from",
+        )
+    with contextlib.ExitStack() as stack:
+        if snapshot is not None:
+            snapshot = _decompressed(snapshot, stack)
+            info = snapshot_status(snapshot)
+            click.echo(f"recovering from snapshot {quote(recover_from)}: {snapshot_info_line(info)}")
+        _bootstrap(snapshot, skip_hash_check)
+
+
+def _bootstrap(snapshot: Path | None, skip_hash_check: bool) -> None:
+    from ichor.api.gen.common import common_pb2
+    from ichor.api.gen.machine import machine_pb2
+    from ichor.client import ClientError, RPCError
 
     async def work(client: Any) -> None:
         client.require_single_node("bootstrap")

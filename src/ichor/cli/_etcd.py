@@ -325,13 +325,59 @@ def snapshot_info_line(info: dict[str, int]) -> str:
     )
 
 
-@etcd.command("snapshot", help="Stream snapshot of the etcd node to the path.")
-@click.argument("path", metavar="<path>")
-def snapshot(path: str) -> None:
+BACKUP_STATUS_TYPE = "EtcdBackupStatuses.etcd.talos.dev"
+BACKUP_HEADER = ["NODE", "NAME", "TAKEN", "REVISION", "SIZE"]
+
+
+def _list_backups() -> None:
+    """``etcd snapshot --list``: the scheduled backups each node holds, from its EtcdBackupStatus."""
+    from ichor.cli._get import _spec_data
+    from ichor.client import render_table
+
+    async def work(client: Any) -> list[list[str]]:
+        rows: list[list[str]] = []
+        for node in client.nodes or [client.peer_host]:
+            found = await client.with_node(node).list_resources("etcd", BACKUP_STATUS_TYPE)
+            if not found:
+                click.echo(
+                    f"{node}: no scheduled etcd backups (not a control plane, or no EtcdBackupConfig document)",
+                    err=True,
+                )
+            for resource in found:
+                for held in (_spec_data(resource) or {}).get("snapshots") or []:
+                    rows.append([node, str(held.get("path", "")), str(held.get("taken", "")),
+                                 str(held.get("revision", "")), humanize_bytes(int(held.get("size", 0)))])  # fmt: skip
+        return rows
+
+    rows = run(work)
+    if rows:
+        click.echo(render_table([BACKUP_HEADER, *rows]), nl=False)
+
+
+@etcd.command(
+    "snapshot",
+    help="Stream snapshot of the etcd node to the path.\n\n"
+    "With --list (Ichor's own, beyond Talos): list the snapshots the scheduled backups "
+    "(EtcdBackupConfig) keep on each node; fetch one with `talosctl cp <path> <local dir>` and "
+    "recover with `talosctl bootstrap --recover-from <file>`.",
+)
+@click.argument("path", metavar="<path>", required=False)
+@click.option(
+    "--list", "list_", is_flag=True, default=False,
+    help="list the scheduled backups each node holds (Ichor's own, beyond Talos)",
+)  # fmt: skip
+def snapshot(path: str | None, list_: bool) -> None:
     from ichor.api.gen.machine import machine_pb2
     from ichor.client import message_error
     from ichor.machinery.errors import MachineryError
 
+    if list_:
+        if path:
+            raise click.UsageError("--list takes no <path>")
+        _list_backups()
+        return
+    if not path:
+        raise click.UsageError("accepts 1 arg(s), received 0")
     db_path = Path(path)
     part_path = Path(path + ".part")
     if db_path.is_dir():

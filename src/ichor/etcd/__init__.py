@@ -10,6 +10,8 @@ talk to it over mutual TLS, and save/restore snapshots - all the Talos way.
   addresses and ``cluster.etcd`` (``advertisedSubnets``, ``listenSubnets``, ``extraArgs``).
 * :class:`EtcdClient` - async etcd v3 client (KV, Cluster, Maintenance) with endpoint failover.
 * :func:`save_snapshot`, :func:`snapshot_info`, :func:`restore_snapshot`.
+* :func:`take_backup`, :func:`list_backups`, :class:`BackupFile` - the scheduled backups' files
+  (names, verified saves, retention).
 
 Errors form one tree under :class:`EtcdError` (see ``ichor.etcd._errors``). This package does not
 supervise the etcd process or decide bootstrap/join: machined's etcd service does, with these parts.
@@ -30,6 +32,15 @@ from ichor.etcd._args import (
     filter_addresses,
     format_initial_cluster,
     select_addresses,
+)
+from ichor.etcd._backups import (
+    BACKUP_PREFIX,
+    BackupFile,
+    SaveSnapshot,
+    backup_name,
+    list_backups,
+    prune_backups,
+    take_backup,
 )
 from ichor.etcd._binaries import BIN_DIR_ENV, EtcdBinaries, etcd_version, find_binaries
 from ichor.etcd._build import build_etcd, built_bin_dir, verify_build
@@ -54,6 +65,7 @@ from ichor.etcd._snapshot import restore_snapshot, save_snapshot, snapshot_info,
 from ichor.etcd._types import KV, Alarm, HealthResult, Member, RangeResult, SnapshotInfo, Status
 
 __all__ = [
+    "BACKUP_PREFIX",
     "BIN_DIR_ENV",
     "CERT_TTL",
     "CIPHER_SUITES",
@@ -64,6 +76,7 @@ __all__ = [
     "METRICS_PORT",
     "PEER_PORT",
     "Alarm",
+    "BackupFile",
     "EtcdAddresses",
     "EtcdBinaries",
     "EtcdBinaryNotFoundError",
@@ -85,8 +98,10 @@ __all__ = [
     "Member",
     "PKIPaths",
     "RangeResult",
+    "SaveSnapshot",
     "SnapshotInfo",
     "Status",
+    "backup_name",
     "build_args",
     "build_env",
     "build_etcd",
@@ -97,11 +112,14 @@ __all__ = [
     "find_binaries",
     "format_initial_cluster",
     "issue_certs",
+    "list_backups",
     "parse_endpoint",
+    "prune_backups",
     "restore_snapshot",
     "save_snapshot",
     "select_addresses",
     "snapshot_info",
+    "take_backup",
     "verify_build",
     "verify_snapshot",
     "write_pki",

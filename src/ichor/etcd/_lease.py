@@ -1,4 +1,5 @@
-"""etcd leases, create-if-absent and waiting for a key to go: what an election needs.
+"""etcd leases, create-if-absent, compare-and-swap and waiting for a key to go: what an election
+(and a claim such as the etcd backup's one-snapshot-per-slot) needs.
 
 A key written with a lease goes when the lease expires (its holder stopped sending keepalives) or
 is revoked, so an election built on these calls survives a holder that dies without resigning.
@@ -16,6 +17,7 @@ from ichor.etcd._connection import _Connection
 from ichor.etcd._errors import EtcdRequestError
 
 _CREATE_REVISION = rpc_pb2.Compare.CompareTarget.CREATE
+_MOD_REVISION = rpc_pb2.Compare.CompareTarget.MOD
 _EQUAL = rpc_pb2.Compare.CompareResult.EQUAL
 _DELETE = 1  # mvccpb.Event.EventType.DELETE
 
@@ -77,6 +79,26 @@ class LeaseCalls(_Connection):
 
         reply = await self._call("create", call, timeout=timeout)
         return int(reply.header.revision) if reply.succeeded else None
+
+    async def put_if_unchanged(
+        self, key: str | bytes, value: str | bytes, *, mod_revision: int, timeout: float | None = None
+    ) -> bool:
+        """Write ``key`` only if it was last modified at ``mod_revision`` (0: only if it does not
+        exist), in one transaction; True when written. Two writers that read the same revision
+        cannot both succeed."""
+        raw = _as_bytes(key)
+        request = rpc_pb2.TxnRequest(
+            compare=[
+                rpc_pb2.Compare(result=_EQUAL, target=_MOD_REVISION, key=raw, mod_revision=mod_revision)
+            ],
+            success=[rpc_pb2.RequestOp(request_put=rpc_pb2.PutRequest(key=raw, value=_as_bytes(value)))],
+        )
+
+        async def call(channel: Channel) -> rpc_pb2.TxnResponse:
+            return await rpc_grpc.KVStub(channel).Txn(request)
+
+        reply = await self._call("compare-and-swap", call, timeout=timeout)
+        return bool(reply.succeeded)
 
     async def wait_deleted(self, key: str | bytes, *, after: int, timeout: float | None = None) -> int:
         """Wait until ``key`` is deleted at a revision after ``after``; returns that revision.

@@ -15,7 +15,7 @@ data directory. Every process runs through :mod:`ichor.machinery.proc`.
 
 from __future__ import annotations
 
-__all__ = ["restore_snapshot", "save_snapshot", "snapshot_info", "verify_snapshot"]
+__all__ = ["SnapshotStream", "restore_snapshot", "save_snapshot", "snapshot_info", "verify_snapshot"]
 
 import contextlib
 import hashlib
@@ -23,14 +23,22 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Protocol
 
 from ichor.etcd._binaries import EtcdBinaries, find_binaries
-from ichor.etcd._client import EtcdClient
 from ichor.etcd._errors import EtcdSnapshotError
 from ichor.etcd._types import SnapshotInfo
 from ichor.machinery import proc
 from ichor.machinery.errors import ProcessError
+
+
+class SnapshotStream(Protocol):
+    """What a snapshot is read from: :meth:`ichor.etcd.EtcdClient.snapshot`."""
+
+    def snapshot(self, *, endpoint: str | None = None, timeout: float = 300.0) -> AsyncIterator[bytes]: ...
+
 
 _HASH_SIZE = hashlib.sha256().digest_size
 _PAGE = 512
@@ -111,7 +119,7 @@ def snapshot_info(path: Path, *, binaries: EtcdBinaries | None = None, timeout: 
 
 
 async def save_snapshot(
-    client: EtcdClient,
+    client: SnapshotStream,
     path: Path,
     *,
     endpoint: str | None = None,

@@ -99,6 +99,7 @@ class Node:
             layout, stage=self.stage, services=self.services, events=self.events,
             kubelet_changed=kubelet_files_changed,
             vip_store=lambda: etcd.client(etcd.control_plane_endpoints(include_self=True), timeout=5.0),
+            etcd_backup_store=lambda: etcd.client([etcd.local_endpoint()], timeout=10.0),
             say=say,
         )  # fmt: skip
         for controller in controllers:

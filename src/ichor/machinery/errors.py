@@ -10,6 +10,7 @@
     │   └── ConfigValidationError   a decoded config that breaks Talos's validation rules
     ├── PatchError                  a patch that cannot be read or applied
     ├── DurationError               text that is not a Go duration (goduration)
+    ├── CronError                   text that is not a cron schedule (cron)
     ├── SecretsError                a secrets bundle that cannot be generated, read or reused
     ├── PKIError                    certificate / key material that cannot be parsed or issued
     ├── ClientConfigError           talosconfig problems (missing file, unknown context, ...)
@@ -37,6 +38,7 @@ __all__ = [
     "ConfigDecodeError",
     "ConfigError",
     "ConfigValidationError",
+    "CronError",
     "DiskError",
     "DurationError",
     "ExtensionError",
@@ -103,6 +105,10 @@ class PatchError(MachineryError):
 
 class DurationError(MachineryError):
     """Text that is not a Go duration (``30s``, ``1h30m``, ``500ms``)."""
+
+
+class CronError(MachineryError):
+    """A cron schedule that cannot be parsed or never runs (:mod:`ichor.machinery.cron`)."""
 
 
 class SecretsError(MachineryError):

@@ -10,6 +10,8 @@ The graph, as ``talosctl inspect dependencies`` prints it:
 * secrets:  MachineConfig -> OSRootSecrets, EtcdRootSecrets; OSRoot + Hostname + NodeAddresses ->
             CertSANs; OSRoot + CertSANs -> ApiCertificates (signed here, or by trustd on workers)
 * etcd:     MachineConfig + MachineType -> EtcdConfig; EtcdConfig + Hostname + NodeAddresses -> EtcdSpec
+* etcd:     (control planes, Ichor's own) EtcdBackupConfig document -> EtcdBackupConfig -> scheduled,
+            leader-only snapshots -> EtcdBackupStatus
 * cri:      MachineConfig -> RegistriesConfig -> /etc/cri/conf.d/hosts/<host>/hosts.toml (+ 01-registries.part)
 * cluster:  identity, DiscoveryConfig, Info -> local Affiliate -> discovery service -> raw
             Affiliates -> merged Affiliates -> Members -> Endpoints
@@ -39,6 +41,7 @@ from ichor.machined.controllers import (
     config,
     cri,
     etcd,
+    etcd_backup,
     extensions,
     k8s,
     network,
@@ -72,10 +75,14 @@ def node_controllers(
     request_certificate: secrets.RequestCertificate | None = None,
     netlink: Netlink | None = None,
     vip_store: network.StoreFactory | None = None,
+    etcd_backup_store: etcd_backup.BackupStoreFactory | None = None,
     kubelet_changed: Callable[[], Awaitable[None]] | None = None,
     say: Callable[[str], None] | None = None,
 ) -> list[Controller]:
-    """Every controller of a node, in registration order."""
+    """Every controller of a node, in registration order.
+
+    ``etcd_backup_store``: a client of this node's own etcd member (the scheduled backups ask it who
+    leads); without one, a backup slot fails saying so."""
     return [
         config.machine_type_controller(),
         config.acquire_status_controller(),
@@ -86,6 +93,8 @@ def node_controllers(
         secrets.api_certificates_controller(layout, request_certificate),
         etcd.etcd_config_controller(),
         etcd.etcd_spec_controller(exclusive=not layout.own_netns),
+        etcd_backup.etcd_backup_config_controller(),
+        etcd_backup.BackupController(layout, etcd_backup_store or etcd_backup.no_store),
         cri.registries_config_controller(),
         cri.RegistryFilesController(layout),
         *cluster.cluster_controllers(layout, client_factory=discovery_client),

@@ -1,5 +1,8 @@
 """Resources of etcd: what the config says (``EtcdConfig``), what this node runs (``EtcdSpec``), and
-the etcd CA (``EtcdRootSecrets``), with Talos 1.7's type names, namespaces and YAML keys.
+the etcd CA (``EtcdRootSecrets``), with Talos 1.7's type names, namespaces and YAML keys; and, beyond
+Talos, the scheduled backups: ``EtcdBackupConfig`` (the ``EtcdBackupConfig`` document with its
+defaults) and ``EtcdBackupStatus`` (last success, last failure with its reason, next run, the
+snapshots this node holds).
 
 ``EtcdConfig`` is ``cluster.etcd`` of the machine config; ``EtcdSpec`` adds what the node knows
 (its name, the addresses picked from the subnets) and is what the etcd service runs from: a new
@@ -9,17 +12,24 @@ spec restarts etcd. This module declares types only; controllers create the reso
 from __future__ import annotations
 
 import dataclasses
+from datetime import datetime
 
-from ichor.machined.cosi import ResourceType
+from ichor.machined.cosi import PrintColumn, ResourceType
 from ichor.machined.resources._secrets import SECRETS_NAMESPACE, PEMCertificateAndKey
 
 __all__ = [
+    "ETCD_BACKUP_CONFIGS",
+    "ETCD_BACKUP_ID",
+    "ETCD_BACKUP_STATUSES",
     "ETCD_CONFIGS",
     "ETCD_ID",
     "ETCD_NAMESPACE",
     "ETCD_ROOT_ID",
     "ETCD_ROOT_SECRETS",
     "ETCD_SPECS",
+    "EtcdBackupConfigSpec",
+    "EtcdBackupSnapshot",
+    "EtcdBackupStatusSpec",
     "EtcdConfigSpec",
     "EtcdRootSpec",
     "EtcdSpecSpec",
@@ -28,6 +38,7 @@ __all__ = [
 ETCD_NAMESPACE = "etcd"
 ETCD_ID = "etcd"
 ETCD_ROOT_ID = "etcd"
+ETCD_BACKUP_ID = "etcd"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +80,44 @@ class EtcdRootSpec:
     etcd_ca: PEMCertificateAndKey | None = dataclasses.field(default=None, metadata={"yaml": "etcdCA"})
 
 
+@dataclasses.dataclass(frozen=True)
+class EtcdBackupConfigSpec:
+    """The ``EtcdBackupConfig`` document with its defaults filled in (control planes only)."""
+
+    schedule: str
+    retention: int
+    path: str
+    compress: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class EtcdBackupSnapshot:
+    """One backup file this node holds (``talosctl etcd snapshot --list``)."""
+
+    name: str
+    path: str
+    taken: datetime
+    revision: int
+    size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class EtcdBackupStatusSpec:
+    """How the scheduled backups go on this node. Only the etcd leader takes a slot's snapshot, so
+    a follower's ``lastRun`` says which node took it."""
+
+    schedule: str = ""
+    next_run: datetime | None = None
+    last_run: datetime | None = dataclasses.field(default=None, metadata={"omitempty": True})
+    last_run_result: str = dataclasses.field(default="", metadata={"omitempty": True})
+    last_success: datetime | None = None
+    last_snapshot: str = dataclasses.field(default="", metadata={"omitempty": True})
+    last_failure: datetime | None = None
+    last_failure_reason: str = dataclasses.field(default="", metadata={"omitempty": True})
+    held: int = 0
+    snapshots: tuple[EtcdBackupSnapshot, ...] = dataclasses.field(default=(), metadata={"omitempty": True})
+
+
 ETCD_CONFIGS: ResourceType[EtcdConfigSpec] = ResourceType(
     type="EtcdConfigs.etcd.talos.dev", default_namespace=ETCD_NAMESPACE, spec_class=EtcdConfigSpec
 )
@@ -82,4 +131,22 @@ ETCD_ROOT_SECRETS: ResourceType[EtcdRootSpec] = ResourceType(
     default_namespace=SECRETS_NAMESPACE,
     spec_class=EtcdRootSpec,
     sensitive=True,
+)
+
+ETCD_BACKUP_CONFIGS: ResourceType[EtcdBackupConfigSpec] = ResourceType(
+    type="EtcdBackupConfigs.etcd.talos.dev", default_namespace=ETCD_NAMESPACE, spec_class=EtcdBackupConfigSpec
+)
+
+ETCD_BACKUP_STATUSES: ResourceType[EtcdBackupStatusSpec] = ResourceType(
+    type="EtcdBackupStatuses.etcd.talos.dev",
+    default_namespace=ETCD_NAMESPACE,
+    spec_class=EtcdBackupStatusSpec,
+    aliases=("etcdbackups",),
+    print_columns=(
+        PrintColumn("Schedule", "{.schedule}"),
+        PrintColumn("Next Run", "{.nextRun}"),
+        PrintColumn("Last Success", "{.lastSuccess}"),
+        PrintColumn("Last Failure", "{.lastFailure}"),
+        PrintColumn("Held", "{.held}"),
+    ),
 )

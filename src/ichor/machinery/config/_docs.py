@@ -10,7 +10,12 @@ from collections.abc import Sequence
 from ichor.machinery.docident import DocIdentity
 
 from . import _models
+from ._ichor_models import ICHOR_CHILDREN, ICHOR_KIND_MODELS
 from ._paths import PathElem
+
+_KIND_MODELS = {**_models.KIND_MODELS, **ICHOR_KIND_MODELS}
+_CHILDREN = {**_models.CHILDREN, **ICHOR_CHILDREN}
+_MODELS_BY_NAME = {**_models.MODELS_BY_NAME, **{m.__name__: m for m in ICHOR_KIND_MODELS.values()}}
 
 KindIdentity = DocIdentity | tuple[str, str]
 
@@ -20,7 +25,7 @@ def _root_class(kind_identity: KindIdentity) -> str | None:
         key = (kind_identity.api_version, kind_identity.kind)
     else:
         key = (kind_identity[0], kind_identity[1])
-    model = _models.KIND_MODELS.get(key)
+    model = _KIND_MODELS.get(key)
     return model.__name__ if model is not None else None
 
 
@@ -44,12 +49,12 @@ def field_description(kind_identity: KindIdentity, path: Sequence[PathElem]) -> 
             continue
         if cls_name is None:
             return None
-        model = _models.MODELS_BY_NAME[cls_name]
+        model = _MODELS_BY_NAME[cls_name]
         field = next((f for f in model.model_fields.values() if f.alias == elem), None)
         if field is None:
             return None
         description = field.description
-        container, child = _models.CHILDREN.get(cls_name, {}).get(elem, ("", ""))
+        container, child = _CHILDREN.get(cls_name, {}).get(elem, ("", ""))
         if i == len(path) - 1:
             return description
         if not child:

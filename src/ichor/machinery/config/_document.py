@@ -26,10 +26,21 @@ from ichor.machinery.errors import ConfigDecodeError, YAMLError
 from ichor.machinery.files import write_atomic
 
 from . import _models
+from ._ichor_models import ICHOR_CHILDREN, ICHOR_KIND_MODELS
 from ._paths import PathElem, format_path, line_of
 
+ALL_KIND_MODELS: dict[tuple[str, str], type[pydantic.BaseModel]] = {
+    **_models.KIND_MODELS,
+    **ICHOR_KIND_MODELS,
+}
+"""Talos's kinds (generated from its schema) and Ichor's own (``_ichor_models``)."""
 _REGISTERED: dict[tuple[str, str], type[pydantic.BaseModel]] = {
-    key: model for key, model in _models.KIND_MODELS.items() if key != ("v1alpha1", "Config")
+    key: model for key, model in ALL_KIND_MODELS.items() if key != ("v1alpha1", "Config")
+}
+_CHILDREN = {**_models.CHILDREN, **ICHOR_CHILDREN}
+_MODELS_BY_NAME: dict[str, type[pydantic.BaseModel]] = {
+    **_models.MODELS_BY_NAME,
+    **{model.__name__: model for model in ICHOR_KIND_MODELS.values()},
 }
 
 _EXPECTED = {
@@ -99,12 +110,12 @@ def _known_keys(model: type[pydantic.BaseModel], raw: Any, parent: list[PathElem
     for elem in parent:
         if isinstance(elem, int):
             continue
-        kids = _models.CHILDREN.get(cls_name, {})
+        kids = _CHILDREN.get(cls_name, {})
         if elem in kids:
             cls_name = kids[elem][1]
-        elif cls_name in _models.CHILDREN and not kids:
+        elif cls_name in _CHILDREN and not kids:
             return []
-    target = _models.MODELS_BY_NAME.get(cls_name)
+    target = _MODELS_BY_NAME.get(cls_name)
     if target is None:
         return []
     return [f.alias for f in target.model_fields.values() if f.alias]
@@ -178,7 +189,7 @@ class Document:
 
     @property
     def model_class(self) -> type[pydantic.BaseModel]:
-        return _models.KIND_MODELS[(self.identity.api_version, self.identity.kind)]
+        return ALL_KIND_MODELS[(self.identity.api_version, self.identity.kind)]
 
     @property
     def model(self) -> pydantic.BaseModel:

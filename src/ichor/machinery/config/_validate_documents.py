@@ -1,6 +1,7 @@
 """Talos's rules for the document kinds other than v1alpha1 (``ExtensionServiceConfig``,
 ``KmsgLogConfig``, ``WatchdogTimerConfig``, ``EventSinkConfig``, ``SideroLinkConfig``,
-``NetworkRuleConfig``), looked up by kind in :data:`_KIND_VALIDATORS`.
+``NetworkRuleConfig``), and Ichor's for its own ``EtcdBackupConfig``, looked up by kind in
+:data:`_KIND_VALIDATORS`.
 """
 
 from __future__ import annotations
@@ -10,10 +11,11 @@ import urllib.parse
 from datetime import timedelta
 from typing import Any
 
-from ichor.machinery import goduration
-from ichor.machinery.errors import DurationError
+from ichor.machinery import cron, goduration
+from ichor.machinery.errors import CronError, DurationError
 
 from . import _models as m
+from ._ichor_models import EtcdBackupConfigV1Alpha1
 from ._validate_base import _parse_cidr, _q, _Report
 
 # --- other document kinds (each stops at its first problem, as in Talos) --------------------------
@@ -135,7 +137,35 @@ def _validate_network_rule(doc: m.NetworkRuleConfigV1Alpha1, r: _Report) -> None
             return
 
 
+ETCD_BACKUP_ROOT = "/var"
+"""Snapshots go under /var (EPHEMERAL): the rest of a Talos root is read-only or a tmpfs."""
+_ETCD_DATA = "/var/lib/etcd"
+
+
+def _validate_etcd_backup(doc: EtcdBackupConfigV1Alpha1, r: _Report) -> None:
+    """Ichor's rules: every problem at once (a document of our own need not stop at the first)."""
+    try:
+        cron.parse_cron(doc.schedule)
+    except CronError as err:
+        r.error(["schedule"], f"invalid cron schedule {_q(doc.schedule)}: {err}")
+    if doc.retention < 1:
+        r.error(["retention"], f"retention must be at least 1 (the snapshots to keep), got {doc.retention}")
+    path = doc.path
+    parts = path.split("/")
+    if not path.startswith("/"):
+        r.error(["path"], f"path {_q(path)} must be absolute (under {ETCD_BACKUP_ROOT})")
+    elif ".." in parts or "." in parts or "" in parts[1:] or "\x00" in path:
+        r.error(
+            ["path"], f"path {_q(path)} must be a clean absolute path (no '.', '..', '//' or trailing '/')"
+        )
+    elif not path.startswith(ETCD_BACKUP_ROOT + "/"):
+        r.error(["path"], f"path {_q(path)} must be under {ETCD_BACKUP_ROOT}/ (the EPHEMERAL partition)")
+    elif path == _ETCD_DATA or path.startswith(_ETCD_DATA + "/"):
+        r.error(["path"], f"path {_q(path)} must not be inside etcd's data directory {_ETCD_DATA}")
+
+
 _KIND_VALIDATORS: dict[str, Any] = {
+    "EtcdBackupConfig": _validate_etcd_backup,
     "ExtensionServiceConfig": _validate_extension_service,
     "KmsgLogConfig": _validate_kmsg_log,
     "WatchdogTimerConfig": _validate_watchdog,

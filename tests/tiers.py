@@ -1,0 +1,157 @@
+"""The suite's tiers, enforced: imported by ``conftest.py`` for its hooks.
+
+- ``pytest`` with no arguments is the **fast tier**: every test not marked ``e2e``, ``fuzz``, ``vm``
+  or ``slow`` (run.sh runs the slow ones with the end-to-end tier), on two xdist workers (``--dist loadfile``: a file's module fixtures stay on one worker).
+  Naming files or a ``-m`` expression runs what was asked, serially (end-to-end tests share the
+  host's bridges and clusters, and two clusters at once do not fit these 2 cores).
+- As root each worker runs in a network namespace of its own (``unshare(CLONE_NEWNET)``, loopback
+  up): the fast tests bind fixed loopback addresses, and two workers would otherwise meet on them.
+  Nothing a worker sends can leave the machine: its namespace has no route but loopback.
+- Files say what they cost: a test marked ``e2e``/``k8s``/``vm`` lives in a ``test_e2e_*`` file and
+  every test there is marked ``e2e``; ``fuzz`` tests live in ``test_fuzz_*`` files. A misplaced test
+  fails collection.
+- A fast-tier test that takes over ``ICHOR_FAST_TEST_LIMIT`` seconds (5; setup + call + teardown)
+  fails the run naming it: a slow test must carry a marker and live with its kind.
+- The tests on the session's shared Kubernetes cluster run last, in :data:`K8S_ORDER`.
+- Under ``CI=true`` as root a skipped test fails the run (a skip there means a missing install step),
+  unless its reason names a device this machine lacks (``needs a device:``).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import fcntl
+import os
+import socket
+import struct
+from pathlib import Path
+
+import pytest
+
+FAST_EXCLUDED = ("e2e", "fuzz", "vm", "slow")
+"""Markers that keep a test out of the fast tier."""
+
+K8S_ORDER = (
+    "test_e2e_kubernetes.py",
+    "test_e2e_k8s_workloads.py",
+    "test_e2e_k8s_health.py",
+    "test_e2e_k8s_troubleshooting.py",
+    "test_e2e_k8s_faults.py",
+)
+"""The files sharing the session's Kubernetes cluster (``k8s_cluster``), in the order they run, after
+every other test (the cluster goes when the session ends): the ones that read it first, then the
+ones that break it on purpose and repair it (a rejected apiserver flag, a rebooted worker, a wiped
+control plane recovered from a snapshot)."""
+
+DEVICE_SKIP = "needs a device:"
+"""A skip reason starting with this names hardware this machine lacks: allowed under CI."""
+
+_CLONE_NEWNET = 0x40000000
+_SIOCSIFFLAGS = 0x8914
+_IFF_UP, _IFF_LOOPBACK, _IFF_RUNNING = 0x1, 0x8, 0x40
+
+_over_limit: list[tuple[str, float]] = []
+_skipped: list[tuple[str, str]] = []
+_durations: dict[str, float] = {}
+
+
+def fast_tier(config: pytest.Config) -> bool:
+    """No ``-m`` expression and no paths named: the default ``pytest`` run."""
+    return not config.option.markexpr and config.args_source != pytest.Config.ArgsSource.ARGS
+
+
+def _fast_limit() -> float:
+    return float(os.environ.get("ICHOR_FAST_TEST_LIMIT", "5"))
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto`` (pyproject's addopts): two workers for the fast tier as root, none otherwise."""
+    if not fast_tier(config) or os.geteuid() != 0:
+        return 0
+    return max(1, min(2, len(os.sched_getaffinity(0))))
+
+
+def _own_network_namespace() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(_CLONE_NEWNET) != 0:
+        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET) for an xdist worker")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        flags = _IFF_UP | _IFF_LOOPBACK | _IFF_RUNNING
+        fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sH", b"lo", flags))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if hasattr(config, "workerinput") and os.geteuid() == 0:
+        _own_network_namespace()
+
+
+def _kinds(item: pytest.Item) -> set[str]:
+    return {m.name for m in item.iter_markers()}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    misplaced = []
+    for item in items:
+        kinds, name = _kinds(item), Path(str(item.fspath)).name
+        if name.startswith("test_e2e_") != ("e2e" in kinds):
+            misplaced.append(f"{item.nodeid}: e2e tests live in test_e2e_* files, and only they")
+        if "k8s_cluster" in getattr(item, "fixturenames", ()) and "k8s" not in kinds:
+            misplaced.append(f"{item.nodeid}: a test on the shared Kubernetes cluster is marked k8s")
+        if {"k8s", "vm"} & kinds and "e2e" not in kinds:
+            misplaced.append(f"{item.nodeid}: a k8s or vm test is an e2e test too")
+        if name.startswith("test_fuzz_") != ("fuzz" in kinds):
+            misplaced.append(f"{item.nodeid}: fuzz tests live in test_fuzz_* files, and only they")
+    if misplaced:
+        raise pytest.UsageError("tests in the wrong tier:\n  " + "\n  ".join(misplaced))
+
+    def k8s_rank(item: pytest.Item) -> int:
+        if "k8s_cluster" not in getattr(item, "fixturenames", ()):
+            return -1
+        name = Path(str(item.fspath)).name
+        return K8S_ORDER.index(name) if name in K8S_ORDER else len(K8S_ORDER)
+
+    items.sort(key=k8s_rank)  # stable: everything else keeps its order
+    if fast_tier(config):
+        kept = [i for i in items if not _kinds(i) & set(FAST_EXCLUDED)]
+        dropped = [i for i in items if _kinds(i) & set(FAST_EXCLUDED)]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
+    if report.skipped and report.when in ("setup", "call"):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        _skipped.append((report.nodeid, reason.removeprefix("Skipped: ")))
+    if report.when == "teardown":
+        kinds = set(report.keywords)
+        if not kinds & set(FAST_EXCLUDED) and _durations[report.nodeid] > _fast_limit() > 0:
+            _over_limit.append((report.nodeid, _durations[report.nodeid]))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    if hasattr(config, "workerinput"):
+        return
+    failures = []
+    if _over_limit:
+        failures.append(
+            f"fast-tier tests over {_fast_limit():g} s (mark them e2e/slow and move them to their kind's "
+            "file, or make them faster):\n"
+            + "\n".join(f"  {nodeid}: {took:.1f} s" for nodeid, took in sorted(_over_limit))
+        )
+    if os.environ.get("CI") == "true" and os.geteuid() == 0:
+        bad = [(n, r) for n, r in _skipped if not r.startswith(DEVICE_SKIP)]
+        if bad:
+            failures.append(
+                "skipped under CI as root (a missing install step?):\n"
+                + "\n".join(f"  {nodeid}: {reason}" for nodeid, reason in bad)
+            )
+    if failures:
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        for text in failures:
+            if reporter is not None:
+                reporter.write_line("tiers: " + text, red=True, bold=True)
+        if session.exitstatus == 0:
+            session.exitstatus = 1
