@@ -307,3 +307,30 @@ def test_find_partition_and_installed(tmp_path: Path) -> None:
     assert find_partition("STATE", [blank, data]) is None
     assert is_system_disk(read_disk_table(system)) and not is_system_disk(read_disk_table(data))
     assert not is_system_disk(read_disk_table(blank))
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 3 * 512 + 128 * 128 - 1), st.integers(0, 255)), min_size=1, max_size=6)
+)
+def test_damaged_gpt_reads_or_refuses_cleanly(
+    tmp_path_factory: pytest.TempPathFactory, flips: list[tuple[int, int]]
+) -> None:
+    disk = _sparse(tmp_path_factory.mktemp("gpt") / "d.img", 64 * MIB)
+    table = plan(
+        64 * MIB,
+        [
+            PartitionSpec("A", PartitionType.LINUX_FILESYSTEM, 8 * MIB),
+            PartitionSpec("B", PartitionType.EFI_SYSTEM, 0),
+        ],
+    )
+    with open_device(disk, write=True) as fd:
+        write_table(fd, table, sync=False)
+        for offset, value in flips:  # damage the MBR, the primary header and its entries
+            os.pwrite(fd, bytes([value]), offset)
+        try:
+            again = read_table(fd, 64 * MIB)
+        except PartitionTableError:
+            return
+    # a damaged primary is never trusted: what is read is the table written (from either copy)
+    assert again is not None and again.partitions == table.partitions

@@ -170,3 +170,10 @@ def test_cmdlines_read_back_from_a_written_cfg() -> None:
     entries = {Slot.A: MenuEntry("v1", cmdline), Slot.B: MenuEntry("v2", "console=ttyS0")}
     assert parse_cmdlines(render_grub_cfg(entries, Slot.B)) == {Slot.A: cmdline, Slot.B: "console=ttyS0"}
     assert parse_cmdlines(TALOS_WRITE_TEST) == {Slot.A: "cmdline A"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(min_size=999, max_size=999))
+def test_grubenv_parser_reads_any_block_body(body: bytes) -> None:
+    env = parse_env(b"# GRUB Environment Block\n" + body)
+    assert all("\n" not in k + v and "=" not in k for k, v in env.items())

@@ -285,3 +285,13 @@ def test_syslinux_adv_delete_of_a_garbled_tag_keeps_its_size() -> None:
     assert adv.tags() == [9, 5, 7]
     assert adv.delete(7)
     assert len(adv.to_bytes()) == 1024 and adv.tags() == [9, 5]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 4096), st.integers(0, 255)), min_size=1, max_size=8))
+def test_damaged_first_copy_never_yields_wrong_tags(flips: list[tuple[int, int]]) -> None:
+    tags = {6: b"A", 0x10: b"token"}
+    both = bytearray(TalosADV(tags).to_bytes())
+    for offset, value in flips:
+        both[offset] = value
+    assert TalosADV.load(bytes(both)).items() == tags  # the sha256 catches it; copy 2 answers
