@@ -303,3 +303,8 @@ def test_upgrade_writes_only_the_slot_that_is_not_good(
         assert read_env(mountpoint / "grub/grubenv")["ichor_try"] == "B"
     finally:
         proc.run(["umount", str(mountpoint)], check=False)
+
+
+def test_unwritable_disk_is_an_install_error(tmp_path: Path, assets: tuple[Path, Path, Path]) -> None:
+    with pytest.raises(InstallError, match=r"cannot open .*directory"):
+        install(_spec(tmp_path, assets), printf=lambda _: None)  # a directory is no disk

@@ -99,6 +99,10 @@ def install(spec: InstallSpec, *, printf: Callable[[str], None] = print) -> Inst
         raise
     except MachineryError as e:
         raise InstallError(f"installing to {spec.disk} failed: {e}", hint=e.hint) from e
+    except OSError as e:
+        raise InstallError(
+            f"installing to {spec.disk} failed: {e.filename or spec.disk}: {e.strerror}"
+        ) from e
 
 
 def _install(spec: InstallSpec, printf: Callable[[str], None]) -> InstallResult:
