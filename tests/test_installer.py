@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ichor.installer import InstallError, InstallSpec, install, reset_partitions
+from ichor.installer import InstallError, InstallSpec, format_if_blank, install, reset_partitions
 from ichor.installer._bios import patch_boot_img, patch_core_img
 from ichor.installer._grub_images import build_grub_images
 from ichor.machinery import proc
@@ -308,3 +308,16 @@ def test_upgrade_writes_only_the_slot_that_is_not_good(
 def test_unwritable_disk_is_an_install_error(tmp_path: Path, assets: tuple[Path, Path, Path]) -> None:
     with pytest.raises(InstallError, match=r"cannot open .*directory"):
         install(_spec(tmp_path, assets), printf=lambda _: None)  # a directory is no disk
+
+
+def test_format_on_first_mount(tmp_path: Path) -> None:
+    _need("mkfs.xfs")
+    state = tmp_path / "state.img"
+    with state.open("wb") as f:
+        f.truncate(100 * MIB)
+    assert format_if_blank(state, "STATE")
+    found = probe(state)
+    assert found is not None and (found.type, found.label) == ("xfs", "STATE")
+    before = _read(state, 0, 4096)
+    assert not format_if_blank(state, "STATE")  # never formats over a filesystem
+    assert _read(state, 0, 4096) == before

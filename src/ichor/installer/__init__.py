@@ -15,9 +15,18 @@ Errors are :class:`~ichor.machinery.errors.InstallError`. This package never pic
 config's ``machine.install.disk`` does) and never reboots.
 """
 
+from ichor.installer._filesystems import format_if_blank
 from ichor.installer._install import InstallResult, InstallSpec, install
 from ichor.installer._reset import reset_partitions
 from ichor.installer._upgrade import upgrade_disk
 from ichor.machinery.errors import InstallError
 
-__all__ = ["InstallError", "InstallResult", "InstallSpec", "install", "reset_partitions", "upgrade_disk"]
+__all__ = [
+    "InstallError",
+    "InstallResult",
+    "InstallSpec",
+    "format_if_blank",
+    "install",
+    "reset_partitions",
+    "upgrade_disk",
+]

@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 from ichor.machinery import proc
 from ichor.machinery.errors import InstallError
 
-__all__ = ["Target", "make_boot_xfs", "make_efi_vfat"]
+__all__ = ["Target", "format_if_blank", "make_boot_xfs", "make_efi_vfat"]
 
 _MTOOLS_ENV = {"MTOOLS_SKIP_CHECK": "1"}
 
@@ -188,3 +188,22 @@ def make_efi_vfat(
                 proc.run(["mmd", "-i", image, f"::{directory}"], env=env)
                 made.add(directory)
         proc.run(["mcopy", "-i", image, str(source), f"::{rel}"], env=env)
+
+
+def format_if_blank(device: Path, label: str) -> bool:
+    """Talos's format on first mount: make an xfs labelled ``label`` unless a filesystem is there.
+
+    STATE and EPHEMERAL are left zeroed by the installer and by a reset; machined calls this before
+    mounting them. True when it formatted.
+    """
+    from ichor.machinery.blockdev import device_size, open_device, probe
+
+    if probe(device) is not None:
+        return False
+    with open_device(device) as fd:
+        size = device_size(fd)
+    # xfsprogs >= 5.19 refuses filesystems under 300 MB (STATE is 100 MiB) unless it believes it
+    # runs under fstests; these three variables are that escape hatch.
+    env = {"TEST_DIR": "1", "TEST_DEV": "1", "QA_CHECK_FS": "1"} if size < 300 * 10**6 else None
+    proc.run(["mkfs.xfs", "-q", "-f", "-n", "ftype=1", "-m", "bigtime=1", "-L", label, str(device)], env=env)
+    return True
