@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from disk_helpers import loop_device, need, sparse
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -47,21 +47,9 @@ from ichor.machinery.blockdev import (
 GIB = 1024 * MIB
 
 
-def _need(*tools: str) -> None:
-    missing = [t for t in tools if shutil.which(t) is None]
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not installed (scripts/os-packages.txt lists the packages)")
-
-
-def _sparse(path: Path, size: int) -> Path:
-    with path.open("wb") as f:
-        f.truncate(size)
-    return path
-
-
 @pytest.fixture
 def disk(tmp_path: Path) -> Path:
-    return _sparse(tmp_path / "disk.img", 2 * GIB)
+    return sparse(tmp_path / "disk.img", 2 * GIB)
 
 
 def test_talos_layout_geometry(disk: Path) -> None:
@@ -83,7 +71,7 @@ def test_talos_layout_geometry(disk: Path) -> None:
 
 
 def test_gpt_written_is_what_sgdisk_and_sfdisk_read(disk: Path) -> None:
-    _need("sgdisk", "sfdisk")
+    need("sgdisk", "sfdisk")
     guid = uuid.UUID("8f1c8a9e-2d0b-4c43-9b6e-0d8f6f5a1e01")
     table = plan(2 * GIB, talos_layout(), mbr_bootable=True, disk_guid=guid)
     write_disk_table(disk, table)
@@ -117,7 +105,7 @@ def test_gpt_written_is_what_sgdisk_and_sfdisk_read(disk: Path) -> None:
 
 
 def test_reads_what_sgdisk_writes(disk: Path) -> None:
-    _need("sgdisk")
+    need("sgdisk")
     proc.run(
         ["sgdisk", "-n1:0:+100M", "-t1:EF00", "-c1:EFI", "-n2:0:+1M", "-t2:EF02", "-c2:BIOS", "-A2:set:2",
          "-n3:0:+1000M", "-t3:8300", "-c3:BOOT", "-n4:0:0", "-t4:8300", "-c4:EPHEMERAL", str(disk)]
@@ -173,7 +161,7 @@ def test_layout_that_does_not_fit_says_so() -> None:
     )
 )
 def test_gpt_round_trip(tmp_path_factory: pytest.TempPathFactory, specs: list[tuple[int, str]]) -> None:
-    disk = _sparse(tmp_path_factory.mktemp("gpt") / "d.img", 64 * MIB)
+    disk = sparse(tmp_path_factory.mktemp("gpt") / "d.img", 64 * MIB)
     assume(all(len(name.encode("utf-16-le")) <= 72 for _, name in specs))
     layout = [PartitionSpec(name, PartitionType.LINUX_FILESYSTEM, mib * MIB or MIB) for mib, name in specs]
     try:
@@ -186,12 +174,12 @@ def test_gpt_round_trip(tmp_path_factory: pytest.TempPathFactory, specs: list[tu
 
 
 def test_probes_know_what_mkfs_made(tmp_path: Path) -> None:
-    _need("mkfs.xfs", "mkfs.vfat", "mkfs.ext4", "mksquashfs")
-    xfs = _sparse(tmp_path / "xfs", 300 * MIB)
+    need("mkfs.xfs", "mkfs.vfat", "mkfs.ext4", "mksquashfs")
+    xfs = sparse(tmp_path / "xfs", 300 * MIB)
     proc.run(["mkfs.xfs", "-q", "-f", "-L", "BOOT", str(xfs)])
-    vfat = _sparse(tmp_path / "vfat", 100 * MIB)
+    vfat = sparse(tmp_path / "vfat", 100 * MIB)
     proc.run(["mkfs.vfat", "-F", "32", "-n", "EFI", "-i", "1234ABCD", str(vfat)])
-    ext4 = _sparse(tmp_path / "ext4", 16 * MIB)
+    ext4 = sparse(tmp_path / "ext4", 16 * MIB)
     proc.run(["mkfs.ext4", "-q", "-F", "-L", "data", "-U", "0b4d4f41-2b2c-4d1e-9e1a-5c3e6a7b8c9d", str(ext4)])
     (tmp_path / "tree").mkdir()
     (tmp_path / "tree/file").write_text("x")
@@ -213,7 +201,7 @@ def test_probes_know_what_mkfs_made(tmp_path: Path) -> None:
     )
     s = probe(sq)
     assert s is not None and s.type == "squashfs"
-    assert probe(_sparse(tmp_path / "zero", MIB)) is None
+    assert probe(sparse(tmp_path / "zero", MIB)) is None
 
 
 def test_zero_range_and_fast_wipe_on_a_file(disk: Path) -> None:
@@ -261,16 +249,8 @@ def test_list_disks_reads_sys_block_like_talos(tmp_path: Path) -> None:
 
 @pytest.fixture
 def loop_disk(tmp_path: Path) -> Iterator[str]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root: attaches a loop device")
-    _need("losetup")
-    image = _sparse(tmp_path / "loop.img", 2 * GIB)
-    device = proc.run(["losetup", "--find", "--show", str(image)]).stdout.strip()
-    try:
-        yield device
-    finally:
-        proc.run(["losetup", "-d", device], check=False)
-        image.unlink(missing_ok=True)
+    with loop_device(sparse(tmp_path / "loop.img", 2 * GIB), "attaches a loop device") as device:
+        yield str(device)
 
 
 @pytest.mark.root
@@ -295,10 +275,10 @@ def test_loop_device_gets_partitions_by_blkpg(loop_disk: str) -> None:
 
 
 def test_find_partition_and_installed(tmp_path: Path) -> None:
-    blank = _sparse(tmp_path / "blank.img", 64 * MIB)
-    data = _sparse(tmp_path / "data.img", 64 * MIB)
+    blank = sparse(tmp_path / "blank.img", 64 * MIB)
+    data = sparse(tmp_path / "data.img", 64 * MIB)
     write_disk_table(data, plan(64 * MIB, [PartitionSpec("DATA", PartitionType.LINUX_FILESYSTEM, 0)]))
-    system = _sparse(tmp_path / "system.img", 2 * GIB)
+    system = sparse(tmp_path / "system.img", 2 * GIB)
     write_disk_table(system, plan(2 * GIB, talos_layout()))
     found = find_partition("META", [blank, data, tmp_path / "missing.img", system])
     assert found is not None
@@ -316,7 +296,7 @@ def test_find_partition_and_installed(tmp_path: Path) -> None:
 def test_damaged_gpt_reads_or_refuses_cleanly(
     tmp_path_factory: pytest.TempPathFactory, flips: list[tuple[int, int]]
 ) -> None:
-    disk = _sparse(tmp_path_factory.mktemp("gpt") / "d.img", 64 * MIB)
+    disk = sparse(tmp_path_factory.mktemp("gpt") / "d.img", 64 * MIB)
     table = plan(
         64 * MIB,
         [

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from disk_helpers import loop_device, need, sparse
 
 from ichor.installer import InstallError, InstallSpec, format_if_blank, install, reset_partitions
 from ichor.installer._bios import patch_boot_img, patch_core_img
@@ -25,12 +26,6 @@ from ichor.machinery.meta import Meta, MetaKey
 
 GIB = 1024 * MIB
 TOOLS = ("mkfs.xfs", "mkfs.vfat", "mmd", "mcopy", "mdir", "xfs_db")
-
-
-def _need(*tools: str) -> None:
-    missing = [t for t in tools if shutil.which(t) is None]
-    if missing:
-        pytest.skip(f"{', '.join(missing)} not installed (scripts/os-packages.txt lists the packages)")
 
 
 @pytest.fixture
@@ -65,7 +60,7 @@ def _read(path: Path | str, offset: int, length: int) -> bytes:
 
 
 def test_install_to_an_image_file(tmp_path: Path, assets: tuple[Path, Path, Path]) -> None:
-    _need(*TOOLS)
+    need(*TOOLS)
     disk = tmp_path / "disk.raw"
     with disk.open("wb") as f:
         f.truncate(2 * GIB)
@@ -116,7 +111,7 @@ def _data_digest(path: Path) -> str:
 
 
 def test_pinned_install_is_reproducible(tmp_path: Path, assets: tuple[Path, Path, Path]) -> None:
-    _need(*TOOLS)
+    need(*TOOLS)
     digests = []
     for n in range(2):
         disk = tmp_path / f"disk{n}.raw"
@@ -161,7 +156,7 @@ def test_bios_boot_patching() -> None:
 
 
 def test_grub_images_are_reproducible(tmp_path: Path) -> None:
-    _need("grub-mkimage")
+    need("grub-mkimage")
     if (
         not Path("/usr/lib/grub/x86_64-efi/moddep.lst").exists()
         or not Path("/usr/lib/grub/i386-pc/moddep.lst").exists()
@@ -180,18 +175,11 @@ def test_grub_images_are_reproducible(tmp_path: Path) -> None:
 
 @pytest.fixture
 def loop_disk(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root: attaches a loop device and mounts BOOT read-only")
-    _need("losetup", "blkid", "mount", *TOOLS)
-    image = tmp_path / "loop.raw"
-    with image.open("wb") as f:
-        f.truncate(2 * GIB)
-    device = proc.run(["losetup", "--find", "--show", str(image)]).stdout.strip()
-    try:
-        yield Path(device)
-    finally:
-        proc.run(["losetup", "-d", device], check=False)
-        image.unlink(missing_ok=True)
+    need("blkid", "mount", *TOOLS)
+    with loop_device(
+        sparse(tmp_path / "loop.raw", 2 * GIB), "attaches a loop device and mounts BOOT read-only"
+    ) as device:
+        yield device
 
 
 @pytest.mark.root
@@ -244,7 +232,7 @@ def test_install_to_a_loop_device(loop_disk: Path, assets: tuple[Path, Path, Pat
 
 
 def test_reset_wipes_exactly_the_labels_on_an_image(tmp_path: Path, assets: tuple[Path, Path, Path]) -> None:
-    _need(*TOOLS)
+    need(*TOOLS)
     disk = tmp_path / "disk.raw"
     with disk.open("wb") as f:
         f.truncate(2 * GIB)
@@ -311,7 +299,7 @@ def test_unwritable_disk_is_an_install_error(tmp_path: Path, assets: tuple[Path,
 
 
 def test_format_on_first_mount(tmp_path: Path) -> None:
-    _need("mkfs.xfs")
+    need("mkfs.xfs")
     state = tmp_path / "state.img"
     with state.open("wb") as f:
         f.truncate(100 * MIB)

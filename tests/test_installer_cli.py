@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from disk_helpers import loop_device
 
 from ichor.installer.__main__ import main
 from ichor.installer._grub_images import build_grub_images
@@ -72,15 +73,8 @@ def test_errors_are_reported_not_raised(tmp_path: Path, capsys: pytest.CaptureFi
 
 @pytest.fixture
 def loop_disk(tmp_path: Path) -> Iterator[Path]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root: attaches a loop device and mounts BOOT")
-    image = _image(tmp_path / "loop.raw")
-    device = proc.run(["losetup", "--find", "--show", str(image)]).stdout.strip()
-    try:
-        yield Path(device)
-    finally:
-        proc.run(["losetup", "-d", device], check=False)
-        image.unlink(missing_ok=True)
+    with loop_device(_image(tmp_path / "loop.raw"), "attaches a loop device and mounts BOOT") as device:
+        yield device
 
 
 @pytest.mark.root
