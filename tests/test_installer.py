@@ -89,6 +89,8 @@ def test_install_to_an_image_file(tmp_path: Path, assets: tuple[Path, Path, Path
     assert result.boot_state == BootState(good=Slot.A, versions={Slot.A: "v1.7.6"})
     assert any("zeroed EPHEMERAL" in line for line in lines)
     assert disk.stat().st_blocks * 512 < 200 * MIB  # the image stays sparse
+    mbr = _read(disk, 0, 512)
+    assert mbr[446] == 0 and mbr[450] == 0xEE  # no legacyBIOSSupport: the protective entry is not bootable
 
 
 def _data_digest(path: Path) -> str:
@@ -189,7 +191,7 @@ def test_install_to_a_loop_device(loop_disk: Path, assets: tuple[Path, Path, Pat
         grub = build_grub_images(tmp_path / "grub")
     spec = _spec(loop_disk, assets)
     if grub is not None:
-        spec = dataclasses.replace(spec, bios_core=grub.core, bios_boot=grub.boot)
+        spec = dataclasses.replace(spec, legacy_bios=True, bios_core=grub.core, bios_boot=grub.boot)
     install(spec, printf=lambda _: None)
 
     def blkid(n: int, tag: str) -> str:

@@ -47,7 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     cmd.add_argument("--version", default=TALOS_VERSION, help="the version the boot entry is titled with")
     cmd.add_argument(
-        "--legacy-bios", action="store_true", help="mark the MBR bootable and set up GRUB for BIOS"
+        "--legacy-bios",
+        action="store_true",
+        help="mark the protective MBR bootable (machine.install.legacyBIOSSupport)",
     )
     return parser
 
@@ -92,8 +94,8 @@ def main(argv: list[str] | None = None) -> int:
                 legacy_bios=args.legacy_bios,
                 meta=meta,
                 efi_files=efi,
-                bios_core=bios[0] if args.legacy_bios else None,
-                bios_boot=bios[1] if args.legacy_bios else None,
+                bios_core=bios[0],
+                bios_boot=bios[1],
             )
         )
     except MachineryError as e:

@@ -42,7 +42,7 @@ class InstallSpec:
 
     ``efi_files``/``boot_files`` map a path on EFI/BOOT to a host file (GRUB's EFI image, module
     directories); ``bios_core``/``bios_boot`` are GRUB's i386-pc ``core.img`` and ``boot.img``
-    written into the BIOS partition and the MBR when ``legacy_bios`` is set. ``meta`` keys are
+    written into the BIOS partition and the MBR. ``meta`` keys are
     written to META. GUIDs, the xfs UUID and the vfat volume id are random unless given.
     """
 
@@ -52,7 +52,9 @@ class InstallSpec:
     version: str
     cmdline: str
     slot: Slot = Slot.A
-    legacy_bios: bool = True
+    legacy_bios: bool = False
+    """Talos's ``machine.install.legacyBIOSSupport``: mark the protective MBR's entry bootable (some
+    BIOSes boot nothing else). GRUB for BIOS is set up whenever ``bios_core`` is given, as Talos does."""
     meta: Mapping[int, bytes] = field(default_factory=dict)
     efi_files: Mapping[str, Path] = field(default_factory=dict)
     boot_files: Mapping[str, Path] = field(default_factory=dict)
@@ -128,7 +130,7 @@ def _install(spec: InstallSpec, printf: Callable[[str], None]) -> InstallResult:
             if specs[part.name].filesystem == FileSystem.NONE:
                 how = zero_range(fd, part.offset(ss), part.size(ss))
                 printf(f"zeroed {part.name} ({part.size(ss) // 1024} KiB, {how})")
-        if spec.legacy_bios and spec.bios_core is not None:
+        if spec.bios_core is not None:  # Talos installs GRUB for i386-pc always; the flag only marks the MBR
             install_bios_boot(fd, table, spec.bios_core, spec.bios_boot)
             printf("wrote GRUB's boot.img to the MBR and core.img to BIOS")
 
