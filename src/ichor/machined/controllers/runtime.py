@@ -1,8 +1,8 @@
 """Area ``runtime``: the machine's stage, its services and its clock, as resources.
 
 * ``runtime.MachineStatusController``: the sequencer's stage (a :class:`~ichor.machined.cosi.Source`)
-  -> MachineStatus ``machine``; every new stage is also a ``MachineStatusEvent`` for
-  ``talosctl events``;
+  -> MachineStatus ``machine``; every change of it is also a ``MachineStatusEvent`` for
+  ``talosctl events``, always with its ``status`` (Talos's client reads ``GetStatus().Ready``);
 * ``v1alpha1.ServiceController``: the supervisor's view of each service (a Source) -> Services,
   plus a ``waits`` resource ``service-<id>`` saying what a waiting service waits for, and since when;
 * ``time.SyncController``: TimeStatus ``node``. A process node keeps the host's clock: Talos in a
@@ -14,7 +14,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ichor.api.gen.machine import machine_pb2
-from ichor.machined.cosi import Controller, ControllerContext, Output, Source, TransformController
+from ichor.machined.cosi import (
+    Controller,
+    ControllerContext,
+    Output,
+    Source,
+    TransformController,
+)
 from ichor.machined.events import EventBus
 from ichor.machined.resources import (
     MACHINE_STATUS_ID,
@@ -33,6 +39,7 @@ from ichor.machined.services import ServiceInfo
 __all__ = [
     "MachineStatusController",
     "ServiceController",
+    "machine_status_event",
     "time_status_controller",
 ]
 
@@ -53,14 +60,24 @@ class MachineStatusController(Controller):
                 stage = self._stage.value
                 current = ctx.get_or_none(MACHINE_STATUSES, MACHINE_STATUS_ID)
                 ready = stage is MachineStage.RUNNING
-                ctx.modify(
-                    MACHINE_STATUSES,
-                    MACHINE_STATUS_ID,
-                    MachineStatusSpec(stage, MachineStatusStatus(ready=ready)),
-                )
-                if current is None or current.spec.stage is not stage:
-                    number = machine_pb2.MachineStatusEvent.MachineStage.Value(stage.name)
-                    self._events.publish(machine_pb2.MachineStatusEvent(stage=number))
+                spec = MachineStatusSpec(stage, MachineStatusStatus(ready=ready))
+                ctx.modify(MACHINE_STATUSES, MACHINE_STATUS_ID, spec)
+                if current is None or current.spec != spec:
+                    self._events.publish(machine_status_event(spec))
+
+
+def machine_status_event(spec: MachineStatusSpec) -> machine_pb2.MachineStatusEvent:
+    """The event Talos sends for a MachineStatus: stage and status, the status always present."""
+    status = machine_pb2.MachineStatusEvent.MachineStatus(
+        ready=spec.status.ready,
+        unmet_conditions=[
+            machine_pb2.MachineStatusEvent.MachineStatus.UnmetCondition(name=c.name, reason=c.reason)
+            for c in spec.status.unmet_conditions
+        ],
+    )
+    return machine_pb2.MachineStatusEvent(
+        stage=machine_pb2.MachineStatusEvent.MachineStage.Value(spec.stage.name), status=status
+    )
 
 
 class ServiceController(Controller):

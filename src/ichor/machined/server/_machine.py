@@ -20,7 +20,7 @@ from grpclib.server import Stream
 from ichor.api.gen.common import common_pb2
 from ichor.api.gen.machine import machine_grpc, machine_pb2
 from ichor.machined import authz
-from ichor.machined.events import EventBus
+from ichor.machined.events import EventBus, new_xid
 from ichor.machined.logfile import follow_file
 from ichor.machined.platform import Layout
 from ichor.machined.server import _files
@@ -229,8 +229,8 @@ class MachineService(ContainerMethods, EtcdMethods, NetstatMethods, Unimplemente
 
     async def Events(self, stream: Stream[Any, Any]) -> None:
         request = await self._request(stream, "Events")
-        # Talos always opens with a "hello" event whose payload is an empty Any; clients skip it.
-        hello = machine_pb2.Event(data={}, id="", actor_id=request.with_actor_id)
+        # Talos always opens with a "hello" event (a fresh id, an empty Any); clients skip it.
+        hello = machine_pb2.Event(data={}, id=new_xid(), actor_id=request.with_actor_id)
         await stream.send_message(hello)
         try:
             subscription = self._node.events.subscribe(
