@@ -5,20 +5,25 @@ a missing status), its reboot/shutdown/reset trackers wait for ``MachineStatusEv
 and ``TaskEvent`` ``stopAllServices``, Talos's tests wait for ``SequenceEvent`` ``boot`` STOP, and
 the Events API picks history by Talos's rules (``tail_events`` before ``tail_id`` before
 ``tail_seconds``; an id need not be in the buffer). ``reboot --wait`` compares the node's boot id
-before and after.
+before and after; each node boot has its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from ichor.api.gen.machine import machine_pb2
+from grpclib.client import Channel
+from grpclib.server import Server
+
+from ichor.api.gen.machine import machine_grpc, machine_pb2
 from ichor.machined.controllers.runtime import MachineStatusController, machine_status_event
 from ichor.machined.cosi import Source, State, assert_resource
 from ichor.machined.events import EventBus, NodeEvent, new_xid
+from ichor.machined.node import Node
 from ichor.machined.platform import EXIT_REBOOT, Layout
 from ichor.machined.resources import (
     MACHINE_STATUSES,
@@ -28,6 +33,8 @@ from ichor.machined.resources import (
     UnmetCondition,
 )
 from ichor.machined.sequencer import NodeParts, Sequencer
+from ichor.machined.server import _files
+from ichor.machined.server._machine import MachineService
 
 
 def _names(events: list[NodeEvent]) -> list[str]:
@@ -211,3 +218,56 @@ def test_boot_then_reboot_sends_talos_sequence_phase_and_task_events(tmp_path: P
     actors = {(_names([e])[0], e.actor_id) for e in history}
     assert ("task stopAllServices START", "actor-1") in actors
     assert ("sequence boot STOP", "") in actors
+
+
+# --------------------------------------------------------------------------- boot id
+
+
+def test_boot_id_path_is_recognised_in_every_spelling() -> None:
+    for path in (
+        "/proc/sys/kernel/random/boot_id",
+        "proc/sys/kernel/random/boot_id",
+        "//proc/./sys/kernel/random/boot_id",
+    ):
+        assert _files.is_boot_id(path)
+    assert not _files.is_boot_id("/proc/sys/kernel/random/uuid")
+
+
+class _BootNode:
+    """The little of a node that ``read`` needs."""
+
+    def __init__(self, layout: Layout, boot_id: str) -> None:
+        self.layout = layout
+        self.boot_id = boot_id
+        self.events = EventBus()
+
+
+async def _read_boot_id(tmp: Path, boot_id: str) -> bytes:
+    layout = Layout(root=tmp, address="127.5.0.2")
+    layout.ensure()
+    server = Server([MachineService(_BootNode(layout, boot_id), roles_of=lambda stream: {"os:admin"})])  # type: ignore[arg-type]
+    path = str(tmp / "machine.sock")
+    await server.start(path=path)
+    channel = Channel(path=path)
+    try:
+        async with machine_grpc.MachineServiceStub(channel).Read.open() as call:
+            await call.send_message(machine_pb2.ReadRequest(path="/proc/sys/kernel/random/boot_id"), end=True)
+            return b"".join([m.bytes async for m in call])
+    finally:
+        channel.close()
+        server.close()
+        await server.wait_closed()
+
+
+def test_each_node_boot_reads_its_own_boot_id(tmp_path: Path) -> None:
+    first, second = Node(Layout(tmp_path / "a", "127.5.0.2")), Node(Layout(tmp_path / "a", "127.5.0.2"))
+    assert first.boot_id != second.boot_id  # a reboot is a new machined process: a new boot id
+    assert uuid.UUID(first.boot_id).version == 4
+    host = (
+        Path("/proc/sys/kernel/random/boot_id").read_bytes()
+        if Path("/proc/sys/kernel/random/boot_id").exists()
+        else b""
+    )
+    got = asyncio.run(asyncio.wait_for(_read_boot_id(tmp_path, first.boot_id), 10))
+    assert got == f"{first.boot_id}\n".encode()  # the kernel's format: the UUID and a newline
+    assert got != host

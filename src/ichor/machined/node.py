@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,6 +57,8 @@ class Node:
         self.state = State(clock=self.clock, history_of={MACHINE_CONFIGS.type: CONFIG_HISTORY})
         self.registry = Registry()
         self.events = EventBus(clock=self.clock)
+        self.boot_id = str(uuid.uuid4())
+        """This boot's id: ``read /proc/sys/kernel/random/boot_id`` (a reboot starts a new process)."""
         self.stage: Source[MachineStage] = Source("machine stage", MachineStage.BOOTING)
         self.services: Source[Mapping[str, ServiceInfo]] = Source("services", {})
         self.sequencer: Sequencer | None = None
@@ -214,6 +217,7 @@ class _SystemServices:
         context = MachineContext(
             layout=node.layout, state=node.state, supervisor=self.supervisor, events=node.events, store=self.store,
             lifecycle=self.lifecycle, etcd=self.etcd_ops, clock=node.clock, say=self.etcd.say,
+            boot_id=node.boot_id,
         )  # fmt: skip
         roles = roles_from_metadata
         return [

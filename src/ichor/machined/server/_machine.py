@@ -47,6 +47,7 @@ class NodeContext(Protocol):
     layout: Layout
     supervisor: Supervisor
     events: EventBus
+    boot_id: str
 
     def version(self) -> machine_pb2.Version: ...
 
@@ -254,6 +255,11 @@ class MachineService(ContainerMethods, EtcdMethods, NetstatMethods, Unimplemente
 
     async def Read(self, stream: Stream[Any, Any]) -> None:
         request = await self._request(stream, "Read")
+        if _files.is_boot_id(request.path):
+            # The kernel's file is the host's on a shared kernel; each node boot has its own id
+            # (Talos's `reboot --wait` compares it before and after).
+            await stream.send_message(common_pb2.Data(bytes=f"{self._node.boot_id}\n".encode()))
+            return
         for chunk in _files.read_file(self._node.layout, request.path):
             await stream.send_message(common_pb2.Data(bytes=chunk))
 
