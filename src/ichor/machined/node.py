@@ -98,11 +98,15 @@ class Node:
             if supervisors and supervisors[0].is_running("kubelet"):
                 await supervisors[0].restart("kubelet")
 
+        async def local_member_id() -> int:  # etcd.MemberController asks this node's etcd only
+            async with etcd.client([etcd.local_endpoint()], timeout=5.0) as client:
+                return (await client.status()).member_id
+
         controllers = node_controllers(
             layout, stage=self.stage, services=self.services, events=self.events,
             kubelet_changed=kubelet_files_changed,
             vip_store=lambda: etcd.client(etcd.control_plane_endpoints(include_self=True), timeout=5.0),
-            say=say,
+            say=say, local_etcd_member_id=local_member_id,
         )  # fmt: skip
         for controller in controllers:
             runtime.register(controller)

@@ -5,6 +5,7 @@
   ``talosctl events``, always with its ``status`` (Talos's client reads ``GetStatus().Ready``);
 * ``v1alpha1.ServiceController``: the supervisor's view of each service (a Source) -> Services,
   plus a ``waits`` resource ``service-<id>`` saying what a waiting service waits for, and since when;
+* ``runtime.SecurityStateController``: Services ``machined`` -> SecurityState ``securitystate``;
 * ``time.SyncController``: TimeStatus ``node``. A process node keeps the host's clock: Talos in a
   container reports it synced, with sync disabled.
 """
@@ -17,7 +18,9 @@ from ichor.api.gen.machine import machine_pb2
 from ichor.machined.cosi import (
     Controller,
     ControllerContext,
+    Input,
     Output,
+    SkipReconcile,
     Source,
     TransformController,
 )
@@ -25,12 +28,15 @@ from ichor.machined.events import EventBus
 from ichor.machined.resources import (
     MACHINE_STATUS_ID,
     MACHINE_STATUSES,
+    SECURITY_STATE_ID,
+    SECURITY_STATES,
     SERVICES,
     TIME_STATUS_ID,
     TIME_STATUSES,
     MachineStage,
     MachineStatusSpec,
     MachineStatusStatus,
+    SecurityStateSpec,
     ServiceSpec,
     TimeStatusSpec,
 )
@@ -40,6 +46,7 @@ __all__ = [
     "MachineStatusController",
     "ServiceController",
     "machine_status_event",
+    "security_state_controller",
     "time_status_controller",
 ]
 
@@ -118,3 +125,22 @@ def time_status_controller() -> TransformController[TimeStatusSpec]:
         return {TIME_STATUS_ID: TimeStatusSpec(synced=True, epoch=1, sync_disabled=True)}
 
     return TransformController("time.SyncController", inputs=[], output=TIME_STATUSES, map_inputs=derive)
+
+
+def security_state_controller() -> TransformController[SecurityStateSpec]:
+    """``runtime.SecurityStateController``: SecurityState ``securitystate`` once machined runs.
+
+    In container mode Talos reports no Secure Boot and no signing keys: a node on a shared kernel
+    was not booted from a UKI, so there is nothing to measure. That is the real state here."""
+
+    def derive(ctx: ControllerContext) -> dict[str, SecurityStateSpec]:
+        if ctx.get_or_none(SERVICES, "machined") is None:
+            raise SkipReconcile
+        return {SECURITY_STATE_ID: SecurityStateSpec(secure_boot=False)}
+
+    return TransformController(
+        "runtime.SecurityStateController",
+        inputs=[Input(SERVICES, id="machined")],
+        output=SECURITY_STATES,
+        map_inputs=derive,
+    )

@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import dataclasses
 
-from ichor.machined.cosi import ResourceType
+from ichor.machined.cosi import PrintColumn, ResourceType
 from ichor.machined.resources._secrets import SECRETS_NAMESPACE, PEMCertificateAndKey
 
 __all__ = [
     "ETCD_CONFIGS",
     "ETCD_ID",
+    "ETCD_MEMBERS",
+    "ETCD_MEMBER_LOCAL_ID",
     "ETCD_NAMESPACE",
     "ETCD_ROOT_ID",
     "ETCD_ROOT_SECRETS",
     "ETCD_SPECS",
     "EtcdConfigSpec",
+    "EtcdMemberSpec",
     "EtcdRootSpec",
     "EtcdSpecSpec",
 ]
@@ -82,4 +85,22 @@ ETCD_ROOT_SECRETS: ResourceType[EtcdRootSpec] = ResourceType(
     default_namespace=SECRETS_NAMESPACE,
     spec_class=EtcdRootSpec,
     sensitive=True,
+)
+
+
+ETCD_MEMBER_LOCAL_ID = "local"
+
+
+@dataclasses.dataclass(frozen=True)
+class EtcdMemberSpec:
+    """This node's etcd member id, 16 hex digits (Talos's ``FormatMemberID``)."""
+
+    member_id: str = dataclasses.field(default="", metadata={"yaml": "memberID"})
+
+
+ETCD_MEMBERS: ResourceType[EtcdMemberSpec] = ResourceType(
+    type="EtcdMembers.etcd.talos.dev",
+    default_namespace=ETCD_NAMESPACE,
+    spec_class=EtcdMemberSpec,
+    print_columns=(PrintColumn("Member ID", "{.memberID}"),),
 )

@@ -6,7 +6,7 @@
   apiserver's etcd client certificates) and ``KubernetesSecrets`` ``k8s-certs`` (the kubeconfigs of
   the controller-manager, the scheduler and the localhost admin);
 * namespace ``controlplane``: the component configs (``APIServerConfigs`` ``kube-apiserver``, ...),
-  ``SecretsStatuses``/``ConfigStatuses`` ``static-pods`` (the files under ``/system/secrets/kubernetes``
+  ``SecretStatuses``/``ConfigStatuses`` ``static-pods`` (the files under ``/system/secrets/kubernetes``
   and ``/system/config/kubernetes`` are written, at which versions);
 * namespace ``k8s``: ``StaticPods`` (a pod as the kubelet reads it), ``StaticPodStatuses`` (a mirror
   pod's status), ``StaticPodServerStatuses`` (the URL of the PodList the kubelet polls).
@@ -304,7 +304,7 @@ AUDIT_POLICY_CONFIGS: ResourceType[AuditPolicyConfigSpec] = _controlplane(
     "AuditPolicyConfigs.kubernetes.talos.dev", AuditPolicyConfigSpec
 )
 SECRETS_STATUSES: ResourceType[VersionStatusSpec] = _controlplane(
-    "SecretsStatuses.kubernetes.talos.dev", VersionStatusSpec,
+    "SecretStatuses.kubernetes.talos.dev", VersionStatusSpec,
     print_columns=(PrintColumn("Ready", "{.ready}"), PrintColumn("Secrets Version", "{.version}")),
 )  # fmt: skip
 CONFIG_STATUSES: ResourceType[VersionStatusSpec] = _controlplane(
