@@ -244,6 +244,7 @@ from ichor.machined.resources._secrets import (
     OSRootSpec,
     PEMCertificate,
     PEMCertificateAndKey,
+    PEMKey,
 )
 from ichor.machined.resources.nftables import NFTABLES_CHAINS
 
@@ -425,6 +426,7 @@ __all__ = [
     "OperatorSpecSpec",
     "PEMCertificate",
     "PEMCertificateAndKey",
+    "PEMKey",
     "PlatformMetadataSpec",
     "RegistriesConfigSpec",
     "ResolverSpecSpec",

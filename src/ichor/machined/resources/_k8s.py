@@ -26,6 +26,7 @@ from ichor.machined.resources._secrets import (
     IPAddress,
     PEMCertificate,
     PEMCertificateAndKey,
+    PEMKey,
 )
 
 __all__ = [
@@ -96,8 +97,8 @@ class KubernetesRootSpec:
     """What a control plane's Kubernetes PKI is made from (``cluster.*`` of the machine config)."""
 
     name: str = ""
-    endpoint: str = ""
-    local_endpoint: str = dataclasses.field(default="", metadata={"yaml": "localEndpoint"})
+    endpoint: str = dataclasses.field(default="", metadata={"url": True})
+    local_endpoint: str = dataclasses.field(default="", metadata={"yaml": "local_endpoint", "url": True})
     cert_sans: tuple[str, ...] = dataclasses.field(default=(), metadata={"yaml": "certSANs"})
     api_server_ips: tuple[IPAddress, ...] = dataclasses.field(default=(), metadata={"yaml": "apiServerIPs"})
     dns_domain: str = dataclasses.field(default="", metadata={"yaml": "dnsDomain"})
@@ -106,8 +107,8 @@ class KubernetesRootSpec:
     aggregator_ca: PEMCertificateAndKey | None = dataclasses.field(
         default=None, metadata={"yaml": "aggregatorCA"}
     )
-    service_account: bytes = dataclasses.field(default=b"", metadata={"yaml": "serviceAccount"})
-    aescbc_encryption_secret: str = dataclasses.field(default="", metadata={"yaml": "aescbcEncryptionSecret"})
+    service_account: PEMKey | None = dataclasses.field(default=None, metadata={"yaml": "serviceAccount"})
+    aescbc_encryption_secret: str = dataclasses.field(default="", metadata={"yaml": "aesCBCEncryptionSecret"})
     secretbox_encryption_secret: str = dataclasses.field(
         default="", metadata={"yaml": "secretboxEncryptionSecret"}
     )
@@ -166,7 +167,9 @@ class APIServerConfigSpec:
     control_plane_endpoint: str = dataclasses.field(default="", metadata={"yaml": "controlPlaneEndpoint"})
     etcd_servers: tuple[str, ...] = ()
     local_port: int = 6443
-    service_cidrs: tuple[str, ...] = dataclasses.field(default=(), metadata={"yaml": "serviceCIDRs"})
+    service_cidrs: tuple[str, ...] = dataclasses.field(
+        default=(), metadata={"yaml": "serviceCIDR"}
+    )  # Talos's key
     extra_args: dict[str, str] = dataclasses.field(default_factory=dict)
     extra_volumes: tuple[ExtraVolume, ...] = ()
     environment_variables: dict[str, str] = dataclasses.field(default_factory=dict)
