@@ -24,7 +24,9 @@ def main(setup_seconds: str, directory: str) -> int:
     tiers_seconds = 0.0
     for xml in sorted(root.glob("*.xml"), key=lambda p: p.stat().st_mtime):
         tier = xml.stem
-        seconds = float((root / f"{tier}.seconds").read_text()) if (root / f"{tier}.seconds").exists() else 0.0
+        seconds = (
+            float((root / f"{tier}.seconds").read_text()) if (root / f"{tier}.seconds").exists() else 0.0
+        )
         tiers_seconds += seconds
         counts = {"passed": 0, "failed": 0, "skipped": 0}
         for case in ET.parse(xml).getroot().iter("testcase"):

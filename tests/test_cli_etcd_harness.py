@@ -10,6 +10,7 @@ can answer one element per node, as apid does.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import socket
 import ssl
@@ -66,6 +67,13 @@ def _service(base: type, handlers: dict[str, Handler], calls: list[str], prefix:
     return cls()
 
 
+@functools.cache
+def _cluster_secrets() -> SecretsBundle:
+    """One secrets bundle for every test double of this process: generating one (an RSA service
+    account key among them) costs 0.4-1 s, and no test here depends on two doubles' CAs differing."""
+    return SecretsBundle.generate()
+
+
 class FakeNode:
     """Mutual-TLS Talos API double; ``handlers[name] = async fn(stream)``; ``calls`` records RPC names
     (COSI State methods as ``State.<name>``, since machine and State both have ``List``)."""
@@ -76,7 +84,7 @@ class FakeNode:
         self.address = address
         self.handlers: dict[str, Handler] = {}
         self.calls: list[str] = []
-        self.bundle = SecretsBundle.generate()
+        self.bundle = _cluster_secrets()
         server_pair = new_keypair(
             self.bundle.os,
             common_name="node",

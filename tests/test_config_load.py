@@ -328,6 +328,7 @@ _VALUES = st.recursive(
 )
 
 
+@pytest.mark.slow  # 200 examples through the whole loader: ~5-7 s
 @settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(st.lists(st.dictionaries(_KEYS, _VALUES, max_size=5), min_size=1, max_size=3))
 def test_fuzz_structured_documents_only_raise_machinery_errors(docs: list[dict[str, object]]) -> None:

@@ -325,7 +325,7 @@ def snapshot_info_line(info: dict[str, int]) -> str:
     )
 
 
-BACKUP_STATUS_TYPE = "EtcdBackupStatuses.etcd.talos.dev"
+BACKUP_STATUS_TYPE = "EtcdBackupStatuses.etcd.ichor.dev"
 BACKUP_HEADER = ["NODE", "NAME", "TAKEN", "REVISION", "SIZE"]
 
 

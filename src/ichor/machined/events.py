@@ -41,14 +41,18 @@ def new_xid(now: datetime | None = None) -> str:
     return "".join(_B32HEX[(number >> shift) & 31] for shift in range(95, -5, -5))
 
 
-def xid_time(xid: str) -> datetime:
-    """The creation second encoded in an xid; ``ValueError`` when it is not one."""
+def _xid_bytes(xid: str) -> int:
     if len(xid) != 20 or any(ch not in _B32HEX for ch in xid):
         raise ValueError(f"invalid xid {xid!r}")
     number = 0
     for ch in xid:
         number = (number << 5) | _B32HEX.index(ch)
-    seconds = (number >> 4) >> 64
+    return number >> 4
+
+
+def xid_time(xid: str) -> datetime:
+    """The creation second encoded in an xid; ``ValueError`` when it is not one."""
+    seconds = _xid_bytes(xid) >> 64
     return datetime.fromtimestamp(seconds, UTC)
 
 
@@ -82,17 +86,22 @@ class EventBus:
         return event
 
     def _backlog(self, tail_events: int, tail_id: str, tail_seconds: int) -> list[NodeEvent]:
+        """The history a subscriber asked for, as Talos's event buffer picks it: ``tail_events``
+        first (-1 = all kept), else every event whose id sorts after ``tail_id`` (present or not),
+        else every event created after the last ``tail_seconds`` (by its id's second), else none."""
         history = list(self._history)
-        if tail_id:
-            xid_time(tail_id)  # validates
-            ids = [e.id for e in history]
-            return history[ids.index(tail_id) + 1 :] if tail_id in ids else []
-        if tail_seconds > 0:
-            since = self._clock() - timedelta(seconds=tail_seconds)
-            return [e for e in history if e.at >= since]
         if tail_events < 0:
             return history
-        return history[len(history) - tail_events :] if tail_events else []
+        if tail_events > 0:
+            return history[max(0, len(history) - tail_events) :]
+        if tail_id:
+            _xid_bytes(tail_id)  # validates
+            # xids in base32hex sort as their bytes do: seconds first, then machine, pid, counter.
+            return [e for e in history if e.id > tail_id]
+        if tail_seconds:
+            since = self._clock() - timedelta(seconds=tail_seconds)
+            return [e for e in history if xid_time(e.id) > since]
+        return []
 
     async def subscribe(
         self, *, tail_events: int = 0, tail_id: str = "", tail_seconds: int = 0, actor_id: str = ""

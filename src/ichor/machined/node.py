@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -56,6 +57,8 @@ class Node:
         self.state = State(clock=self.clock, history_of={MACHINE_CONFIGS.type: CONFIG_HISTORY})
         self.registry = Registry()
         self.events = EventBus(clock=self.clock)
+        self.boot_id = str(uuid.uuid4())
+        """This boot's id: ``read /proc/sys/kernel/random/boot_id`` (a reboot starts a new process)."""
         self.stage: Source[MachineStage] = Source("machine stage", MachineStage.BOOTING)
         self.services: Source[Mapping[str, ServiceInfo]] = Source("services", {})
         self.sequencer: Sequencer | None = None
@@ -95,12 +98,17 @@ class Node:
             if supervisors and supervisors[0].is_running("kubelet"):
                 await supervisors[0].restart("kubelet")
 
+        async def local_member_id() -> int:  # etcd.MemberController asks this node's etcd only
+            async with etcd.client([etcd.local_endpoint()], timeout=5.0) as client:
+                return (await client.status()).member_id
+
         controllers = node_controllers(
             layout, stage=self.stage, services=self.services, events=self.events,
             kubelet_changed=kubelet_files_changed,
             vip_store=lambda: etcd.client(etcd.control_plane_endpoints(include_self=True), timeout=5.0),
             etcd_backup_store=lambda: etcd.client([etcd.local_endpoint()], timeout=10.0),
             say=say,
+            local_etcd_member_id=local_member_id,
         )  # fmt: skip
         for controller in controllers:
             runtime.register(controller)
@@ -215,6 +223,7 @@ class _SystemServices:
         context = MachineContext(
             layout=node.layout, state=node.state, supervisor=self.supervisor, events=node.events, store=self.store,
             lifecycle=self.lifecycle, etcd=self.etcd_ops, clock=node.clock, say=self.etcd.say,
+            boot_id=node.boot_id,
         )  # fmt: skip
         roles = roles_from_metadata
         return [

@@ -2,7 +2,14 @@
 
 As Talos's sequencer, each sequence is a list of phases run in order; the stage it puts the
 machine in is a :class:`~ichor.machined.cosi.Source` that ``runtime.MachineStatusController`` turns
-into ``MachineStatus``. Every sequence start is a ``SequenceEvent`` (``talosctl events``).
+into ``MachineStatus``. Sequences, phases and tasks are announced as Talos announces them
+(``talosctl events``; Talos's client waits for some of them): ``SequenceEvent`` ``initialize`` and
+``boot`` START/STOP at every boot, ``reboot``/``shutdown``/``reset`` START when requested (the node
+goes down before a STOP, as Talos's does), a reset that stops early STOP with its error;
+``PhaseEvent``/``TaskEvent`` ``stopEverything``/``stopAllServices`` (what ``reboot``, ``shutdown``
+and ``reset`` trackers wait for); a reset runs Talos's ``leave``/``leaveEtcd``,
+``preReset``/``sendResetSignal``, ``stopEverything`` and ``reset``/``resetSystemDisk`` (``resetSpec``
+with chosen partitions). Events of a requested sequence carry the request's actor id.
 
 * **boot**: acquire the config (STATE, else the node's config source) -> maintenance mode when
   there is none -> save and activate it -> load and start the services -> running;
@@ -26,6 +33,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from ichor.api.gen.common import common_pb2
 from ichor.api.gen.machine import machine_pb2
 from ichor.machined.configstore import ConfigStore, LoadedConfig
 from ichor.machined.cosi import EmptySpec, EventType, Source, State
@@ -76,15 +84,37 @@ class Sequencer:
         self.parts = parts
         self._stop: asyncio.Future[int] | None = None
         self._resetting = False
+        self._actor = ""
+        """The actor id of the requested sequence (reboot, shutdown, reset) in progress."""
         self._tasks: set[asyncio.Task[None]] = set()
         parts.store.request_reboot = lambda: self.request_reboot("")
 
     def _stage(self, stage: MachineStage) -> None:
         self.parts.stage.set(stage)
 
-    def _sequence_event(self, name: str, actor_id: str) -> None:
-        event = machine_pb2.SequenceEvent(sequence=name, action=machine_pb2.SequenceEvent.START)
+    def _sequence_event(
+        self, name: str, actor_id: str, *, stop: bool = False, error: str | None = None
+    ) -> None:
+        event = machine_pb2.SequenceEvent(
+            sequence=name, action=machine_pb2.SequenceEvent.STOP if stop else machine_pb2.SequenceEvent.START
+        )
+        if error is not None:
+            event.error.CopyFrom(common_pb2.Error(code=common_pb2.FATAL, message=error))
         self.parts.events.publish(event, actor_id=actor_id)
+
+    @contextlib.contextmanager
+    def _phase(self, phase: str, task: str) -> Any:
+        """One phase of one task, announced START then STOP (STOP only when it completes)."""
+        events, actor = self.parts.events, self._actor
+        events.publish(
+            machine_pb2.PhaseEvent(phase=phase, action=machine_pb2.PhaseEvent.START), actor_id=actor
+        )
+        events.publish(machine_pb2.TaskEvent(task=task, action=machine_pb2.TaskEvent.START), actor_id=actor)
+        yield
+        events.publish(machine_pb2.TaskEvent(task=task, action=machine_pb2.TaskEvent.STOP), actor_id=actor)
+        events.publish(
+            machine_pb2.PhaseEvent(phase=phase, action=machine_pb2.PhaseEvent.STOP), actor_id=actor
+        )
 
     # --- the boot sequence --------------------------------------------------------------------------
 
@@ -93,12 +123,15 @@ class Sequencer:
         parts = self.parts
         self._stop = asyncio.get_running_loop().create_future()
         self._stage(MachineStage.BOOTING)
+        self._sequence_event("initialize", "")
         loaded = await parts.store.acquire()
         if loaded is None:
             self._stage(MachineStage.MAINTENANCE)
             loaded = await self._race_stop(parts.maintenance())
             if loaded is None:
                 return await self._stop
+        self._sequence_event("initialize", "", stop=True)
+        self._sequence_event("boot", "")
         parts.store.activate(loaded)
         kind = "controlplane" if loaded.is_control_plane else "worker"
         parts.say(f"booting as {kind} {self._hostname(loaded)}")
@@ -106,6 +139,7 @@ class Sequencer:
             parts.supervisor.load(service)
         parts.supervisor.start_all()
         self._stage(MachineStage.RUNNING)
+        self._sequence_event("boot", "", stop=True)
         try:
             async with asyncio.TaskGroup() as group:
                 background = [
@@ -121,7 +155,11 @@ class Sequencer:
             # A reset stays "resetting" to the end: discovery would publish the node again otherwise.
             self._stage(MachineStage.REBOOTING if code == EXIT_REBOOT else MachineStage.SHUTTING_DOWN)
         parts.say("stopping all services")
-        await parts.supervisor.stop_all()
+        if self._resetting:  # the reset announced its own stopEverything
+            await parts.supervisor.stop_all()
+        else:
+            with self._phase("stopEverything", "stopAllServices"):
+                await parts.supervisor.stop_all()
         return code
 
     def _hostname(self, loaded: LoadedConfig) -> str:
@@ -149,14 +187,17 @@ class Sequencer:
     # --- requests from the API ----------------------------------------------------------------------
 
     def request_reboot(self, actor_id: str, mode: int = 0) -> None:
+        self._actor = actor_id
         self._sequence_event("reboot", actor_id)
         asyncio.get_running_loop().call_later(REQUEST_DELAY, self.finish, EXIT_REBOOT)
 
     def request_shutdown(self, actor_id: str, force: bool = False) -> None:
+        self._actor = actor_id
         self._sequence_event("shutdown", actor_id)
         asyncio.get_running_loop().call_later(REQUEST_DELAY, self.finish, EXIT_POWEROFF)
 
     def request_reset(self, actor_id: str, request: machine_pb2.ResetRequest) -> None:
+        self._actor = actor_id
         self._sequence_event("reset", actor_id)
         loop = asyncio.get_running_loop()
 
@@ -183,24 +224,35 @@ class Sequencer:
         # (the API refused the cases it could foresee before replying).
         if request.graceful and runs_etcd:
             parts.say("resetting: leaving etcd (graceful)")
-            problem = await parts.leave_etcd()
+            with self._phase("leave", "leaveEtcd"):
+                problem = await parts.leave_etcd()
             if problem:
                 parts.say(
                     f"reset aborted: could not leave etcd: {problem}; nothing was wiped (to reset without "
                     "leaving etcd: `talosctl reset --graceful=false`)"
                 )
+                self._sequence_event(
+                    "reset", self._actor, stop=True, error=f"could not leave etcd: {problem}"
+                )
+                self._actor = ""
                 self._resetting = False
                 self._stage(MachineStage.RUNNING)
                 return
         # The discovery controller deletes this node's affiliate on the signal.
-        if not parts.state.list(MACHINE_RESET_SIGNALS.default_namespace, MACHINE_RESET_SIGNALS):
-            parts.state.create(MACHINE_RESET_SIGNALS.new(MACHINE_RESET_SIGNAL_ID, EmptySpec()))
-        await self._left_discovery()
+        with self._phase("preReset", "sendResetSignal"):
+            if not parts.state.list(MACHINE_RESET_SIGNALS.default_namespace, MACHINE_RESET_SIGNALS):
+                parts.state.create(MACHINE_RESET_SIGNALS.new(MACHINE_RESET_SIGNAL_ID, EmptySpec()))
+            await self._left_discovery()
         # As Talos's reset does: nothing may write the partitions while they are wiped (the kubelet,
         # containerd and etcd keep data in EPHEMERAL); apid stays to answer until the node stops.
         parts.say("resetting: stopping services")
-        await parts.supervisor.stop_all(keep=RESET_KEEPS)
-        self._wipe(labels)
+        with self._phase("stopEverything", "stopAllServices"):
+            await parts.supervisor.stop_all(keep=RESET_KEEPS)
+        chosen = bool(request.system_partitions_to_wipe)
+        with self._phase(
+            "resetSpec" if chosen else "reset", "resetSystemDiskSpec" if chosen else "resetSystemDisk"
+        ):
+            self._wipe(labels)
         self.finish(EXIT_REBOOT if request.reboot else EXIT_POWEROFF)
 
     async def _left_discovery(self) -> None:

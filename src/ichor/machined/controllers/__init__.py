@@ -9,14 +9,16 @@ The graph, as ``talosctl inspect dependencies`` prints it:
             routes -> NodeAddresses -> NetworkStatus; HostnameSpec -> HostnameStatus
 * secrets:  MachineConfig -> OSRootSecrets, EtcdRootSecrets; OSRoot + Hostname + NodeAddresses ->
             CertSANs; OSRoot + CertSANs -> ApiCertificates (signed here, or by trustd on workers)
-* etcd:     MachineConfig + MachineType -> EtcdConfig; EtcdConfig + Hostname + NodeAddresses -> EtcdSpec
-* etcd:     (control planes, Ichor's own) EtcdBackupConfig document -> EtcdBackupConfig -> scheduled,
+* etcd:     MachineConfig + MachineType -> EtcdConfig; EtcdConfig + Hostname + NodeAddresses -> EtcdSpec;
+            Services etcd (healthy) -> EtcdMember local (the id this node's etcd reports)
+            (control planes, Ichor's own) EtcdBackupConfig document -> EtcdBackupConfig -> scheduled,
             leader-only snapshots -> EtcdBackupStatus
 * cri:      MachineConfig -> RegistriesConfig -> /etc/cri/conf.d/hosts/<host>/hosts.toml (+ 01-registries.part)
 * cluster:  identity, DiscoveryConfig, Info -> local Affiliate -> discovery service -> raw
             Affiliates -> merged Affiliates -> Members -> Endpoints
 * runtime:  the sequencer's stage -> MachineStatus; the supervisor's services -> Services (+ waits);
-            TimeStatus (synced by SNTP from TimeServerStatus on a node with its own network, else the host's)
+            TimeStatus (synced by SNTP from TimeServerStatus on a node with its own network, else the host's);
+            Services machined -> SecurityState; HostnameStatus -> PlatformMetadata (platform layer)
 * k8s:      MachineConfig -> KubeletConfig, NodeIPConfig; NodeIPConfig + routed NodeAddresses -> NodeIP;
             Hostname -> Nodename; KubeletConfig + Nodename + NodeIP -> KubeletSpec -> kubelet files
 * k8s:      (control planes) cluster.* -> Kubernetes PKI, component configs, their files ->
@@ -54,6 +56,7 @@ from ichor.machined.controllers.k8s import kubelet as k8s_kubelet
 from ichor.machined.controllers.k8s import kubeprism
 from ichor.machined.controllers.k8s import manifest_apply as k8s_manifest_apply
 from ichor.machined.controllers.k8s import manifests as k8s_manifests
+from ichor.machined.controllers.network import platform as network_platform
 from ichor.machined.cosi import Controller, Source
 from ichor.machined.events import EventBus
 from ichor.machined.netlink import Netlink
@@ -78,6 +81,7 @@ def node_controllers(
     etcd_backup_store: etcd_backup.BackupStoreFactory | None = None,
     kubelet_changed: Callable[[], Awaitable[None]] | None = None,
     say: Callable[[str], None] | None = None,
+    local_etcd_member_id: etcd.LocalMemberID | None = None,
 ) -> list[Controller]:
     """Every controller of a node, in registration order.
 
@@ -95,11 +99,14 @@ def node_controllers(
         etcd.etcd_spec_controller(exclusive=not layout.own_netns),
         etcd_backup.etcd_backup_config_controller(),
         etcd_backup.BackupController(layout, etcd_backup_store or etcd_backup.no_store),
+        etcd.etcd_member_controller(local_etcd_member_id),
         cri.registries_config_controller(),
         cri.RegistryFilesController(layout),
         *cluster.cluster_controllers(layout, client_factory=discovery_client),
         runtime.MachineStatusController(stage, events),
         runtime.ServiceController(services),
+        runtime.security_state_controller(),
+        network_platform.platform_config_controller(layout),
         timesync.TimeSyncController() if layout.own_netns else runtime.time_status_controller(),
         extensions.extension_status_controller(layout),
         extensions.extension_service_config_controller(),

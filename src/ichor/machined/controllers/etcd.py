@@ -5,11 +5,15 @@
   member name and the advertised/listen addresses picked by ``advertisedSubnets``/``listenSubnets``.
   A subnet that matches no address of the node is a wait naming the key to fix. A shared IP (a
   ``vip`` OperatorSpec) is never one of them: it moves between nodes, and etcd would restart with it.
+* ``etcd.MemberController``: Services ``etcd`` (running, healthy) -> EtcdMember ``local``, the member
+  id this node's etcd reports.
 
 The etcd service (:mod:`ichor.machined.services.etcd`) runs from EtcdSpec and restarts when it changes.
 """
 
 from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
 
 from ichor import etcd as etcdlib
 from ichor.machined.controllers.config import ACTIVE_CONFIG, active_config
@@ -17,6 +21,8 @@ from ichor.machined.cosi import ControllerContext, Input, SkipReconcile, Transfo
 from ichor.machined.resources import (
     ETCD_CONFIGS,
     ETCD_ID,
+    ETCD_MEMBER_LOCAL_ID,
+    ETCD_MEMBERS,
     ETCD_SPECS,
     HOSTNAME_STATUS_ID,
     HOSTNAME_STATUSES,
@@ -26,7 +32,9 @@ from ichor.machined.resources import (
     NODE_ADDRESS_FILTER_NO_K8S,
     NODE_ADDRESSES,
     OPERATOR_SPECS,
+    SERVICES,
     EtcdConfigSpec,
+    EtcdMemberSpec,
     EtcdSpecSpec,
     MachineTypeSpec,
     filtered_node_address_id,
@@ -35,7 +43,7 @@ from ichor.machined.resources import (
 _ETCD_ADDRESSES = filtered_node_address_id(NODE_ADDRESS_CURRENT_ID, NODE_ADDRESS_FILTER_NO_K8S)
 """Talos's ``current-no-k8s``: etcd never advertises or listens on a pod network address."""
 
-__all__ = ["etcd_config_controller", "etcd_spec_controller"]
+__all__ = ["LocalMemberID", "etcd_config_controller", "etcd_member_controller", "etcd_spec_controller"]
 
 
 def _split(subnets: list[str] | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -112,3 +120,27 @@ def etcd_spec_controller(*, exclusive: bool = True) -> TransformController[EtcdS
                 Input(OPERATOR_SPECS)],
         output=ETCD_SPECS, map_inputs=derive,
     )  # fmt: skip
+
+
+LocalMemberID = Callable[[], Awaitable[int]]
+"""Asks this node's etcd (and only it) for its member id (etcd's ``Status`` header)."""
+
+
+def etcd_member_controller(local_member_id: LocalMemberID | None) -> TransformController[EtcdMemberSpec]:
+    """``etcd.MemberController``: this node's etcd member id as EtcdMember ``local`` while the etcd
+    service runs healthy (Talos's rule); none otherwise. Talos's client reads it for
+    ``etcd leave``/``remove-member`` and reset; with no way to ask etcd (``None``) there is none."""
+
+    async def derive(ctx: ControllerContext) -> dict[str, EtcdMemberSpec]:
+        service = ctx.get_or_none(SERVICES, "etcd")
+        if service is None or not (service.spec.running and service.spec.healthy) or local_member_id is None:
+            return {}
+        try:
+            member = await local_member_id()
+        except (etcdlib.EtcdError, OSError) as exc:
+            raise WaitingFor("etcd", f"cannot read the local member id: {exc}", retry_after=5.0) from None
+        return {ETCD_MEMBER_LOCAL_ID: EtcdMemberSpec(member_id=f"{member:016x}")}
+
+    return TransformController(
+        "etcd.MemberController", inputs=[Input(SERVICES, id="etcd")], output=ETCD_MEMBERS, map_inputs=derive
+    )

@@ -1,10 +1,11 @@
 """Area ``runtime``: the machine's stage, its services and its clock, as resources.
 
 * ``runtime.MachineStatusController``: the sequencer's stage (a :class:`~ichor.machined.cosi.Source`)
-  -> MachineStatus ``machine``; every new stage is also a ``MachineStatusEvent`` for
-  ``talosctl events``;
+  -> MachineStatus ``machine``; every change of it is also a ``MachineStatusEvent`` for
+  ``talosctl events``, always with its ``status`` (Talos's client reads ``GetStatus().Ready``);
 * ``v1alpha1.ServiceController``: the supervisor's view of each service (a Source) -> Services,
   plus a ``waits`` resource ``service-<id>`` saying what a waiting service waits for, and since when;
+* ``runtime.SecurityStateController``: Services ``machined`` -> SecurityState ``securitystate``;
 * ``time.SyncController``: TimeStatus ``node``. A process node keeps the host's clock: Talos in a
   container reports it synced, with sync disabled.
 """
@@ -14,17 +15,28 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from ichor.api.gen.machine import machine_pb2
-from ichor.machined.cosi import Controller, ControllerContext, Output, Source, TransformController
+from ichor.machined.cosi import (
+    Controller,
+    ControllerContext,
+    Input,
+    Output,
+    SkipReconcile,
+    Source,
+    TransformController,
+)
 from ichor.machined.events import EventBus
 from ichor.machined.resources import (
     MACHINE_STATUS_ID,
     MACHINE_STATUSES,
+    SECURITY_STATE_ID,
+    SECURITY_STATES,
     SERVICES,
     TIME_STATUS_ID,
     TIME_STATUSES,
     MachineStage,
     MachineStatusSpec,
     MachineStatusStatus,
+    SecurityStateSpec,
     ServiceSpec,
     TimeStatusSpec,
 )
@@ -33,6 +45,8 @@ from ichor.machined.services import ServiceInfo
 __all__ = [
     "MachineStatusController",
     "ServiceController",
+    "machine_status_event",
+    "security_state_controller",
     "time_status_controller",
 ]
 
@@ -53,14 +67,24 @@ class MachineStatusController(Controller):
                 stage = self._stage.value
                 current = ctx.get_or_none(MACHINE_STATUSES, MACHINE_STATUS_ID)
                 ready = stage is MachineStage.RUNNING
-                ctx.modify(
-                    MACHINE_STATUSES,
-                    MACHINE_STATUS_ID,
-                    MachineStatusSpec(stage, MachineStatusStatus(ready=ready)),
-                )
-                if current is None or current.spec.stage is not stage:
-                    number = machine_pb2.MachineStatusEvent.MachineStage.Value(stage.name)
-                    self._events.publish(machine_pb2.MachineStatusEvent(stage=number))
+                spec = MachineStatusSpec(stage, MachineStatusStatus(ready=ready))
+                ctx.modify(MACHINE_STATUSES, MACHINE_STATUS_ID, spec)
+                if current is None or current.spec != spec:
+                    self._events.publish(machine_status_event(spec))
+
+
+def machine_status_event(spec: MachineStatusSpec) -> machine_pb2.MachineStatusEvent:
+    """The event Talos sends for a MachineStatus: stage and status, the status always present."""
+    status = machine_pb2.MachineStatusEvent.MachineStatus(
+        ready=spec.status.ready,
+        unmet_conditions=[
+            machine_pb2.MachineStatusEvent.MachineStatus.UnmetCondition(name=c.name, reason=c.reason)
+            for c in spec.status.unmet_conditions
+        ],
+    )
+    return machine_pb2.MachineStatusEvent(
+        stage=machine_pb2.MachineStatusEvent.MachineStage.Value(spec.stage.name), status=status
+    )
 
 
 class ServiceController(Controller):
@@ -101,3 +125,22 @@ def time_status_controller() -> TransformController[TimeStatusSpec]:
         return {TIME_STATUS_ID: TimeStatusSpec(synced=True, epoch=1, sync_disabled=True)}
 
     return TransformController("time.SyncController", inputs=[], output=TIME_STATUSES, map_inputs=derive)
+
+
+def security_state_controller() -> TransformController[SecurityStateSpec]:
+    """``runtime.SecurityStateController``: SecurityState ``securitystate`` once machined runs.
+
+    In container mode Talos reports no Secure Boot and no signing keys: a node on a shared kernel
+    was not booted from a UKI, so there is nothing to measure. That is the real state here."""
+
+    def derive(ctx: ControllerContext) -> dict[str, SecurityStateSpec]:
+        if ctx.get_or_none(SERVICES, "machined") is None:
+            raise SkipReconcile
+        return {SECURITY_STATE_ID: SecurityStateSpec(secure_boot=False)}
+
+    return TransformController(
+        "runtime.SecurityStateController",
+        inputs=[Input(SERVICES, id="machined")],
+        output=SECURITY_STATES,
+        map_inputs=derive,
+    )

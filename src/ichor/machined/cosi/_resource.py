@@ -15,6 +15,7 @@ import builtins
 import dataclasses
 import enum
 import ipaddress
+import urllib.parse
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any, Generic, TypeVar
@@ -32,6 +33,8 @@ __all__ = [
     "Resource",
     "ResourceType",
     "format_time",
+    "go_url_plain",
+    "go_url_text",
     "resource_to_plain",
     "spec_to_plain",
     "spec_to_yaml",
@@ -190,11 +193,40 @@ def _is_empty(value: Any) -> bool:
     )
 
 
+_GO_URL_KEYS = ("scheme", "opaque", "user", "host", "path", "fragment", "rawquery", "rawpath",
+                "rawfragment", "forcequery", "omithost")  # fmt: skip
+
+
+def go_url_plain(text: str) -> dict[str, Any] | None:
+    """A URL as Talos's YAML shows a Go ``*url.URL`` (its struct, keys lower-cased); ``None`` for ""."""
+    if not text:
+        return None
+    parts = urllib.parse.urlsplit(text)
+    return {
+        "scheme": parts.scheme, "opaque": "", "user": None, "host": parts.netloc, "path": parts.path,
+        "fragment": parts.fragment, "rawquery": parts.query, "rawpath": "", "rawfragment": "",
+        "forcequery": False, "omithost": False,
+    }  # fmt: skip
+
+
+def go_url_text(plain: Mapping[str, Any]) -> str:
+    """The text of a URL from :func:`go_url_plain`'s form."""
+    text = f"{plain.get('scheme', '')}://{plain.get('host', '')}{plain.get('path', '')}"
+    if plain.get("rawquery"):
+        text += "?" + str(plain["rawquery"])
+    if plain.get("fragment"):
+        text += "#" + str(plain["fragment"])
+    return text
+
+
 def spec_to_plain(spec: Any) -> Any:
     """Plain data (dicts, lists, str, int, float, bool, None) with Talos's YAML key names.
 
     Dataclass fields are camelCased; ``field(metadata={"yaml": "nodeIP"})`` overrides a key and
-    ``{"omitempty": True}`` drops empty values, like Go's ``yaml:"...,omitempty"``.
+    ``{"omitempty": True}`` drops empty values, like Go's ``yaml:"...,omitempty"``. ``bytes`` are
+    Go ``[]byte``, which Talos's YAML writes as a sequence of numbers (the only form Go reads back
+    into a ``[]byte``), as is a ``str`` field with ``{"binary": True}`` (text here, bytes in Talos);
+    ``{"base64": True}`` makes bytes plain base64 instead (Go's PEM types marshal themselves so).
     """
     if dataclasses.is_dataclass(spec) and not isinstance(spec, type):
         out: dict[str, Any] = {}
@@ -204,7 +236,15 @@ def spec_to_plain(spec: Any) -> Any:
             value = getattr(spec, f.name)
             if f.metadata.get("omitempty") and _is_empty(value):
                 continue
-            out[f.metadata.get("yaml", _camel(f.name))] = spec_to_plain(value)
+            if f.metadata.get("base64") and isinstance(value, bytes):
+                plain: Any = base64.b64encode(value).decode("ascii")  # Go's PEM types do so
+            elif f.metadata.get("binary") and isinstance(value, str):
+                plain = list(value.encode())  # text held as Go []byte
+            elif f.metadata.get("url") and isinstance(value, str):
+                plain = go_url_plain(value)
+            else:
+                plain = spec_to_plain(value)
+            out[f.metadata.get("yaml", _camel(f.name))] = plain
         return out
     if hasattr(spec, "model_dump") and callable(spec.model_dump):
         return spec_to_plain(spec.model_dump(mode="json", by_alias=True))
@@ -222,7 +262,7 @@ def spec_to_plain(spec: Any) -> Any:
         items = sorted(spec) if isinstance(spec, set | frozenset) else spec
         return [spec_to_plain(v) for v in items]
     if isinstance(spec, bytes):
-        return base64.b64encode(spec).decode("ascii")
+        return list(spec)  # Go's YAML (Talos's yaml.v3) writes a []byte as a sequence of numbers
     if isinstance(
         spec, ipaddress.IPv4Address | ipaddress.IPv6Address | ipaddress.IPv4Network | ipaddress.IPv6Network
     ):

@@ -23,6 +23,8 @@ __all__ = [
     "ETCD_BACKUP_STATUSES",
     "ETCD_CONFIGS",
     "ETCD_ID",
+    "ETCD_MEMBERS",
+    "ETCD_MEMBER_LOCAL_ID",
     "ETCD_NAMESPACE",
     "ETCD_ROOT_ID",
     "ETCD_ROOT_SECRETS",
@@ -31,6 +33,7 @@ __all__ = [
     "EtcdBackupSnapshot",
     "EtcdBackupStatusSpec",
     "EtcdConfigSpec",
+    "EtcdMemberSpec",
     "EtcdRootSpec",
     "EtcdSpecSpec",
 ]
@@ -134,11 +137,11 @@ ETCD_ROOT_SECRETS: ResourceType[EtcdRootSpec] = ResourceType(
 )
 
 ETCD_BACKUP_CONFIGS: ResourceType[EtcdBackupConfigSpec] = ResourceType(
-    type="EtcdBackupConfigs.etcd.talos.dev", default_namespace=ETCD_NAMESPACE, spec_class=EtcdBackupConfigSpec
+    type="EtcdBackupConfigs.etcd.ichor.dev", default_namespace=ETCD_NAMESPACE, spec_class=EtcdBackupConfigSpec
 )
 
 ETCD_BACKUP_STATUSES: ResourceType[EtcdBackupStatusSpec] = ResourceType(
-    type="EtcdBackupStatuses.etcd.talos.dev",
+    type="EtcdBackupStatuses.etcd.ichor.dev",
     default_namespace=ETCD_NAMESPACE,
     spec_class=EtcdBackupStatusSpec,
     aliases=("etcdbackups",),
@@ -149,4 +152,21 @@ ETCD_BACKUP_STATUSES: ResourceType[EtcdBackupStatusSpec] = ResourceType(
         PrintColumn("Last Failure", "{.lastFailure}"),
         PrintColumn("Held", "{.held}"),
     ),
+)
+
+ETCD_MEMBER_LOCAL_ID = "local"
+
+
+@dataclasses.dataclass(frozen=True)
+class EtcdMemberSpec:
+    """This node's etcd member id, 16 hex digits (Talos's ``FormatMemberID``)."""
+
+    member_id: str = dataclasses.field(default="", metadata={"yaml": "memberID"})
+
+
+ETCD_MEMBERS: ResourceType[EtcdMemberSpec] = ResourceType(
+    type="EtcdMembers.etcd.talos.dev",
+    default_namespace=ETCD_NAMESPACE,
+    spec_class=EtcdMemberSpec,
+    print_columns=(PrintColumn("Member ID", "{.memberID}"),),
 )

@@ -17,7 +17,8 @@ FILES_NAMESPACE = "files"
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class EtcFileSpecSpec:
-    contents: str
+    contents: str = dataclasses.field(metadata={"binary": True})
+    """The file's text (Go ``[]byte`` in Talos: a sequence of numbers in YAML, bytes in protobuf)."""
     mode: int = 0o644
 
 

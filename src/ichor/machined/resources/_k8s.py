@@ -6,7 +6,7 @@
   apiserver's etcd client certificates) and ``KubernetesSecrets`` ``k8s-certs`` (the kubeconfigs of
   the controller-manager, the scheduler and the localhost admin);
 * namespace ``controlplane``: the component configs (``APIServerConfigs`` ``kube-apiserver``, ...),
-  ``SecretsStatuses``/``ConfigStatuses`` ``static-pods`` (the files under ``/system/secrets/kubernetes``
+  ``SecretStatuses``/``ConfigStatuses`` ``static-pods`` (the files under ``/system/secrets/kubernetes``
   and ``/system/config/kubernetes`` are written, at which versions);
 * namespace ``k8s``: ``StaticPods`` (a pod as the kubelet reads it), ``StaticPodStatuses`` (a mirror
   pod's status), ``StaticPodServerStatuses`` (the URL of the PodList the kubelet polls).
@@ -26,6 +26,7 @@ from ichor.machined.resources._secrets import (
     IPAddress,
     PEMCertificate,
     PEMCertificateAndKey,
+    PEMKey,
 )
 
 __all__ = [
@@ -96,8 +97,8 @@ class KubernetesRootSpec:
     """What a control plane's Kubernetes PKI is made from (``cluster.*`` of the machine config)."""
 
     name: str = ""
-    endpoint: str = ""
-    local_endpoint: str = dataclasses.field(default="", metadata={"yaml": "localEndpoint"})
+    endpoint: str = dataclasses.field(default="", metadata={"url": True})
+    local_endpoint: str = dataclasses.field(default="", metadata={"yaml": "local_endpoint", "url": True})
     cert_sans: tuple[str, ...] = dataclasses.field(default=(), metadata={"yaml": "certSANs"})
     api_server_ips: tuple[IPAddress, ...] = dataclasses.field(default=(), metadata={"yaml": "apiServerIPs"})
     dns_domain: str = dataclasses.field(default="", metadata={"yaml": "dnsDomain"})
@@ -106,8 +107,8 @@ class KubernetesRootSpec:
     aggregator_ca: PEMCertificateAndKey | None = dataclasses.field(
         default=None, metadata={"yaml": "aggregatorCA"}
     )
-    service_account: bytes = dataclasses.field(default=b"", metadata={"yaml": "serviceAccount"})
-    aescbc_encryption_secret: str = dataclasses.field(default="", metadata={"yaml": "aescbcEncryptionSecret"})
+    service_account: PEMKey | None = dataclasses.field(default=None, metadata={"yaml": "serviceAccount"})
+    aescbc_encryption_secret: str = dataclasses.field(default="", metadata={"yaml": "aesCBCEncryptionSecret"})
     secretbox_encryption_secret: str = dataclasses.field(
         default="", metadata={"yaml": "secretboxEncryptionSecret"}
     )
@@ -166,7 +167,9 @@ class APIServerConfigSpec:
     control_plane_endpoint: str = dataclasses.field(default="", metadata={"yaml": "controlPlaneEndpoint"})
     etcd_servers: tuple[str, ...] = ()
     local_port: int = 6443
-    service_cidrs: tuple[str, ...] = dataclasses.field(default=(), metadata={"yaml": "serviceCIDRs"})
+    service_cidrs: tuple[str, ...] = dataclasses.field(
+        default=(), metadata={"yaml": "serviceCIDR"}
+    )  # Talos's key
     extra_args: dict[str, str] = dataclasses.field(default_factory=dict)
     extra_volumes: tuple[ExtraVolume, ...] = ()
     environment_variables: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -304,7 +307,7 @@ AUDIT_POLICY_CONFIGS: ResourceType[AuditPolicyConfigSpec] = _controlplane(
     "AuditPolicyConfigs.kubernetes.talos.dev", AuditPolicyConfigSpec
 )
 SECRETS_STATUSES: ResourceType[VersionStatusSpec] = _controlplane(
-    "SecretsStatuses.kubernetes.talos.dev", VersionStatusSpec,
+    "SecretStatuses.kubernetes.talos.dev", VersionStatusSpec,
     print_columns=(PrintColumn("Ready", "{.ready}"), PrintColumn("Secrets Version", "{.version}")),
 )  # fmt: skip
 CONFIG_STATUSES: ResourceType[VersionStatusSpec] = _controlplane(

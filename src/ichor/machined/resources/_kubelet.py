@@ -56,7 +56,9 @@ class KubeletConfigSpec:
     extra_mounts: tuple[KubeletMount, ...] = ()
     extra_config: dict[str, Any] = dataclasses.field(default_factory=dict)
     cloud_provider_external: bool = False
-    default_runtime_seccomp_profile_enabled: bool = False
+    default_runtime_seccomp_profile_enabled: bool = dataclasses.field(
+        default=False, metadata={"yaml": "defaultRuntimeSeccompEnabled"}
+    )
     skip_node_registration: bool = False
     static_pod_list_url: str = dataclasses.field(default="", metadata={"yaml": "staticPodListURL"})
     disable_manifests_directory: bool = False

@@ -296,7 +296,7 @@ class DHCP4OperatorSpec:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class VIPOperatorSpec:
     ip: str = ""
-    gratuitous_arp: bool = True
+    gratuitous_arp: bool = dataclasses.field(default=True, metadata={"yaml": "gratuitousARP"})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -22,13 +22,19 @@ __all__ = [
     "MACHINE_RESET_SIGNAL_ID",
     "MACHINE_STATUSES",
     "MACHINE_STATUS_ID",
+    "PLATFORM_METADATAS",
+    "PLATFORM_METADATA_ID",
     "RUNTIME_NAMESPACE",
+    "SECURITY_STATES",
+    "SECURITY_STATE_ID",
     "SERVICES",
     "TIME_STATUSES",
     "TIME_STATUS_ID",
     "MachineStage",
     "MachineStatusSpec",
     "MachineStatusStatus",
+    "PlatformMetadataSpec",
+    "SecurityStateSpec",
     "ServiceSpec",
     "TimeStatusSpec",
     "UnmetCondition",
@@ -39,6 +45,8 @@ MACHINE_STATUS_ID = "machine"
 MACHINE_RESET_SIGNAL_ID = "machine"
 TIME_STATUS_ID = "node"
 ACQUIRE_CONFIG_STATUS_ID = "machine-config"
+SECURITY_STATE_ID = "securitystate"
+PLATFORM_METADATA_ID = "platformmetadata"
 
 
 class MachineStage(enum.StrEnum):
@@ -161,4 +169,57 @@ ACQUIRE_CONFIG_STATUSES: ResourceType[EmptySpec] = ResourceType(
     type="AcquireConfigStatuses.v1alpha1.talos.dev",
     default_namespace=RUNTIME_NAMESPACE,
     spec_class=EmptySpec,
+)
+
+
+_OMIT = {"omitempty": True}
+
+
+@dataclasses.dataclass(frozen=True)
+class SecurityStateSpec:
+    """Secure Boot state and the UKI/PCR signing keys' fingerprints (Talos's ``SecurityState``).
+
+    Talos's client reads it before reboot, reset, hostname and etcd flows; in container mode Talos
+    reports no Secure Boot and no keys, as a node sharing the host's kernel has neither."""
+
+    secure_boot: bool = False
+    uki_signing_key_fingerprint: str = dataclasses.field(default="", metadata=_OMIT)
+    pcr_signing_key_fingerprint: str = dataclasses.field(default="", metadata=_OMIT)
+
+
+@dataclasses.dataclass(frozen=True)
+class PlatformMetadataSpec:
+    """What the platform says about the machine (``talosctl get platformmetadata``, the dashboard)."""
+
+    platform: str = dataclasses.field(default="", metadata=_OMIT)
+    hostname: str = dataclasses.field(default="", metadata=_OMIT)
+    region: str = dataclasses.field(default="", metadata=_OMIT)
+    zone: str = dataclasses.field(default="", metadata=_OMIT)
+    instance_type: str = dataclasses.field(default="", metadata=_OMIT)
+    instance_id: str = dataclasses.field(default="", metadata={"yaml": "instanceId", "omitempty": True})
+    provider_id: str = dataclasses.field(default="", metadata={"yaml": "providerId", "omitempty": True})
+    spot: bool = dataclasses.field(default=False, metadata=_OMIT)
+
+
+SECURITY_STATES: ResourceType[SecurityStateSpec] = ResourceType(
+    type="SecurityStates.talos.dev",
+    default_namespace=RUNTIME_NAMESPACE,
+    spec_class=SecurityStateSpec,
+    print_columns=(
+        PrintColumn("SecureBoot", "{.secureBoot}"),
+        PrintColumn("UKISigningKeyFingerprint", "{.ukiSigningKeyFingerprint}"),
+        PrintColumn("PCRSigningKeyFingerprint", "{.pcrSigningKeyFingerprint}"),
+    ),
+)
+
+PLATFORM_METADATAS: ResourceType[PlatformMetadataSpec] = ResourceType(
+    type="PlatformMetadatas.talos.dev",
+    default_namespace=RUNTIME_NAMESPACE,
+    spec_class=PlatformMetadataSpec,
+    print_columns=(
+        PrintColumn("Platform", "{.platform}"),
+        PrintColumn("Type", "{.instanceType}"),
+        PrintColumn("Region", "{.region}"),
+        PrintColumn("Zone", "{.zone}"),
+    ),
 )

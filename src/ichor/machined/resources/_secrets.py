@@ -25,6 +25,7 @@ __all__ = [
     "OSRootSpec",
     "PEMCertificate",
     "PEMCertificateAndKey",
+    "PEMKey",
 ]
 
 SECRETS_NAMESPACE = "secrets"
@@ -35,15 +36,24 @@ CERT_SAN_API_ID = "api"
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 
+_PEM = {"base64": True}
+"""Go's ``x509.PEMEncoded*`` marshal their bytes as plain base64 strings, not as other ``[]byte``."""
+
+
 @dataclasses.dataclass(frozen=True)
 class PEMCertificate:
-    crt: bytes
+    crt: bytes = dataclasses.field(metadata=_PEM)
+
+
+@dataclasses.dataclass(frozen=True)
+class PEMKey:
+    key: bytes = dataclasses.field(metadata=_PEM)
 
 
 @dataclasses.dataclass(frozen=True)
 class PEMCertificateAndKey:
-    crt: bytes
-    key: bytes
+    crt: bytes = dataclasses.field(metadata=_PEM)
+    key: bytes = dataclasses.field(metadata=_PEM)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -35,8 +35,8 @@ def _omit(yaml: str | None = None) -> dict[str, object]:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class NfTablesIfNameMatch:
     interface_names: tuple[str, ...] = dataclasses.field(default=(), metadata={"yaml": "interfaceName"})
-    operator: str = "equal"
-    """``equal`` or ``not-equal``."""
+    operator: str = "=="
+    """``==`` or ``!=`` (Talos's ``MatchOperator`` text)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform as _host
+import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -63,8 +64,11 @@ class MachineContext:
         etcd: EtcdOperations,
         clock: Callable[[], datetime],
         say: Callable[[str], None] = lambda _: None,
+        boot_id: str = "",
     ) -> None:
         self.layout = layout
+        self.boot_id = boot_id or str(uuid.uuid4())
+        """This node boot's id, what ``/proc/sys/kernel/random/boot_id`` reads on the node."""
         self.say = say
         """Writes a line on the node's console (``talosctl dmesg``)."""
         self.state = state

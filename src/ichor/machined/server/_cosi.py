@@ -5,8 +5,8 @@ v0.4.1's gRPC server does behind Talos's access policy (API spec §4):
 
 * every resource goes out with metadata (version as a decimal string, ``undefined`` for
   tombstones; phase ``running``/``tearingDown``; timestamps; labels, annotations, finalizers) and a
-  present spec whose ``yaml_spec`` is never empty; ``proto_spec`` is the typed encoding where one is
-  known (always for ``ResourceDefinitions`` and ``Namespaces``, which the client unmarshals);
+  present spec whose ``yaml_spec`` is never empty and whose ``proto_spec`` is Talos's typed encoding
+  for every type Talos has (``resources._protoenc``: Talos's Go clients decode that form);
 * Watch sends an empty ``WatchResponse`` once the watch is set up, then the current state
   (``CREATED`` events sorted by id and ``BOOTSTRAPPED`` for a kind watch with bootstrap contents;
   ``CREATED`` or a ``DESTROYED`` tombstone for one resource), then live events;
@@ -23,6 +23,7 @@ on COSI calls is apid's job, not this service's. This module never writes to the
 
 from __future__ import annotations
 
+import logging
 import re
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
@@ -47,6 +48,7 @@ from ichor.machined.cosi import (
     published_definition,
     spec_to_yaml,
 )
+from ichor.machined.resources._protoenc import SpecEncodingError, encode_spec
 from ichor.machined.server._errors import cosi_errors, not_authorized
 
 __all__ = [
@@ -70,6 +72,8 @@ TALOS_ROLE_METADATA = "talos-role"
 
 RolesOf = Callable[[Stream[Any, Any]], Collection[str]]
 """Returns the roles of the caller of a stream (e.g. ``{"os:reader"}``)."""
+
+log = logging.getLogger(__name__)
 
 _WRITE_REFUSED = "write access is not allowed"
 
@@ -120,7 +124,7 @@ def fixed_roles(*roles: str) -> RolesOf:
 # --------------------------------------------------------------------------- encoding
 
 
-def _proto_spec(spec: Any) -> bytes:
+def _proto_spec(type_name: str, spec: Any) -> bytes:
     if isinstance(spec, ResourceDefinitionSpec):
         encoded = meta_pb2.ResourceDefinitionSpec(
             resource_type=spec.type,
@@ -143,44 +147,44 @@ def _proto_spec(spec: Any) -> bytes:
         return bytes(meta_pb2.NamespaceSpec(description=spec.description).SerializeToString())
     if isinstance(spec, ProtoSpec):
         return spec.proto_spec()
-    return b""
+    try:
+        encoded = encode_spec(type_name, spec)
+    except SpecEncodingError as exc:  # a spec that drifted from Talos's type: serve YAML, say why
+        log.warning("no typed spec for %s: %s", type_name, exc)
+        return b""
+    return encoded if encoded is not None else b""
 
 
-class _YAMLCache:
-    """The ``yaml_spec`` of recently served specs, by identity.
+class _SpecCache:
+    """The ``yaml_spec`` and ``proto_spec`` of recently served specs, by identity.
 
-    Rendering a spec to YAML is most of what a ``Get`` costs a node, and the same spec object is
-    served again and again (a resource changes version far less often than it is read). Only
-    frozen dataclass specs are kept, each with a reference to itself, so an entry's ``id`` cannot be
+    Rendering a spec is most of what a ``Get`` costs a node, and the same spec object is served
+    again and again (a resource changes version far less often than it is read). Only frozen
+    dataclass specs are kept, each with a reference to itself, so an entry's ``id`` cannot be
     reused by another object while it is cached; at most ``size`` entries.
     """
 
     def __init__(self, size: int = 256) -> None:
         self._size = size
-        self._entries: OrderedDict[int, tuple[Any, str]] = OrderedDict()
+        self._entries: OrderedDict[int, tuple[Any, str, bytes]] = OrderedDict()
 
-    def yaml(self, spec: Any) -> str:
+    def encoded(self, type_name: str, spec: Any) -> tuple[str, bytes]:
         key = id(spec)
         entry = self._entries.get(key)
         if entry is not None and entry[0] is spec:
             self._entries.move_to_end(key)
-            return entry[1]
-        if isinstance(spec, RawYAMLSpec):
-            return spec.raw_yaml()
-        text = spec_to_yaml(spec)
+            return entry[1], entry[2]
+        text = spec.raw_yaml() if isinstance(spec, RawYAMLSpec) else spec_to_yaml(spec)
+        proto = _proto_spec(type_name, spec)
         params = getattr(type(spec), "__dataclass_params__", None)
         if params is not None and params.frozen:
-            self._entries[key] = (spec, text)
+            self._entries[key] = (spec, text, proto)
             if len(self._entries) > self._size:
                 self._entries.popitem(last=False)
-        return text
+        return text, proto
 
 
-_yaml_cache = _YAMLCache()
-
-
-def _yaml_spec(spec: Any) -> str:
-    return _yaml_cache.yaml(spec)
+_spec_cache = _SpecCache()
 
 
 def resource_to_proto(resource: Resource[Any]) -> resource_pb2.Resource:
@@ -203,8 +207,7 @@ def resource_to_proto(resource: Resource[Any]) -> resource_pb2.Resource:
     out.metadata.updated.FromDatetime(meta.updated)
     out.spec.SetInParent()
     if not resource.is_tombstone:
-        out.spec.proto_spec = _proto_spec(resource.spec)
-        out.spec.yaml_spec = _yaml_spec(resource.spec)
+        out.spec.yaml_spec, out.spec.proto_spec = _spec_cache.encoded(meta.type, resource.spec)
     return out
 
 

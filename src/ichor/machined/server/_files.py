@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
+import posixpath
 import stat
 import tarfile
 from collections.abc import Iterator
@@ -217,6 +218,14 @@ def _walk(
                 yield from _walk(directory, entry, talos_name, relative, depth + 1, max_depth, types)
     finally:
         os.close(directory)
+
+
+BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
+
+
+def is_boot_id(talos_path: str) -> bool:
+    """Whether a ``read`` path names the kernel's boot id (``//proc/./sys/...`` included)."""
+    return posixpath.normpath("/" + talos_path.lstrip("/")) == BOOT_ID_PATH
 
 
 def read_file(layout: Layout, talos_path: str) -> Iterator[bytes]:

@@ -20,7 +20,7 @@ from grpclib.server import Stream
 from ichor.api.gen.common import common_pb2
 from ichor.api.gen.machine import machine_grpc, machine_pb2
 from ichor.machined import authz
-from ichor.machined.events import EventBus
+from ichor.machined.events import EventBus, new_xid
 from ichor.machined.logfile import follow_file
 from ichor.machined.platform import Layout
 from ichor.machined.server import _files
@@ -47,6 +47,7 @@ class NodeContext(Protocol):
     layout: Layout
     supervisor: Supervisor
     events: EventBus
+    boot_id: str
 
     def version(self) -> machine_pb2.Version: ...
 
@@ -229,8 +230,8 @@ class MachineService(ContainerMethods, EtcdMethods, NetstatMethods, Unimplemente
 
     async def Events(self, stream: Stream[Any, Any]) -> None:
         request = await self._request(stream, "Events")
-        # Talos always opens with a "hello" event whose payload is an empty Any; clients skip it.
-        hello = machine_pb2.Event(data={}, id="", actor_id=request.with_actor_id)
+        # Talos always opens with a "hello" event (a fresh id, an empty Any); clients skip it.
+        hello = machine_pb2.Event(data={}, id=new_xid(), actor_id=request.with_actor_id)
         await stream.send_message(hello)
         try:
             subscription = self._node.events.subscribe(
@@ -254,6 +255,11 @@ class MachineService(ContainerMethods, EtcdMethods, NetstatMethods, Unimplemente
 
     async def Read(self, stream: Stream[Any, Any]) -> None:
         request = await self._request(stream, "Read")
+        if _files.is_boot_id(request.path):
+            # The kernel's file is the host's on a shared kernel; each node boot has its own id
+            # (Talos's `reboot --wait` compares it before and after).
+            await stream.send_message(common_pb2.Data(bytes=f"{self._node.boot_id}\n".encode()))
+            return
         for chunk in _files.read_file(self._node.layout, request.path):
             await stream.send_message(common_pb2.Data(bytes=chunk))
 

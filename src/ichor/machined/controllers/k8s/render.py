@@ -132,7 +132,8 @@ def render_secrets_controller(layout: Layout) -> TransformController[VersionStat
             raise SkipReconcile
         assert c.api_server and c.api_server_kubelet_client and c.front_proxy and c.etcd_api_server
         try:
-            sa_pub = _public_key(r.service_account)
+            sa_key = r.service_account.key if r.service_account is not None else b""
+            sa_pub = _public_key(sa_key)
             _write_dir(layout, APISERVER_SECRETS_DIR, RUN_USERS["kube-apiserver"], {
                 "etcd-client-ca.crt": etcd.spec.etcd_ca.crt,
                 "etcd-client.crt": c.etcd_api_server.crt, "etcd-client.key": c.etcd_api_server.key,
@@ -140,13 +141,13 @@ def render_secrets_controller(layout: Layout) -> TransformController[VersionStat
                 "apiserver.crt": c.api_server.crt, "apiserver.key": c.api_server.key,
                 "apiserver-kubelet-client.crt": c.api_server_kubelet_client.crt,
                 "apiserver-kubelet-client.key": c.api_server_kubelet_client.key,
-                "service-account.pub": sa_pub, "service-account.key": r.service_account,
+                "service-account.pub": sa_pub, "service-account.key": sa_key,
                 "aggregator-ca.crt": r.aggregator_ca.crt,
                 "front-proxy-client.crt": c.front_proxy.crt, "front-proxy-client.key": c.front_proxy.key,
                 "encryptionconfig.yaml": encryption_config(r).encode(),
             })  # fmt: skip
             _write_dir(layout, CONTROLLER_MANAGER_SECRETS_DIR, RUN_USERS["kube-controller-manager"], {
-                "ca.crt": r.issuing_ca.crt, "ca.key": r.issuing_ca.key, "service-account.key": r.service_account,
+                "ca.crt": r.issuing_ca.crt, "ca.key": r.issuing_ca.key, "service-account.key": sa_key,
                 "kubeconfig": kubeconfigs.spec.controller_manager_kubeconfig.encode(),
             })  # fmt: skip
             _write_dir(layout, SCHEDULER_SECRETS_DIR, RUN_USERS["kube-scheduler"], {

@@ -49,6 +49,7 @@ from ichor.machined.resources import (
     MachineTypeSpec,
     PEMCertificate,
     PEMCertificateAndKey,
+    PEMKey,
     filtered_node_address_id,
 )
 from ichor.machined.resources._k8s import (
@@ -152,7 +153,8 @@ def _root_spec(config: Config) -> KubernetesRootSpec:
         aggregator_ca=PEMCertificateAndKey(
             _pem(aggregator.crt, "cluster.aggregatorCA.crt"), _pem(aggregator.key, "cluster.aggregatorCA.key")
         ) if aggregator is not None and aggregator.crt else None,
-        service_account=_pem(cluster.service_account.key, "cluster.serviceAccount.key") if cluster.service_account else b"",
+        service_account=PEMKey(_pem(cluster.service_account.key, "cluster.serviceAccount.key"))
+        if cluster.service_account else None,
         aescbc_encryption_secret=cluster.aescbc_encryption_secret or "",
         secretbox_encryption_secret=cluster.secretbox_encryption_secret or "",
         bootstrap_token_id=token[0] if len(token) == 2 else "", bootstrap_token_secret=token[1] if len(token) == 2 else "",

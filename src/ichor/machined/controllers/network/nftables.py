@@ -51,7 +51,7 @@ TABLE = {"family": "inet", "name": "talos"}
 RETRY_AFTER = 5.0
 _L4PROTO = {"tcp": 6, "udp": 17, "icmp": 1, "icmpv6": 58}
 _FAMILIES = (("ip", 4), ("ip6", 6))
-_IFNAME_OP = {"equal": "==", "not-equal": "!="}
+_IFNAME_OP = {"==": "==", "!=": "!="}
 
 Expr = dict[str, Any]
 Alternative = tuple[str | None, list[Expr]]

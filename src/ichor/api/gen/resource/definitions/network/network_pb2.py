@@ -22,15 +22,111 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from ichor.api.gen.common import common_pb2 as common_dot_common__pb2
+from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
+from ichor.api.gen.resource.definitions.enums import enums_pb2 as resource_dot_definitions_dot_enums_dot_enums__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*resource/definitions/network/network.proto\x12\"talos.resource.definitions.network\":\n\x12HostnameStatusSpec\x12\x10\n\x08hostname\x18\x01 \x01(\t\x12\x12\n\ndomainname\x18\x02 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*resource/definitions/network/network.proto\x12\"talos.resource.definitions.network\x1a\x13\x63ommon/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a&resource/definitions/enums/enums.proto\"\xc6\x02\n\x0f\x41\x64\x64ressSpecSpec\x12$\n\x07\x61\x64\x64ress\x18\x01 \x01(\x0b\x32\x13.common.NetIPPrefix\x12\x11\n\tlink_name\x18\x02 \x01(\t\x12\x42\n\x06\x66\x61mily\x18\x03 \x01(\x0e\x32\x32.talos.resource.definitions.enums.NethelpersFamily\x12@\n\x05scope\x18\x04 \x01(\x0e\x32\x31.talos.resource.definitions.enums.NethelpersScope\x12\r\n\x05\x66lags\x18\x05 \x01(\r\x12\x19\n\x11\x61nnounce_with_arp\x18\x06 \x01(\x08\x12J\n\x0c\x63onfig_layer\x18\x07 \x01(\x0e\x32\x34.talos.resource.definitions.enums.NetworkConfigLayer\"\xf7\x02\n\x11\x41\x64\x64ressStatusSpec\x12$\n\x07\x61\x64\x64ress\x18\x01 \x01(\x0b\x32\x13.common.NetIPPrefix\x12\x1c\n\x05local\x18\x02 \x01(\x0b\x32\r.common.NetIP\x12 \n\tbroadcast\x18\x03 \x01(\x0b\x32\r.common.NetIP\x12\x1e\n\x07\x61nycast\x18\x04 \x01(\x0b\x32\r.common.NetIP\x12 \n\tmulticast\x18\x05 \x01(\x0b\x32\r.common.NetIP\x12\x12\n\nlink_index\x18\x06 \x01(\r\x12\x11\n\tlink_name\x18\x07 \x01(\t\x12\x42\n\x06\x66\x61mily\x18\x08 \x01(\x0e\x32\x32.talos.resource.definitions.enums.NethelpersFamily\x12@\n\x05scope\x18\t \x01(\x0e\x32\x31.talos.resource.definitions.enums.NethelpersScope\x12\r\n\x05\x66lags\x18\n \x01(\r\"\xf1\x07\n\x0e\x42ondMasterSpec\x12\x42\n\x04mode\x18\x01 \x01(\x0e\x32\x34.talos.resource.definitions.enums.NethelpersBondMode\x12S\n\x0bhash_policy\x18\x02 \x01(\x0e\x32>.talos.resource.definitions.enums.NethelpersBondXmitHashPolicy\x12G\n\tlacp_rate\x18\x03 \x01(\x0e\x32\x34.talos.resource.definitions.enums.NethelpersLACPRate\x12M\n\x0c\x61rp_validate\x18\x04 \x01(\x0e\x32\x37.talos.resource.definitions.enums.NethelpersARPValidate\x12R\n\x0f\x61rp_all_targets\x18\x05 \x01(\x0e\x32\x39.talos.resource.definitions.enums.NethelpersARPAllTargets\x12\x15\n\rprimary_index\x18\x06 \x01(\r\x12U\n\x10primary_reselect\x18\x07 \x01(\x0e\x32;.talos.resource.definitions.enums.NethelpersPrimaryReselect\x12N\n\rfail_over_mac\x18\x08 \x01(\x0e\x32\x37.talos.resource.definitions.enums.NethelpersFailOverMAC\x12G\n\tad_select\x18\t \x01(\x0e\x32\x34.talos.resource.definitions.enums.NethelpersADSelect\x12\x0f\n\x07mii_mon\x18\n \x01(\r\x12\x10\n\x08up_delay\x18\x0b \x01(\r\x12\x12\n\ndown_delay\x18\x0c \x01(\r\x12\x14\n\x0c\x61rp_interval\x18\r \x01(\r\x12\x13\n\x0bresend_igmp\x18\x0e \x01(\r\x12\x11\n\tmin_links\x18\x0f \x01(\r\x12\x13\n\x0blp_interval\x18\x10 \x01(\r\x12\x19\n\x11packets_per_slave\x18\x11 \x01(\r\x12\x16\n\x0enum_peer_notif\x18\x12 \x01(\x07\x12\x16\n\x0etlb_dynamic_lb\x18\x13 \x01(\x07\x12\x19\n\x11\x61ll_slaves_active\x18\x14 \x01(\x07\x12\x13\n\x0buse_carrier\x18\x15 \x01(\x08\x12\x19\n\x11\x61\x64_actor_sys_prio\x18\x16 \x01(\x07\x12\x18\n\x10\x61\x64_user_port_key\x18\x17 \x01(\x07\x12\x19\n\x11peer_notify_delay\x18\x18 \x01(\r\"5\n\tBondSlave\x12\x13\n\x0bmaster_name\x18\x01 \x01(\t\x12\x13\n\x0bslave_index\x18\x02 \x01(\x03\"L\n\x10\x42ridgeMasterSpec\x12\x38\n\x03stp\x18\x01 \x01(\x0b\x32+.talos.resource.definitions.network.STPSpec\"\"\n\x0b\x42ridgeSlave\x12\x13\n\x0bmaster_name\x18\x01 \x01(\t\"H\n\x11\x44HCP4OperatorSpec\x12\x14\n\x0croute_metric\x18\x01 \x01(\r\x12\x1d\n\x15skip_hostname_request\x18\x02 \x01(\x08\"V\n\x11\x44HCP6OperatorSpec\x12\x0c\n\x04\x64uid\x18\x01 \x01(\t\x12\x14\n\x0croute_metric\x18\x02 \x01(\r\x12\x1d\n\x15skip_hostname_request\x18\x03 \x01(\x08\"%\n\x13\x44NSResolveCacheSpec\x12\x0e\n\x06status\x18\x01 \x01(\t\"7\n\x10HardwareAddrSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x15\n\rhardware_addr\x18\x02 \x01(\x0c\"\xa0\x01\n\x11HostDNSConfigSpec\x12\x0f\n\x07\x65nabled\x18\x01 \x01(\x08\x12+\n\x10listen_addresses\x18\x02 \x03(\x0b\x32\x11.common.NetIPPort\x12/\n\x18service_host_dns_address\x18\x03 \x01(\x0b\x32\r.common.NetIP\x12\x1c\n\x14resolve_member_names\x18\x04 \x01(\x08\"\x84\x01\n\x10HostnameSpecSpec\x12\x10\n\x08hostname\x18\x01 \x01(\t\x12\x12\n\ndomainname\x18\x02 \x01(\t\x12J\n\x0c\x63onfig_layer\x18\x03 \x01(\x0e\x32\x34.talos.resource.definitions.enums.NetworkConfigLayer\":\n\x12HostnameStatusSpec\x12\x10\n\x08hostname\x18\x01 \x01(\t\x12\x12\n\ndomainname\x18\x02 \x01(\t\"%\n\x0fLinkRefreshSpec\x12\x12\n\ngeneration\x18\x01 \x01(\x03\"\x9b\x05\n\x0cLinkSpecSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07logical\x18\x02 \x01(\x08\x12\n\n\x02up\x18\x03 \x01(\x08\x12\x0b\n\x03mtu\x18\x04 \x01(\r\x12\x0c\n\x04kind\x18\x05 \x01(\t\x12\x42\n\x04type\x18\x06 \x01(\x0e\x32\x34.talos.resource.definitions.enums.NethelpersLinkType\x12\x13\n\x0bparent_name\x18\x07 \x01(\t\x12\x41\n\nbond_slave\x18\x08 \x01(\x0b\x32-.talos.resource.definitions.network.BondSlave\x12\x45\n\x0c\x62ridge_slave\x18\t \x01(\x0b\x32/.talos.resource.definitions.network.BridgeSlave\x12:\n\x04vlan\x18\n \x01(\x0b\x32,.talos.resource.definitions.network.VLANSpec\x12G\n\x0b\x62ond_master\x18\x0b \x01(\x0b\x32\x32.talos.resource.definitions.network.BondMasterSpec\x12K\n\rbridge_master\x18\x0c \x01(\x0b\x32\x34.talos.resource.definitions.network.BridgeMasterSpec\x12\x44\n\twireguard\x18\r \x01(\x0b\x32\x31.talos.resource.definitions.network.WireguardSpec\x12J\n\x0c\x63onfig_layer\x18\x0e \x01(\x0e\x32\x34.talos.resource.definitions.enums.NetworkConfigLayer\"\xf2\x07\n\x0eLinkStatusSpec\x12\r\n\x05index\x18\x01 \x01(\r\x12\x42\n\x04type\x18\x02 \x01(\x0e\x32\x34.talos.resource.definitions.enums.NethelpersLinkType\x12\x12\n\nlink_index\x18\x03 \x01(\r\x12\r\n\x05\x66lags\x18\x04 \x01(\r\x12\x15\n\rhardware_addr\x18\x05 \x01(\x0c\x12\x16\n\x0e\x62roadcast_addr\x18\x06 \x01(\x0c\x12\x0b\n\x03mtu\x18\x07 \x01(\r\x12\x12\n\nqueue_disc\x18\x08 \x01(\t\x12\x14\n\x0cmaster_index\x18\t \x01(\r\x12W\n\x11operational_state\x18\n \x01(\x0e\x32<.talos.resource.definitions.enums.NethelpersOperationalState\x12\x0c\n\x04kind\x18\x0b \x01(\t\x12\x12\n\nslave_kind\x18\x0c \x01(\t\x12\x10\n\x08\x62us_path\x18\r \x01(\t\x12\r\n\x05pciid\x18\x0e \x01(\t\x12\x0e\n\x06\x64river\x18\x0f \x01(\t\x12\x16\n\x0e\x64river_version\x18\x10 \x01(\t\x12\x18\n\x10\x66irmware_version\x18\x11 \x01(\t\x12\x12\n\nproduct_id\x18\x12 \x01(\t\x12\x11\n\tvendor_id\x18\x13 \x01(\t\x12\x0f\n\x07product\x18\x14 \x01(\t\x12\x0e\n\x06vendor\x18\x15 \x01(\t\x12\x12\n\nlink_state\x18\x16 \x01(\x08\x12\x16\n\x0espeed_megabits\x18\x17 \x01(\x03\x12>\n\x04port\x18\x18 \x01(\x0e\x32\x30.talos.resource.definitions.enums.NethelpersPort\x12\x42\n\x06\x64uplex\x18\x19 \x01(\x0e\x32\x32.talos.resource.definitions.enums.NethelpersDuplex\x12:\n\x04vlan\x18\x1a \x01(\x0b\x32,.talos.resource.definitions.network.VLANSpec\x12K\n\rbridge_master\x18\x1b \x01(\x0b\x32\x34.talos.resource.definitions.network.BridgeMasterSpec\x12G\n\x0b\x62ond_master\x18\x1c \x01(\x0b\x32\x32.talos.resource.definitions.network.BondMasterSpec\x12\x44\n\twireguard\x18\x1d \x01(\x0b\x32\x31.talos.resource.definitions.network.WireguardSpec\x12\x16\n\x0epermanent_addr\x18\x1e \x01(\x0c\"\x82\x01\n\x14NfTablesAddressMatch\x12,\n\x0finclude_subnets\x18\x01 \x03(\x0b\x32\x13.common.NetIPPrefix\x12,\n\x0f\x65xclude_subnets\x18\x02 \x03(\x0b\x32\x13.common.NetIPPrefix\x12\x0e\n\x06invert\x18\x03 \x01(\x08\"\xd1\x02\n\x11NfTablesChainSpec\x12\x0c\n\x04type\x18\x01 \x01(\t\x12K\n\x04hook\x18\x02 \x01(\x0e\x32=.talos.resource.definitions.enums.NethelpersNfTablesChainHook\x12S\n\x08priority\x18\x03 \x01(\x0e\x32\x41.talos.resource.definitions.enums.NethelpersNfTablesChainPriority\x12?\n\x05rules\x18\x04 \x03(\x0b\x32\x30.talos.resource.definitions.network.NfTablesRule\x12K\n\x06policy\x18\x05 \x01(\x0e\x32;.talos.resource.definitions.enums.NethelpersNfTablesVerdict\"\x1f\n\x10NfTablesClampMSS\x12\x0b\n\x03mtu\x18\x01 \x01(\x07\"i\n\x1bNfTablesConntrackStateMatch\x12J\n\x06states\x18\x01 \x03(\x0e\x32:.talos.resource.definitions.enums.NethelpersConntrackState\"{\n\x13NfTablesIfNameMatch\x12K\n\x08operator\x18\x02 \x01(\x0e\x32\x39.talos.resource.definitions.enums.NethelpersMatchOperator\x12\x17\n\x0finterface_names\x18\x03 \x03(\t\"\x86\x02\n\x13NfTablesLayer4Match\x12\x46\n\x08protocol\x18\x01 \x01(\x0e\x32\x34.talos.resource.definitions.enums.NethelpersProtocol\x12P\n\x11match_source_port\x18\x02 \x01(\x0b\x32\x35.talos.resource.definitions.network.NfTablesPortMatch\x12U\n\x16match_destination_port\x18\x03 \x01(\x0b\x32\x35.talos.resource.definitions.network.NfTablesPortMatch\"4\n\x12NfTablesLimitMatch\x12\x1e\n\x16packet_rate_per_second\x18\x01 \x01(\x04\"8\n\x0cNfTablesMark\x12\x0c\n\x04mask\x18\x01 \x01(\r\x12\x0b\n\x03xor\x18\x02 \x01(\r\x12\r\n\x05value\x18\x03 \x01(\r\"R\n\x11NfTablesPortMatch\x12=\n\x06ranges\x18\x01 \x03(\x0b\x32-.talos.resource.definitions.network.PortRange\"\x9a\x07\n\x0cNfTablesRule\x12P\n\x0fmatch_o_if_name\x18\x01 \x01(\x0b\x32\x37.talos.resource.definitions.network.NfTablesIfNameMatch\x12L\n\x07verdict\x18\x02 \x01(\x0e\x32;.talos.resource.definitions.enums.NethelpersNfTablesVerdict\x12\x44\n\nmatch_mark\x18\x03 \x01(\x0b\x32\x30.talos.resource.definitions.network.NfTablesMark\x12\x42\n\x08set_mark\x18\x04 \x01(\x0b\x32\x30.talos.resource.definitions.network.NfTablesMark\x12V\n\x14match_source_address\x18\x05 \x01(\x0b\x32\x38.talos.resource.definitions.network.NfTablesAddressMatch\x12[\n\x19match_destination_address\x18\x06 \x01(\x0b\x32\x38.talos.resource.definitions.network.NfTablesAddressMatch\x12M\n\x0cmatch_layer4\x18\x07 \x01(\x0b\x32\x37.talos.resource.definitions.network.NfTablesLayer4Match\x12P\n\x0fmatch_i_if_name\x18\x08 \x01(\x0b\x32\x37.talos.resource.definitions.network.NfTablesIfNameMatch\x12G\n\tclamp_mss\x18\t \x01(\x0b\x32\x34.talos.resource.definitions.network.NfTablesClampMSS\x12K\n\x0bmatch_limit\x18\n \x01(\x0b\x32\x36.talos.resource.definitions.network.NfTablesLimitMatch\x12^\n\x15match_conntrack_state\x18\x0b \x01(\x0b\x32?.talos.resource.definitions.network.NfTablesConntrackStateMatch\x12\x14\n\x0c\x61non_counter\x18\x0c \x01(\x08\"s\n\x15NodeAddressFilterSpec\x12,\n\x0finclude_subnets\x18\x01 \x03(\x0b\x32\x13.common.NetIPPrefix\x12,\n\x0f\x65xclude_subnets\x18\x02 \x03(\x0b\x32\x13.common.NetIPPrefix\"9\n\x0fNodeAddressSpec\x12&\n\taddresses\x18\x01 \x03(\x0b\x32\x13.common.NetIPPrefix\"\x98\x03\n\x10OperatorSpecSpec\x12\x43\n\x08operator\x18\x01 \x01(\x0e\x32\x31.talos.resource.definitions.enums.NetworkOperator\x12\x11\n\tlink_name\x18\x02 \x01(\t\x12\x12\n\nrequire_up\x18\x03 \x01(\x08\x12\x44\n\x05\x64hcp4\x18\x04 \x01(\x0b\x32\x35.talos.resource.definitions.network.DHCP4OperatorSpec\x12\x44\n\x05\x64hcp6\x18\x05 \x01(\x0b\x32\x35.talos.resource.definitions.network.DHCP6OperatorSpec\x12@\n\x03vip\x18\x06 \x01(\x0b\x32\x33.talos.resource.definitions.network.VIPOperatorSpec\x12J\n\x0c\x63onfig_layer\x18\x07 \x01(\x0e\x32\x34.talos.resource.definitions.enums.NetworkConfigLayer\"#\n\tPortRange\x12\n\n\x02lo\x18\x01 \x01(\x07\x12\n\n\x02hi\x18\x02 \x01(\x07\"\xe2\x01\n\rProbeSpecSpec\x12+\n\x08interval\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x19\n\x11\x66\x61ilure_threshold\x18\x02 \x01(\x03\x12=\n\x03tcp\x18\x03 \x01(\x0b\x32\x30.talos.resource.definitions.network.TCPProbeSpec\x12J\n\x0c\x63onfig_layer\x18\x04 \x01(\x0e\x32\x34.talos.resource.definitions.enums.NetworkConfigLayer\"6\n\x0fProbeStatusSpec\x12\x0f\n\x07success\x18\x01 \x01(\x08\x12\x12\n\nlast_error\x18\x02 \x01(\t\"\x82\x01\n\x10ResolverSpecSpec\x12\"\n\x0b\x64ns_servers\x18\x01 \x03(\x0b\x32\r.common.NetIP\x12J\n\x0c\x63onfig_layer\x18\x02 \x01(\x0e\x32\x34.talos.resource.definitions.enums.NetworkConfigLayer\"8\n\x12ResolverStatusSpec\x12\"\n\x0b\x64ns_servers\x18\x01 \x03(\x0b\x32\r.common.NetIP\"\xea\x04\n\rRouteSpecSpec\x12\x42\n\x06\x66\x61mily\x18\x01 \x01(\x0e\x32\x32.talos.resource.definitions.enums.NethelpersFamily\x12(\n\x0b\x64\x65stination\x18\x02 \x01(\x0b\x32\x13.common.NetIPPrefix\x12\x1d\n\x06source\x18\x03 \x01(\x0b\x32\r.common.NetIP\x12\x1e\n\x07gateway\x18\x04 \x01(\x0b\x32\r.common.NetIP\x12\x15\n\rout_link_name\x18\x05 \x01(\t\x12G\n\x05table\x18\x06 \x01(\x0e\x32\x38.talos.resource.definitions.enums.NethelpersRoutingTable\x12\x10\n\x08priority\x18\x07 \x01(\r\x12@\n\x05scope\x18\x08 \x01(\x0e\x32\x31.talos.resource.definitions.enums.NethelpersScope\x12\x43\n\x04type\x18\t \x01(\x0e\x32\x35.talos.resource.definitions.enums.NethelpersRouteType\x12\r\n\x05\x66lags\x18\n \x01(\r\x12K\n\x08protocol\x18\x0b \x01(\x0e\x32\x39.talos.resource.definitions.enums.NethelpersRouteProtocol\x12J\n\x0c\x63onfig_layer\x18\x0c \x01(\x0e\x32\x34.talos.resource.definitions.enums.NetworkConfigLayer\x12\x0b\n\x03mtu\x18\r \x01(\r\"\xb8\x04\n\x0fRouteStatusSpec\x12\x42\n\x06\x66\x61mily\x18\x01 \x01(\x0e\x32\x32.talos.resource.definitions.enums.NethelpersFamily\x12(\n\x0b\x64\x65stination\x18\x02 \x01(\x0b\x32\x13.common.NetIPPrefix\x12\x1d\n\x06source\x18\x03 \x01(\x0b\x32\r.common.NetIP\x12\x1e\n\x07gateway\x18\x04 \x01(\x0b\x32\r.common.NetIP\x12\x16\n\x0eout_link_index\x18\x05 \x01(\r\x12\x15\n\rout_link_name\x18\x06 \x01(\t\x12G\n\x05table\x18\x07 \x01(\x0e\x32\x38.talos.resource.definitions.enums.NethelpersRoutingTable\x12\x10\n\x08priority\x18\x08 \x01(\r\x12@\n\x05scope\x18\t \x01(\x0e\x32\x31.talos.resource.definitions.enums.NethelpersScope\x12\x43\n\x04type\x18\n \x01(\x0e\x32\x35.talos.resource.definitions.enums.NethelpersRouteType\x12\r\n\x05\x66lags\x18\x0b \x01(\r\x12K\n\x08protocol\x18\x0c \x01(\x0e\x32\x39.talos.resource.definitions.enums.NethelpersRouteProtocol\x12\x0b\n\x03mtu\x18\r \x01(\r\"\x1a\n\x07STPSpec\x12\x0f\n\x07\x65nabled\x18\x01 \x01(\x08\"p\n\nStatusSpec\x12\x15\n\raddress_ready\x18\x01 \x01(\x08\x12\x1a\n\x12\x63onnectivity_ready\x18\x02 \x01(\x08\x12\x16\n\x0ehostname_ready\x18\x03 \x01(\x08\x12\x17\n\x0f\x65tc_files_ready\x18\x04 \x01(\x08\"L\n\x0cTCPProbeSpec\x12\x10\n\x08\x65ndpoint\x18\x01 \x01(\t\x12*\n\x07timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"u\n\x12TimeServerSpecSpec\x12\x13\n\x0bntp_servers\x18\x01 \x03(\t\x12J\n\x0c\x63onfig_layer\x18\x02 \x01(\x0e\x32\x34.talos.resource.definitions.enums.NetworkConfigLayer\"+\n\x14TimeServerStatusSpec\x12\x13\n\x0bntp_servers\x18\x01 \x03(\t\"O\n\x13VIPEquinixMetalSpec\x12\x12\n\nproject_id\x18\x01 \x01(\t\x12\x11\n\tdevice_id\x18\x02 \x01(\t\x12\x11\n\tapi_token\x18\x03 \x01(\t\"I\n\rVIPHCloudSpec\x12\x11\n\tdevice_id\x18\x01 \x01(\x03\x12\x12\n\nnetwork_id\x18\x02 \x01(\x03\x12\x11\n\tapi_token\x18\x03 \x01(\t\"\xd8\x01\n\x0fVIPOperatorSpec\x12\x19\n\x02ip\x18\x01 \x01(\x0b\x32\r.common.NetIP\x12\x16\n\x0egratuitous_arp\x18\x02 \x01(\x08\x12N\n\requinix_metal\x18\x03 \x01(\x0b\x32\x37.talos.resource.definitions.network.VIPEquinixMetalSpec\x12\x42\n\x07h_cloud\x18\x04 \x01(\x0b\x32\x31.talos.resource.definitions.network.VIPHCloudSpec\"c\n\x08VLANSpec\x12\x0b\n\x03vid\x18\x01 \x01(\x07\x12J\n\x08protocol\x18\x02 \x01(\x0e\x32\x38.talos.resource.definitions.enums.NethelpersVLANProtocol\"\xb8\x01\n\rWireguardPeer\x12\x12\n\npublic_key\x18\x01 \x01(\t\x12\x15\n\rpreshared_key\x18\x02 \x01(\t\x12\x10\n\x08\x65ndpoint\x18\x03 \x01(\t\x12@\n\x1dpersistent_keepalive_interval\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12(\n\x0b\x61llowed_ips\x18\x05 \x03(\x0b\x32\x13.common.NetIPPrefix\"\xa6\x01\n\rWireguardSpec\x12\x13\n\x0bprivate_key\x18\x01 \x01(\t\x12\x12\n\npublic_key\x18\x02 \x01(\t\x12\x13\n\x0blisten_port\x18\x03 \x01(\x03\x12\x15\n\rfirewall_mark\x18\x04 \x01(\x03\x12@\n\x05peers\x18\x05 \x03(\x0b\x32\x31.talos.resource.definitions.network.WireguardPeerBLZJgithub.com/siderolabs/talos/pkg/machinery/api/resource/definitions/networkb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'resource.definitions.network.network_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_HOSTNAMESTATUSSPEC']._serialized_start=82
-  _globals['_HOSTNAMESTATUSSPEC']._serialized_end=140
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'ZJgithub.com/siderolabs/talos/pkg/machinery/api/resource/definitions/network'
+  _globals['_ADDRESSSPECSPEC']._serialized_start=176
+  _globals['_ADDRESSSPECSPEC']._serialized_end=502
+  _globals['_ADDRESSSTATUSSPEC']._serialized_start=505
+  _globals['_ADDRESSSTATUSSPEC']._serialized_end=880
+  _globals['_BONDMASTERSPEC']._serialized_start=883
+  _globals['_BONDMASTERSPEC']._serialized_end=1892
+  _globals['_BONDSLAVE']._serialized_start=1894
+  _globals['_BONDSLAVE']._serialized_end=1947
+  _globals['_BRIDGEMASTERSPEC']._serialized_start=1949
+  _globals['_BRIDGEMASTERSPEC']._serialized_end=2025
+  _globals['_BRIDGESLAVE']._serialized_start=2027
+  _globals['_BRIDGESLAVE']._serialized_end=2061
+  _globals['_DHCP4OPERATORSPEC']._serialized_start=2063
+  _globals['_DHCP4OPERATORSPEC']._serialized_end=2135
+  _globals['_DHCP6OPERATORSPEC']._serialized_start=2137
+  _globals['_DHCP6OPERATORSPEC']._serialized_end=2223
+  _globals['_DNSRESOLVECACHESPEC']._serialized_start=2225
+  _globals['_DNSRESOLVECACHESPEC']._serialized_end=2262
+  _globals['_HARDWAREADDRSPEC']._serialized_start=2264
+  _globals['_HARDWAREADDRSPEC']._serialized_end=2319
+  _globals['_HOSTDNSCONFIGSPEC']._serialized_start=2322
+  _globals['_HOSTDNSCONFIGSPEC']._serialized_end=2482
+  _globals['_HOSTNAMESPECSPEC']._serialized_start=2485
+  _globals['_HOSTNAMESPECSPEC']._serialized_end=2617
+  _globals['_HOSTNAMESTATUSSPEC']._serialized_start=2619
+  _globals['_HOSTNAMESTATUSSPEC']._serialized_end=2677
+  _globals['_LINKREFRESHSPEC']._serialized_start=2679
+  _globals['_LINKREFRESHSPEC']._serialized_end=2716
+  _globals['_LINKSPECSPEC']._serialized_start=2719
+  _globals['_LINKSPECSPEC']._serialized_end=3386
+  _globals['_LINKSTATUSSPEC']._serialized_start=3389
+  _globals['_LINKSTATUSSPEC']._serialized_end=4399
+  _globals['_NFTABLESADDRESSMATCH']._serialized_start=4402
+  _globals['_NFTABLESADDRESSMATCH']._serialized_end=4532
+  _globals['_NFTABLESCHAINSPEC']._serialized_start=4535
+  _globals['_NFTABLESCHAINSPEC']._serialized_end=4872
+  _globals['_NFTABLESCLAMPMSS']._serialized_start=4874
+  _globals['_NFTABLESCLAMPMSS']._serialized_end=4905
+  _globals['_NFTABLESCONNTRACKSTATEMATCH']._serialized_start=4907
+  _globals['_NFTABLESCONNTRACKSTATEMATCH']._serialized_end=5012
+  _globals['_NFTABLESIFNAMEMATCH']._serialized_start=5014
+  _globals['_NFTABLESIFNAMEMATCH']._serialized_end=5137
+  _globals['_NFTABLESLAYER4MATCH']._serialized_start=5140
+  _globals['_NFTABLESLAYER4MATCH']._serialized_end=5402
+  _globals['_NFTABLESLIMITMATCH']._serialized_start=5404
+  _globals['_NFTABLESLIMITMATCH']._serialized_end=5456
+  _globals['_NFTABLESMARK']._serialized_start=5458
+  _globals['_NFTABLESMARK']._serialized_end=5514
+  _globals['_NFTABLESPORTMATCH']._serialized_start=5516
+  _globals['_NFTABLESPORTMATCH']._serialized_end=5598
+  _globals['_NFTABLESRULE']._serialized_start=5601
+  _globals['_NFTABLESRULE']._serialized_end=6523
+  _globals['_NODEADDRESSFILTERSPEC']._serialized_start=6525
+  _globals['_NODEADDRESSFILTERSPEC']._serialized_end=6640
+  _globals['_NODEADDRESSSPEC']._serialized_start=6642
+  _globals['_NODEADDRESSSPEC']._serialized_end=6699
+  _globals['_OPERATORSPECSPEC']._serialized_start=6702
+  _globals['_OPERATORSPECSPEC']._serialized_end=7110
+  _globals['_PORTRANGE']._serialized_start=7112
+  _globals['_PORTRANGE']._serialized_end=7147
+  _globals['_PROBESPECSPEC']._serialized_start=7150
+  _globals['_PROBESPECSPEC']._serialized_end=7376
+  _globals['_PROBESTATUSSPEC']._serialized_start=7378
+  _globals['_PROBESTATUSSPEC']._serialized_end=7432
+  _globals['_RESOLVERSPECSPEC']._serialized_start=7435
+  _globals['_RESOLVERSPECSPEC']._serialized_end=7565
+  _globals['_RESOLVERSTATUSSPEC']._serialized_start=7567
+  _globals['_RESOLVERSTATUSSPEC']._serialized_end=7623
+  _globals['_ROUTESPECSPEC']._serialized_start=7626
+  _globals['_ROUTESPECSPEC']._serialized_end=8244
+  _globals['_ROUTESTATUSSPEC']._serialized_start=8247
+  _globals['_ROUTESTATUSSPEC']._serialized_end=8815
+  _globals['_STPSPEC']._serialized_start=8817
+  _globals['_STPSPEC']._serialized_end=8843
+  _globals['_STATUSSPEC']._serialized_start=8845
+  _globals['_STATUSSPEC']._serialized_end=8957
+  _globals['_TCPPROBESPEC']._serialized_start=8959
+  _globals['_TCPPROBESPEC']._serialized_end=9035
+  _globals['_TIMESERVERSPECSPEC']._serialized_start=9037
+  _globals['_TIMESERVERSPECSPEC']._serialized_end=9154
+  _globals['_TIMESERVERSTATUSSPEC']._serialized_start=9156
+  _globals['_TIMESERVERSTATUSSPEC']._serialized_end=9199
+  _globals['_VIPEQUINIXMETALSPEC']._serialized_start=9201
+  _globals['_VIPEQUINIXMETALSPEC']._serialized_end=9280
+  _globals['_VIPHCLOUDSPEC']._serialized_start=9282
+  _globals['_VIPHCLOUDSPEC']._serialized_end=9355
+  _globals['_VIPOPERATORSPEC']._serialized_start=9358
+  _globals['_VIPOPERATORSPEC']._serialized_end=9574
+  _globals['_VLANSPEC']._serialized_start=9576
+  _globals['_VLANSPEC']._serialized_end=9675
+  _globals['_WIREGUARDPEER']._serialized_start=9678
+  _globals['_WIREGUARDPEER']._serialized_end=9862
+  _globals['_WIREGUARDSPEC']._serialized_start=9865
+  _globals['_WIREGUARDSPEC']._serialized_end=10031
 # @@protoc_insertion_point(module_scope)

@@ -22,20 +22,59 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from ichor.api.gen.common import common_pb2 as common_dot_common__pb2
+from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from ichor.api.gen.resource.definitions.enums import enums_pb2 as resource_dot_definitions_dot_enums_dot_enums__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*resource/definitions/runtime/runtime.proto\x12\"talos.resource.definitions.runtime\x1a&resource/definitions/enums/enums.proto\"\xa2\x01\n\x11MachineStatusSpec\x12\x44\n\x05stage\x18\x01 \x01(\x0e\x32\x35.talos.resource.definitions.enums.RuntimeMachineStage\x12G\n\x06status\x18\x02 \x01(\x0b\x32\x37.talos.resource.definitions.runtime.MachineStatusStatus\"r\n\x13MachineStatusStatus\x12\r\n\x05ready\x18\x01 \x01(\x08\x12L\n\x10unmet_conditions\x18\x02 \x03(\x0b\x32\x32.talos.resource.definitions.runtime.UnmetCondition\".\n\x0eUnmetCondition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\tb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n*resource/definitions/runtime/runtime.proto\x12\"talos.resource.definitions.runtime\x1a\x13\x63ommon/common.proto\x1a\x1egoogle/protobuf/duration.proto\x1a&resource/definitions/enums/enums.proto\"\"\n\x11\x44\x65vicesStatusSpec\x12\r\n\x05ready\x18\x01 \x01(\x08\"\'\n\x13\x45ventSinkConfigSpec\x12\x10\n\x08\x65ndpoint\x18\x01 \x01(\t\"A\n\x1a\x45xtensionServiceConfigFile\x12\x0f\n\x07\x63ontent\x18\x01 \x01(\t\x12\x12\n\nmount_path\x18\x02 \x01(\t\"\x80\x01\n\x1a\x45xtensionServiceConfigSpec\x12M\n\x05\x66iles\x18\x01 \x03(\x0b\x32>.talos.resource.definitions.runtime.ExtensionServiceConfigFile\x12\x13\n\x0b\x65nvironment\x18\x02 \x03(\t\"8\n ExtensionServiceConfigStatusSpec\x12\x14\n\x0cspec_version\x18\x01 \x01(\t\"8\n\x14KernelModuleSpecSpec\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\nparameters\x18\x02 \x03(\t\";\n\x13KernelParamSpecSpec\x12\r\n\x05value\x18\x01 \x01(\t\x12\x15\n\rignore_errors\x18\x02 \x01(\x08\"N\n\x15KernelParamStatusSpec\x12\x0f\n\x07\x63urrent\x18\x01 \x01(\t\x12\x0f\n\x07\x64\x65\x66\x61ult\x18\x02 \x01(\t\x12\x13\n\x0bunsupported\x18\x03 \x01(\x08\"6\n\x11KmsgLogConfigSpec\x12!\n\x0c\x64\x65stinations\x18\x01 \x03(\x0b\x32\x0b.common.URL\"\xa2\x01\n\x11MachineStatusSpec\x12\x44\n\x05stage\x18\x01 \x01(\x0e\x32\x35.talos.resource.definitions.enums.RuntimeMachineStage\x12G\n\x06status\x18\x02 \x01(\x0b\x32\x37.talos.resource.definitions.runtime.MachineStatusStatus\"r\n\x13MachineStatusStatus\x12\r\n\x05ready\x18\x01 \x01(\x08\x12L\n\x10unmet_conditions\x18\x02 \x03(\x0b\x32\x32.talos.resource.definitions.runtime.UnmetCondition\"b\n\x1cMaintenanceServiceConfigSpec\x12\x16\n\x0elisten_address\x18\x01 \x01(\t\x12*\n\x13reachable_addresses\x18\x02 \x03(\x0b\x32\r.common.NetIP\"\x1c\n\x0bMetaKeySpec\x12\r\n\x05value\x18\x01 \x01(\t\"\x1e\n\x0eMetaLoadedSpec\x12\x0c\n\x04\x64one\x18\x01 \x01(\x08\"\x8c\x01\n\x0fMountStatusSpec\x12\x0e\n\x06source\x18\x01 \x01(\t\x12\x0e\n\x06target\x18\x02 \x01(\t\x12\x17\n\x0f\x66ilesystem_type\x18\x03 \x01(\t\x12\x0f\n\x07options\x18\x04 \x03(\t\x12\x11\n\tencrypted\x18\x05 \x01(\x08\x12\x1c\n\x14\x65ncryption_providers\x18\x06 \x03(\t\"\xa7\x01\n\x14PlatformMetadataSpec\x12\x10\n\x08platform\x18\x01 \x01(\t\x12\x10\n\x08hostname\x18\x02 \x01(\t\x12\x0e\n\x06region\x18\x03 \x01(\t\x12\x0c\n\x04zone\x18\x04 \x01(\t\x12\x15\n\rinstance_type\x18\x05 \x01(\t\x12\x13\n\x0binstance_id\x18\x06 \x01(\t\x12\x13\n\x0bprovider_id\x18\x07 \x01(\t\x12\x0c\n\x04spot\x18\x08 \x01(\x08\"r\n\x11SecurityStateSpec\x12\x13\n\x0bsecure_boot\x18\x01 \x01(\x08\x12#\n\x1buki_signing_key_fingerprint\x18\x02 \x01(\t\x12#\n\x1bpcr_signing_key_fingerprint\x18\x03 \x01(\t\"\'\n\x16UniqueMachineTokenSpec\x12\r\n\x05token\x18\x01 \x01(\t\".\n\x0eUnmetCondition\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x06reason\x18\x02 \x01(\t\"U\n\x17WatchdogTimerConfigSpec\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12*\n\x07timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"\x87\x01\n\x17WatchdogTimerStatusSpec\x12\x0e\n\x06\x64\x65vice\x18\x01 \x01(\t\x12*\n\x07timeout\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x30\n\rfeed_interval\x18\x03 \x01(\x0b\x32\x19.google.protobuf.DurationBLZJgithub.com/siderolabs/talos/pkg/machinery/api/resource/definitions/runtimeb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'resource.definitions.runtime.runtime_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_MACHINESTATUSSPEC']._serialized_start=123
-  _globals['_MACHINESTATUSSPEC']._serialized_end=285
-  _globals['_MACHINESTATUSSTATUS']._serialized_start=287
-  _globals['_MACHINESTATUSSTATUS']._serialized_end=401
-  _globals['_UNMETCONDITION']._serialized_start=403
-  _globals['_UNMETCONDITION']._serialized_end=449
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'ZJgithub.com/siderolabs/talos/pkg/machinery/api/resource/definitions/runtime'
+  _globals['_DEVICESSTATUSSPEC']._serialized_start=175
+  _globals['_DEVICESSTATUSSPEC']._serialized_end=209
+  _globals['_EVENTSINKCONFIGSPEC']._serialized_start=211
+  _globals['_EVENTSINKCONFIGSPEC']._serialized_end=250
+  _globals['_EXTENSIONSERVICECONFIGFILE']._serialized_start=252
+  _globals['_EXTENSIONSERVICECONFIGFILE']._serialized_end=317
+  _globals['_EXTENSIONSERVICECONFIGSPEC']._serialized_start=320
+  _globals['_EXTENSIONSERVICECONFIGSPEC']._serialized_end=448
+  _globals['_EXTENSIONSERVICECONFIGSTATUSSPEC']._serialized_start=450
+  _globals['_EXTENSIONSERVICECONFIGSTATUSSPEC']._serialized_end=506
+  _globals['_KERNELMODULESPECSPEC']._serialized_start=508
+  _globals['_KERNELMODULESPECSPEC']._serialized_end=564
+  _globals['_KERNELPARAMSPECSPEC']._serialized_start=566
+  _globals['_KERNELPARAMSPECSPEC']._serialized_end=625
+  _globals['_KERNELPARAMSTATUSSPEC']._serialized_start=627
+  _globals['_KERNELPARAMSTATUSSPEC']._serialized_end=705
+  _globals['_KMSGLOGCONFIGSPEC']._serialized_start=707
+  _globals['_KMSGLOGCONFIGSPEC']._serialized_end=761
+  _globals['_MACHINESTATUSSPEC']._serialized_start=764
+  _globals['_MACHINESTATUSSPEC']._serialized_end=926
+  _globals['_MACHINESTATUSSTATUS']._serialized_start=928
+  _globals['_MACHINESTATUSSTATUS']._serialized_end=1042
+  _globals['_MAINTENANCESERVICECONFIGSPEC']._serialized_start=1044
+  _globals['_MAINTENANCESERVICECONFIGSPEC']._serialized_end=1142
+  _globals['_METAKEYSPEC']._serialized_start=1144
+  _globals['_METAKEYSPEC']._serialized_end=1172
+  _globals['_METALOADEDSPEC']._serialized_start=1174
+  _globals['_METALOADEDSPEC']._serialized_end=1204
+  _globals['_MOUNTSTATUSSPEC']._serialized_start=1207
+  _globals['_MOUNTSTATUSSPEC']._serialized_end=1347
+  _globals['_PLATFORMMETADATASPEC']._serialized_start=1350
+  _globals['_PLATFORMMETADATASPEC']._serialized_end=1517
+  _globals['_SECURITYSTATESPEC']._serialized_start=1519
+  _globals['_SECURITYSTATESPEC']._serialized_end=1633
+  _globals['_UNIQUEMACHINETOKENSPEC']._serialized_start=1635
+  _globals['_UNIQUEMACHINETOKENSPEC']._serialized_end=1674
+  _globals['_UNMETCONDITION']._serialized_start=1676
+  _globals['_UNMETCONDITION']._serialized_end=1722
+  _globals['_WATCHDOGTIMERCONFIGSPEC']._serialized_start=1724
+  _globals['_WATCHDOGTIMERCONFIGSPEC']._serialized_end=1809
+  _globals['_WATCHDOGTIMERSTATUSSPEC']._serialized_start=1812
+  _globals['_WATCHDOGTIMERSTATUSSPEC']._serialized_end=1947
 # @@protoc_insertion_point(module_scope)

@@ -22,15 +22,19 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$resource/definitions/time/time.proto\x12\x1ftalos.resource.definitions.time\"B\n\nStatusSpec\x12\x0e\n\x06synced\x18\x01 \x01(\x08\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x15\n\rsync_disabled\x18\x03 \x01(\x08\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n$resource/definitions/time/time.proto\x12\x1ftalos.resource.definitions.time\x1a\x1egoogle/protobuf/duration.proto\"\x84\x02\n\x11\x41\x64jtimeStatusSpec\x12)\n\x06offset\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\"\n\x1a\x66requency_adjustment_ratio\x18\x02 \x01(\x01\x12,\n\tmax_error\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12,\n\test_error\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06status\x18\x05 \x01(\t\x12\x10\n\x08\x63onstant\x18\x06 \x01(\x03\x12\x13\n\x0bsync_status\x18\x07 \x01(\x08\x12\r\n\x05state\x18\x08 \x01(\t\"B\n\nStatusSpec\x12\x0e\n\x06synced\x18\x01 \x01(\x08\x12\r\n\x05\x65poch\x18\x02 \x01(\x03\x12\x15\n\rsync_disabled\x18\x03 \x01(\x08\x42IZGgithub.com/siderolabs/talos/pkg/machinery/api/resource/definitions/timeb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'resource.definitions.time.time_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
-  _globals['_STATUSSPEC']._serialized_start=73
-  _globals['_STATUSSPEC']._serialized_end=139
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'ZGgithub.com/siderolabs/talos/pkg/machinery/api/resource/definitions/time'
+  _globals['_ADJTIMESTATUSSPEC']._serialized_start=106
+  _globals['_ADJTIMESTATUSSPEC']._serialized_end=366
+  _globals['_STATUSSPEC']._serialized_start=368
+  _globals['_STATUSSPEC']._serialized_end=434
 # @@protoc_insertion_point(module_scope)

@@ -24,13 +24,14 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n,resource/definitions/v1alpha1/v1alpha1.proto\x12#talos.resource.definitions.v1alpha1\"@\n\x0bServiceSpec\x12\x0f\n\x07running\x18\x01 \x01(\x08\x12\x0f\n\x07healthy\x18\x02 \x01(\x08\x12\x0f\n\x07unknown\x18\x03 \x01(\x08\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n,resource/definitions/v1alpha1/v1alpha1.proto\x12#talos.resource.definitions.v1alpha1\"@\n\x0bServiceSpec\x12\x0f\n\x07running\x18\x01 \x01(\x08\x12\x0f\n\x07healthy\x18\x02 \x01(\x08\x12\x0f\n\x07unknown\x18\x03 \x01(\x08\x42MZKgithub.com/siderolabs/talos/pkg/machinery/api/resource/definitions/v1alpha1b\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'resource.definitions.v1alpha1.v1alpha1_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
-  DESCRIPTOR._loaded_options = None
+  _globals['DESCRIPTOR']._loaded_options = None
+  _globals['DESCRIPTOR']._serialized_options = b'ZKgithub.com/siderolabs/talos/pkg/machinery/api/resource/definitions/v1alpha1'
   _globals['_SERVICESPEC']._serialized_start=85
   _globals['_SERVICESPEC']._serialized_end=149
 # @@protoc_insertion_point(module_scope)
