@@ -1,0 +1,97 @@
+"""The metal platform's host-testable parts: kernel arguments, /sys/block disks, coldplug aliases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ichor.machined.blockdevices import list_disks
+from ichor.machined.kernelargs import KernelArgs, parse, parse_ip
+from ichor.machined.metal import MOUNTS, coldplug_aliases
+from ichor.machined.platform import Platform
+
+
+def test_kernel_args_keep_repeated_keys_and_report_unknown_talos_args() -> None:
+    args = KernelArgs.from_cmdline(
+        "BOOT_IMAGE=/A/vmlinuz console=ttyS0 console=tty0 talos.platform=metal talos.config=http://10.5.0.1:8080/c.yaml "
+        'talos.bogus=1 talos.shutdown=halt quoted="a b" slab_nomerge\n'
+    )
+    assert args.consoles == ["ttyS0", "tty0"]
+    assert args.platform == "metal" and args.config_url == "http://10.5.0.1:8080/c.yaml"
+    assert args.halt_on_shutdown
+    assert args.unknown == ["talos.bogus"]
+    assert args.problems == ["unknown kernel argument talos.bogus=1 ignored"]
+    assert parse('quoted="a b" x')["quoted"] == ["a b"]
+    assert parse("slab_nomerge")["slab_nomerge"] == [""]
+
+
+def test_ip_argument_static_forms_and_dhcp() -> None:
+    ip = parse_ip("10.5.0.2::10.5.0.1:255.255.255.0:node1:eth0:off:10.5.0.1::10.5.0.1")
+    assert ip is not None
+    assert (ip.address, ip.gateway, ip.hostname, ip.device, ip.nameservers, ip.ntp) == (
+        "10.5.0.2/24", "10.5.0.1", "node1", "eth0", ("10.5.0.1",), "10.5.0.1",
+    )  # fmt: skip
+    assert parse_ip("10.5.0.3:::24") is not None and parse_ip("10.5.0.3:::24").address == "10.5.0.3/24"  # type: ignore[union-attr]
+    assert parse_ip("10.5.0.3") is not None and parse_ip("10.5.0.3").address == "10.5.0.3/32"  # type: ignore[union-attr]
+    assert parse_ip("dhcp") is None and parse_ip(":::::eth0:dhcp") is None
+    with pytest.raises(ValueError):
+        parse_ip("10.5.0.300::::")
+    bad = KernelArgs.from_cmdline("ip=10.5.0.300:::24 ip=10.5.0.4:::24")
+    assert bad.ip is not None and bad.ip.ip == "10.5.0.4"
+    assert any("ip=10.5.0.300:::24 ignored" in p for p in bad.problems)
+
+
+def _disk(root: Path, name: str, sectors: int, **files: str) -> None:
+    entry = root / name
+    (entry / "device").mkdir(parents=True)
+    (entry / "queue").mkdir()
+    (entry / "size").write_text(f"{sectors}\n")
+    for rel, text in files.items():
+        path = entry / rel.replace("__", "/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text + "\n")
+
+
+def test_disks_come_from_sys_block_without_loop_or_ram(tmp_path: Path) -> None:
+    _disk(
+        tmp_path,
+        "vda",
+        12582912,
+        serial="ichor-0",
+        queue__rotational="1",
+        device__modalias="virtio:d00000002v00001AF4",
+    )
+    _disk(tmp_path, "nvme0n1", 2097152, device__model="QEMU NVMe Ctrl", device__serial="deadbeef", ro="1")
+    _disk(tmp_path, "loop0", 100)
+    _disk(tmp_path, "ram0", 100)
+    disks = list_disks(tmp_path)
+    assert [d.device_name for d in disks] == ["/dev/nvme0n1", "/dev/vda"]
+    nvme, vda = disks
+    assert (nvme.type, nvme.model, nvme.serial, nvme.size, nvme.readonly) == (
+        "NVME", "QEMU NVMe Ctrl", "deadbeef", 2097152 * 512, True,
+    )  # fmt: skip
+    assert (vda.type, vda.serial, vda.modalias, vda.size) == (
+        "HDD",
+        "ichor-0",
+        "virtio:d00000002v00001AF4",
+        6 * 2**30,
+    )
+    assert list_disks(tmp_path / "missing") == []
+
+
+def test_coldplug_reads_every_modalias_under_sys_devices(tmp_path: Path) -> None:
+    (tmp_path / "pci0000:00/0000:00:02.0/virtio0").mkdir(parents=True)
+    (tmp_path / "pci0000:00/0000:00:02.0/modalias").write_text("pci:v00001AF4d00001000sv\n")
+    (tmp_path / "pci0000:00/0000:00:02.0/virtio0/modalias").write_text("virtio:d00000001v00001AF4\n")
+    (tmp_path / "platform/empty").mkdir(parents=True)
+    (tmp_path / "platform/empty/modalias").write_text("\n")
+    assert coldplug_aliases(tmp_path) == {"pci:v00001AF4d00001000sv", "virtio:d00000001v00001AF4"}
+
+
+def test_metal_mounts_cgroup2_and_talos_pseudo_filesystems_and_owns_its_kernel() -> None:
+    targets = {target: (fstype, data) for _, target, fstype, _, data in MOUNTS}
+    assert targets["/sys/fs/cgroup"] == ("cgroup2", "nsdelegate,memory_recursiveprot")
+    assert {"/proc", "/sys", "/dev/pts", "/dev/shm", "/run", "/system", "/tmp", "/sys/fs/bpf"} <= set(targets)
+    assert Platform.METAL.owns_kernel and Platform.CONTAINER.owns_kernel and not Platform.PROCESS.owns_kernel
+    assert Platform.METAL.mode == "metal"
