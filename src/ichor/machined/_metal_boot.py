@@ -27,7 +27,17 @@ async def _bring_up(ip: IPArg | None, say: object) -> str:
 
     netlink = KernelNetlink()
     try:
-        links = await netlink.links()
+        # PID 1's coldplug is loading the NIC drivers meanwhile: wait for the link ip= names (or any).
+        deadline = time.monotonic() + 120
+        while True:
+            links = await netlink.links()
+            wanted = ip.device if ip is not None and ip.device else None
+            if (wanted in links) if wanted else any(link.physical for link in links.values()):
+                break
+            if time.monotonic() > deadline:
+                print(f"no network link {wanted or ''} after 120 s; going on without it")
+                break
+            await asyncio.sleep(0.5)
         for name, link in sorted(links.items()):
             if name == "lo" or link.physical:
                 await netlink.set_link(name, up=True)

@@ -7,7 +7,8 @@ What a kernel expects of init and what Talos's machined does before its controll
   ``/tmp`` and ``/var`` (until an installed EPHEMERAL takes its place); ``/etc`` gets a tmpfs upper
   so machined can write ``hosts``/``resolv.conf`` over the read-only image;
 * load the modules the hardware asks for (coldplug: every ``modalias`` under ``/sys/devices``
-  through kmod's ``modprobe``, which honours softdeps, repeated while new devices appear);
+  through kmod's ``modprobe``, which honours softdeps, repeated while new devices appear), in a
+  thread while machined starts;
 * read the kernel command line (:mod:`ichor.machined.kernelargs`); unknown ``talos.*`` arguments
   are reported, never fatal;
 * run machined (``python -m ichor.machined --platform metal``) as its child, forward SIGTERM/SIGINT
@@ -32,6 +33,7 @@ import os
 import selectors
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -221,8 +223,9 @@ def _run_machined(args: KernelArgs, out_fd: int) -> None:
         os._exit(code)
 
 
-def _supervise(args: KernelArgs, kmsg: _Kmsg) -> int:
-    """Start machined, reap everything, forward signals; machined's exit code when it ends."""
+def _supervise(args: KernelArgs, kmsg: _Kmsg, beside: Callable[[], None]) -> int:
+    """Start machined, run ``beside`` in a thread meanwhile, reap everything, forward signals;
+    machined's exit code when it ends."""
     read_fd, write_fd = os.pipe()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -236,6 +239,8 @@ def _supervise(args: KernelArgs, kmsg: _Kmsg) -> int:
         _run_machined(args, write_fd)
     os.close(write_fd)
     kmsg.say(f"ichor-metal: machined started (pid {child})")
+    # After the fork: a thread running at fork time would be missing, locks and all, in the child.
+    threading.Thread(target=beside, name="coldplug", daemon=True).start()
     selector = selectors.DefaultSelector()
     selector.register(read_fd, selectors.EVENT_READ, "console")
     selector.register(wake_r, selectors.EVENT_READ, "signal")
@@ -292,8 +297,9 @@ def main() -> int:
             say(f"ichor-metal: {problem}")
         if args.platform not in (None, "metal"):
             say(f"ichor-metal: talos.platform={args.platform} is not supported here; running as metal")
-        coldplug(say)
-        code = _supervise(args, kmsg)
+        # Coldplug runs while machined imports its stack: probing disks and links sleeps a lot
+        # (SATA link detection), importing is CPU; machined waits for the links it needs.
+        code = _supervise(args, kmsg, lambda: coldplug(say))
         say(f"ichor-metal: machined exited with code {code}")
     except BaseException as err:  # PID 1 never exits: anything unexpected is a fatal reboot
         for line in traceback.format_exception(err):
