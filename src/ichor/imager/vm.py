@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -57,7 +58,7 @@ class SerialLog:
         except FileNotFoundError:
             return ""
 
-    def wait_for(self, pattern: str, timeout: float, *, alive: object = None) -> float:
+    def wait_for(self, pattern: str, timeout: float, *, alive: Callable[[], bool] | None = None) -> float:
         """Seconds from start until ``pattern`` (a regex) appears; TimeoutError with the log's tail.
 
         ``alive`` is a callable returning False once the VM has exited (then waiting stops)."""
@@ -66,7 +67,7 @@ class SerialLog:
         while time.monotonic() < deadline:
             if regex.search(self.text()):
                 return time.monotonic() - self.started
-            if callable(alive) and not alive():
+            if alive is not None and not alive():
                 break
             time.sleep(0.1)
         tail = "\n".join(self.text().splitlines()[-40:])

@@ -223,7 +223,7 @@ def _run_machined(args: KernelArgs, out_fd: int) -> None:
         os._exit(code)
 
 
-def _supervise(args: KernelArgs, kmsg: _Kmsg, beside: Callable[[], None]) -> int:
+def _supervise(args: KernelArgs, kmsg: _Kmsg, beside: Callable[[], object]) -> int:
     """Start machined, run ``beside`` in a thread meanwhile, reap everything, forward signals;
     machined's exit code when it ends."""
     read_fd, write_fd = os.pipe()
