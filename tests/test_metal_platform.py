@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -95,3 +98,65 @@ def test_metal_mounts_cgroup2_and_talos_pseudo_filesystems_and_owns_its_kernel()
     assert {"/proc", "/sys", "/dev/pts", "/dev/shm", "/run", "/system", "/tmp", "/sys/fs/bpf"} <= set(targets)
     assert Platform.METAL.owns_kernel and Platform.CONTAINER.owns_kernel and not Platform.PROCESS.owns_kernel
     assert Platform.METAL.mode == "metal"
+
+
+_SUPERVISE = r"""
+import ctypes, json, os, signal, sys, time
+from ichor.machined import metal
+from ichor.machined.kernelargs import KernelArgs
+
+ctypes.CDLL(None).prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans come to us, as to PID 1
+
+class Kmsg:
+    lines = []
+    def say(self, line):
+        self.lines.append(line)
+
+def child(args, fd):
+    os.dup2(fd, 1)
+    if os.fork() == 0:
+        if os.fork() == 0:       # orphaned at once, exits in 0.2 s: a zombie only PID 1 can reap
+            time.sleep(0.2)
+            os._exit(0)
+        os._exit(0)
+    os.wait()
+    print("machined says hello", flush=True)
+    if sys.argv[1] == "term":
+        signal.signal(signal.SIGTERM, lambda *a: os._exit(0))
+        time.sleep(30)
+    time.sleep(0.8)
+    os._exit(75)
+
+beside = []
+kmsg = Kmsg()
+if sys.argv[1] == "term":
+    signal.setitimer(signal.ITIMER_REAL, 0.8)
+    signal.signal(signal.SIGALRM, lambda *a: os.kill(os.getpid(), signal.SIGTERM))
+code = metal._supervise(KernelArgs({}), kmsg, lambda: beside.append(1), child_main=child)
+def zombie_children():
+    found = []
+    for p in os.listdir("/proc"):
+        try:
+            fields = open(f"/proc/{p}/stat").read().rsplit(") ", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[0] == "Z" and int(fields[1]) == os.getpid():
+            found.append(p)
+    return found
+
+zombies = zombie_children()
+print(json.dumps({"code": code, "beside": beside, "lines": kmsg.lines, "zombies": zombies}))
+"""
+
+
+@pytest.mark.parametrize(("how", "code"), [("exit", 75), ("term", 0)])
+def test_pid1_supervisor_copies_the_console_reaps_orphans_and_forwards_sigterm(how: str, code: int) -> None:
+    out = subprocess.run([sys.executable, "-c", _SUPERVISE, how], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["code"] == code
+    assert result["beside"] == [1], "coldplug ran beside machined"
+    assert "machined says hello" in result["lines"]
+    assert result["zombies"] == [], "the orphan was reaped"
+    if how == "term":
+        assert any("SIGTERM: asking machined to stop" in line for line in result["lines"])

@@ -223,9 +223,14 @@ def _run_machined(args: KernelArgs, out_fd: int) -> None:
         os._exit(code)
 
 
-def _supervise(args: KernelArgs, kmsg: _Kmsg, beside: Callable[[], object]) -> int:
-    """Start machined, run ``beside`` in a thread meanwhile, reap everything, forward signals;
-    machined's exit code when it ends."""
+def _supervise(
+    args: KernelArgs,
+    kmsg: _Kmsg,
+    beside: Callable[[], object],
+    child_main: Callable[[KernelArgs, int], None] = _run_machined,
+) -> int:
+    """Start machined (``child_main`` in a forked child, its console on the fd it is given), run
+    ``beside`` in a thread meanwhile, reap everything, forward signals; machined's exit code."""
     read_fd, write_fd = os.pipe()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -236,7 +241,8 @@ def _supervise(args: KernelArgs, kmsg: _Kmsg, beside: Callable[[], object]) -> i
     child = os.fork()
     if child == 0:
         os.close(read_fd)
-        _run_machined(args, write_fd)
+        child_main(args, write_fd)
+        os._exit(1)
     os.close(write_fd)
     kmsg.say(f"ichor-metal: machined started (pid {child})")
     # After the fork: a thread running at fork time would be missing, locks and all, in the child.
