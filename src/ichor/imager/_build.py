@@ -8,7 +8,9 @@ sha256.
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
 import os
 import shutil
 import tempfile
@@ -133,9 +135,26 @@ class _Builder:
         if self._debs is None:
             pins = _inputs.read_deb_pins(self.options.debs_lock)
             self.say(f"checking {len(pins)} Debian packages against the apt index")
-            records = _inputs.apt_records(pins)
+            records = self._apt_records(pins)
             self._debs = {d.package: (d, *_inputs.fetch_deb(d, self.cache, records[d])) for d in pins}
         return self._debs
+
+    def _apt_records(self, pins: list[_inputs.Deb]) -> dict[_inputs.Deb, dict[str, str]]:
+        """The index's records of the pins, remembered per lock file content (asking apt costs
+        seconds; a pinned version's hash never changes, and every cached deb is re-hashed anyway)."""
+        key = hashlib.sha256("".join(f"{d.spec} {d.layer}\n" for d in pins).encode()).hexdigest()[:16]
+        remembered = self.cache / "apt" / f"records-{key}.json"
+        try:
+            stored = json.loads(remembered.read_text())
+            return {d: stored[d.spec] for d in pins}
+        except (OSError, ValueError, KeyError):
+            pass
+        records = _inputs.apt_records(pins)
+        remembered.parent.mkdir(parents=True, exist_ok=True)
+        partial = remembered.with_suffix(".partial")
+        partial.write_text(json.dumps({d.spec: r for d, r in records.items()}, sort_keys=True))
+        os.replace(partial, remembered)
+        return records
 
     def of_layer(self, layer: str) -> list[tuple[_inputs.Deb, Path, str]]:
         return [entry for entry in self.debs().values() if entry[0].layer == layer]
