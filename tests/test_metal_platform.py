@@ -160,3 +160,50 @@ def test_pid1_supervisor_copies_the_console_reaps_orphans_and_forwards_sigterm(h
     assert result["zombies"] == [], "the orphan was reaped"
     if how == "term":
         assert any("SIGTERM: asking machined to stop" in line for line in result["lines"])
+
+
+def test_talos_config_url_gets_talos_variables() -> None:
+    from ichor.machined._metal_boot import config_url
+
+    url = config_url(
+        "http://10.5.0.1/c?u=${uuid}&s=${serial}&m=${mac}&h=${hostname}&c=${code}",
+        uuid="4c4c4544-0031", serial="S1", mac="52:54:00:49:43:02", hostname="node1",
+    )  # fmt: skip
+    assert url == "http://10.5.0.1/c?u=4c4c4544-0031&s=S1&m=52:54:00:49:43:02&h=node1&c=${code}"
+
+
+def test_talos_config_fetch_retries_saying_why_then_gives_up(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import http.server
+    import threading
+
+    from ichor.machined._metal_boot import fetch_config
+
+    assert not fetch_config("http://127.0.0.1:9/none.yaml", tmp_path / "c.yaml", deadline_s=0.3, sleep=0.1)
+    said = capsys.readouterr().out
+    assert (
+        "failed" in said
+        and "retrying" in said
+        and "giving up on talos.config=http://127.0.0.1:9/none.yaml" in said
+    )
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"version: v1alpha1\n")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/c.yaml"
+        assert fetch_config(url, tmp_path / "c.yaml", deadline_s=5)
+        assert (tmp_path / "c.yaml").read_text() == "version: v1alpha1\n"
+    finally:
+        server.shutdown()
+        server.server_close()
