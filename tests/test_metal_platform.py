@@ -207,3 +207,12 @@ def test_talos_config_fetch_retries_saying_why_then_gives_up(
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_kmsg_records_read_as_talos_dmesg_lines() -> None:
+    from ichor.machined.kmsg import format_record
+
+    line = format_record(b"6,339,5140900,-;ichor-metal: PID 1 up\n SUBSYSTEM=x\n", boot_time=1_700_000_000.0)
+    assert line == b"kern:    info: [2023-11-14T22:13:25.140900Z]: ichor-metal: PID 1 up\n"
+    assert format_record(b"30,1,0,-;daemon says\n", 0.0).startswith(b"daemon:    info: [1970-01-01T00:00:00")
+    assert format_record(b"garbage", 0.0) == b"garbage\n"

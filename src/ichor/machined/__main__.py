@@ -66,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             own_netns=args.own_netns or args.platform.owns_kernel,
             own_uts=args.own_uts or args.platform.owns_kernel,
             block_devices=Path("/sys/block") if args.platform is Platform.METAL else None,
+            kernel_log=Path("/dev/kmsg") if args.platform is Platform.METAL else None,
         ),
         config_source=args.config,
     )

@@ -77,6 +77,9 @@ class Layout:
     block_devices: Path | None = None
     """Where the node's disks are listed (``/sys/block`` on metal); None when the node has none of
     its own, and ``talosctl disks`` shows the filesystem holding its root."""
+    kernel_log: Path | None = None
+    """The node's own kernel log (``/dev/kmsg`` on metal), what ``talosctl dmesg`` reads; None when
+    the kernel is the host's and ``dmesg`` shows the node's console log."""
 
     def path(self, talos_path: str) -> Path:
         """``/system/state/config.yaml`` -> ``<root>/system/state/config.yaml``.
