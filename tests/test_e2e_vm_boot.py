@@ -125,3 +125,4 @@ def test_the_image_boots_into_maintenance_mode_on_metal(
     finally:
         vm.stop(timeout=5)
         print(log.text()[-4000:])
+        print("qemu:", (tmp_path / "qemu.log").read_text(errors="replace")[-2000:])
