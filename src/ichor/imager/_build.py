@@ -135,8 +135,8 @@ class _Builder:
         if self._debs is None:
             pins = _inputs.read_deb_pins(self.options.debs_lock)
             self.say(f"checking {len(pins)} Debian packages against the apt index")
-            records = self._apt_records(pins)
-            self._debs = {d.package: (d, *_inputs.fetch_deb(d, self.cache, records[d])) for d in pins}
+            files = _inputs.fetch_debs(self._apt_records(pins), self.cache)
+            self._debs = {d.package: (d, *files[d]) for d in pins}
         return self._debs
 
     def _apt_records(self, pins: list[_inputs.Deb]) -> dict[_inputs.Deb, dict[str, str]]:

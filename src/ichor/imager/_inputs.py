@@ -25,6 +25,7 @@ __all__ = [
     "Wheel",
     "apt_records",
     "fetch_deb",
+    "fetch_debs",
     "fetch_wheels",
     "read_deb_pins",
     "read_wheel_pins",
@@ -170,30 +171,50 @@ def apt_records(debs: list[Deb]) -> dict[Deb, dict[str, str]]:
     return out
 
 
-def fetch_deb(deb: Deb, cache: Path, record: dict[str, str] | None = None) -> tuple[Path, str]:
-    """The verified ``.deb`` file of ``deb`` in ``cache/debs`` and its sha256 (downloads it once)."""
-    record = record or apt_records([deb])[deb]
-    want = record["SHA256"]
+def fetch_debs(records: dict[Deb, dict[str, str]], cache: Path) -> dict[Deb, tuple[Path, str]]:
+    """The verified ``.deb`` file of each pin in ``cache/debs`` and its sha256; what is missing is
+    downloaded in one ``apt-get download`` and kept only if its sha256 is the index's."""
     debs = cache / "debs"
     debs.mkdir(parents=True, exist_ok=True)
-    target = debs / Path(record["Filename"]).name
-    if target.is_file() and sha256_file(target) == want:
-        return target, want
+    out: dict[Deb, tuple[Path, str]] = {}
+    missing = []
+    for deb, record in records.items():
+        target = debs / Path(record["Filename"]).name
+        if target.is_file() and sha256_file(target) == record["SHA256"]:
+            out[deb] = (target, record["SHA256"])
+        else:
+            missing.append(deb)
+    if not missing:
+        return out
     with tempfile.TemporaryDirectory(dir=debs, prefix=".download-") as scratch:
         try:
-            proc.run(["apt-get", "download", "-q", deb.spec], cwd=Path(scratch), timeout=600)
-        except ProcessError as err:
-            raise InputError(f"cannot download Debian package {deb.spec}: {err}") from None
-        got = [p for p in Path(scratch).iterdir() if p.suffix == ".deb"]
-        if len(got) != 1:
-            raise InputError(f"apt-get download {deb.spec} gave {len(got)} files, expected one")
-        have = sha256_file(got[0])
-        if have != want:
-            raise InputError(
-                f"Debian package {deb.spec}: sha256 {have} does not match the apt index's {want}"
+            proc.run(
+                ["apt-get", "download", "-q", *(d.spec for d in missing)], cwd=Path(scratch), timeout=900
             )
-        os.replace(got[0], target)
-    return target, want
+        except ProcessError as err:
+            names = ", ".join(d.spec for d in missing)
+            raise InputError(f"cannot download the Debian packages {names}: {err}") from None
+        got = {p.name: p for p in Path(scratch).iterdir() if p.suffix == ".deb"}
+        for deb in missing:
+            record = records[deb]
+            name = Path(record["Filename"]).name
+            # apt-get names it <package>_<version, ':' escaped>_<arch>.deb: match by package.
+            candidates = [p for n, p in got.items() if n.split("_", 1)[0] == deb.package]
+            if len(candidates) != 1:
+                raise InputError(f"apt-get download {deb.spec} gave {len(candidates)} files, expected one")
+            have = sha256_file(candidates[0])
+            if have != record["SHA256"]:
+                raise InputError(
+                    f"Debian package {deb.spec}: sha256 {have} does not match the apt index's {record['SHA256']}"
+                )
+            os.replace(candidates[0], debs / name)
+            out[deb] = (debs / name, have)
+    return out
+
+
+def fetch_deb(deb: Deb, cache: Path, record: dict[str, str] | None = None) -> tuple[Path, str]:
+    """One pin's verified ``.deb`` (see :func:`fetch_debs`)."""
+    return fetch_debs({deb: record or apt_records([deb])[deb]}, cache)[deb]
 
 
 def fetch_wheels(wheels: list[Wheel], cache: Path, lock: Path) -> list[Path]:
