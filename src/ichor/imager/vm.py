@@ -36,7 +36,8 @@ def qemu_command(spec: VMSpec) -> list[str]:
         "-kernel", str(spec.kernel), "-initrd", str(spec.initrd), "-append", spec.cmdline,
     ]  # fmt: skip
     if spec.disk is not None:
-        command += ["-drive", f"file={spec.disk},if=virtio,format=raw,cache=unsafe,serial=ichor-disk0"]
+        command += ["-drive", f"file={spec.disk},if=none,id=disk0,format=raw,cache=unsafe",
+                    "-device", "virtio-blk-pci,drive=disk0,serial=ichor-disk0"]  # fmt: skip
     if spec.tap is not None:
         command += ["-netdev", f"tap,id=net0,ifname={spec.tap},script=no,downscript=no",
                     "-device", f"virtio-net-pci,netdev=net0,mac={spec.mac}"]  # fmt: skip
