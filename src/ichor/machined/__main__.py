@@ -38,8 +38,9 @@ def main(argv: list[str] | None = None) -> int:
         type=Platform,
         choices=list(Platform),
         default=Platform.PROCESS,
-        help="where the node runs: process (the host's loopback) or container (PID 1 of its own "
-        "namespaces, root /, which implies --own-netns and --own-uts)",
+        help="where the node runs: process (the host's loopback), container (PID 1 of its own "
+        "namespaces, root /, which implies --own-netns and --own-uts) or metal (a machine of its own: "
+        "started by /sbin/init, ichor.machined.metal)",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
@@ -62,8 +63,10 @@ def main(argv: list[str] | None = None) -> int:
             root=args.root.resolve(),
             address=args.address,
             platform=args.platform,
-            own_netns=args.own_netns or args.platform is Platform.CONTAINER,
-            own_uts=args.own_uts or args.platform is Platform.CONTAINER,
+            own_netns=args.own_netns or args.platform.owns_kernel,
+            own_uts=args.own_uts or args.platform.owns_kernel,
+            block_devices=Path("/sys/block") if args.platform is Platform.METAL else None,
+            kernel_log=Path("/dev/kmsg") if args.platform is Platform.METAL else None,
         ),
         config_source=args.config,
     )

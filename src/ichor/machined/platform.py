@@ -5,8 +5,9 @@ Every path machined touches is a Talos path (``/system/state/config.yaml``, ``/v
 for itself comes from :attr:`Layout.address`, never a literal ``127.0.0.1``. The ``process``
 platform keeps a node's "disks" as directories under its root and gives it one loopback address;
 on the ``container`` platform machined is PID 1 of its own namespaces, the Talos paths are real
-mounts (root ``/``, so the mapping is the identity) and the address is its ``eth0``'s; a VM
-(``metal``, later) is the same with real partitions.
+mounts (root ``/``, so the mapping is the identity) and the address is its ``eth0``'s; on
+``metal`` (a VM or a machine booted from the OS image) the root is ``/`` too and the block
+devices are the kernel's (:attr:`Layout.block_devices`).
 
 This module only computes paths; it creates directories on request and never deletes anything.
 """
@@ -35,6 +36,13 @@ class Platform(StrEnum):
     CONTAINER = "container"
     """PID 1 of its own namespaces, as Talos's docker nodes (``--provisioner container``)."""
     METAL = "metal"
+    """A machine of its own (a VM or hardware booted from the OS image): PID 1 is
+    :mod:`ichor.machined.metal`, the kernel, links and block devices are the node's."""
+
+    @property
+    def owns_kernel(self) -> bool:
+        """The node's network and UTS namespaces are its own to change (container and metal)."""
+        return self is not Platform.PROCESS
 
     @property
     def mode(self) -> str:
@@ -66,6 +74,12 @@ class Layout:
     own_uts: bool = False
     """machined runs in a UTS namespace of its own (a container node): only then does it set the
     kernel's hostname and domain name. A process node shares the host's and never sets them."""
+    block_devices: Path | None = None
+    """Where the node's disks are listed (``/sys/block`` on metal); None when the node has none of
+    its own, and ``talosctl disks`` shows the filesystem holding its root."""
+    kernel_log: Path | None = None
+    """The node's own kernel log (``/dev/kmsg`` on metal), what ``talosctl dmesg`` reads; None when
+    the kernel is the host's and ``dmesg`` shows the node's console log."""
 
     def path(self, talos_path: str) -> Path:
         """``/system/state/config.yaml`` -> ``<root>/system/state/config.yaml``.

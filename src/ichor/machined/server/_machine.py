@@ -21,6 +21,7 @@ from ichor.api.gen.common import common_pb2
 from ichor.api.gen.machine import machine_grpc, machine_pb2
 from ichor.machined import authz
 from ichor.machined.events import EventBus, new_xid
+from ichor.machined.kmsg import follow_kmsg
 from ichor.machined.logfile import follow_file
 from ichor.machined.platform import Layout
 from ichor.machined.server import _files
@@ -225,7 +226,11 @@ class MachineService(ContainerMethods, EtcdMethods, NetstatMethods, Unimplemente
         request = await self._request(stream, "Dmesg")
         # DmesgRequest.tail means "only new messages", not a line count
         tail = 0 if request.tail else None
-        async for line in follow_file(self._node.layout.console_log, tail=tail, follow=request.follow):
+        if self._node.layout.kernel_log is not None:  # metal: the machine's own kernel log
+            lines = follow_kmsg(self._node.layout.kernel_log, only_new=tail == 0, follow=request.follow)
+        else:
+            lines = follow_file(self._node.layout.console_log, tail=tail, follow=request.follow)
+        async for line in lines:
             await stream.send_message(common_pb2.Data(bytes=line))
 
     async def Events(self, stream: Stream[Any, Any]) -> None:

@@ -1,6 +1,7 @@
-"""``storage.StorageService/Disks`` for a process node: the disk holding the node's root.
+"""``storage.StorageService/Disks``: the machine's disks, or the disk holding a node's root.
 
-A process node has no block devices of its own; its STATE and EPHEMERAL live on whatever
+On metal (:attr:`~ichor.machined.platform.Layout.block_devices` set) every disk the kernel has
+is listed (:mod:`ichor.machined.blockdevices`). A process or container node has no block devices of its own; its STATE and EPHEMERAL live on whatever
 filesystem holds its root directory, so that device is reported as the system disk (with the
 filesystem's size). Nothing else is listed, so ``talosctl disks`` never suggests a disk to wipe.
 """
@@ -14,6 +15,7 @@ from typing import Any
 from grpclib.server import Stream
 
 from ichor.api.gen.storage import storage_grpc, storage_pb2
+from ichor.machined.blockdevices import list_disks
 from ichor.machined.platform import Layout
 
 
@@ -40,6 +42,25 @@ class StorageService(storage_grpc.StorageServiceBase):
 
     async def Disks(self, stream: Stream[Any, Any]) -> None:
         await stream.recv_message()
+        if self._layout.block_devices is not None:
+            disks = [
+                storage_pb2.Disk(
+                    size=d.size,
+                    model=d.model,
+                    device_name=d.device_name,
+                    name=d.label,
+                    serial=d.serial,
+                    modalias=d.modalias,
+                    wwid=d.wwid,
+                    type=storage_pb2.Disk.DiskType.Value(d.type),
+                    bus_path=d.bus_path,
+                    subsystem=d.subsystem,
+                    readonly=d.readonly,
+                )
+                for d in list_disks(self._layout.block_devices)
+            ]
+            await stream.send_message(storage_pb2.DisksResponse(messages=[storage_pb2.Disks(disks=disks)]))
+            return
         fs = os.statvfs(self._layout.root)
         device = _mount_source(self._layout.root)
         disk = storage_pb2.Disk(

@@ -1,0 +1,323 @@
+"""The profiles: what each output is made of, and writing it into the output directory atomically.
+
+``kernel`` is the Debian kernel's ``vmlinuz`` as ``vmlinuz-amd64``; ``initramfs`` is a newc cpio
+(stage 1, its modules, busybox and the three layers) as ``initramfs-amd64.xz`` (Talos's name; left
+uncompressed, which the kernel accepts under any name). :func:`build` returns each artefact with its
+sha256.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+
+import ichor
+from ichor.imager import InputError, OutputError, _cmdline, _inputs, _layers, _modules
+from ichor.imager._cpio import Entry, write_newc
+from ichor.imager._stage1 import INIT_SCRIPT
+from ichor.machinery import proc
+from ichor.machinery.constants import TALOS_VERSION
+
+__all__ = ["Artefact", "BuildOptions", "Profile", "build", "default_cache", "write_output"]
+
+# Bump when the way a layer is assembled changes, so cached layers are rebuilt.
+BUILDER_VERSION = "1"
+
+# Removed from the base layer: what a node never runs and a read-only root never needs.
+_BASE_DROP = (
+    "usr/share/doc", "usr/share/man", "usr/share/lintian", "usr/share/locale", "usr/share/info",
+    "usr/share/bug", "usr/share/gdb", "usr/lib/python3.11/test", "usr/lib/python3.11/idlelib",
+    "usr/lib/python3.11/tkinter", "usr/lib/python3.11/turtledemo", "usr/lib/python3.11/lib2to3",
+    "usr/lib/python3.11/ensurepip", "usr/lib/python3.11/pydoc_data", "usr/lib/python3.11/unittest/test",
+    "boot", "etc/kernel", "usr/lib/linux", "lib/modules",
+)  # fmt: skip
+
+# Mount points and writable places machined needs to exist in the read-only root.
+_ROOT_DIRS = ("dev", "proc", "sys", "run", "tmp", "system", "var", "etc", "root", "mnt", "opt", "usr/local")
+
+_INIT = """#!/usr/bin/python3.11 -I
+# Ichor's /sbin/init: machined as PID 1 on the metal platform (ichor.machined.metal).
+import sys
+from ichor.machined.metal import main
+sys.exit(main())
+"""
+
+
+class Profile(StrEnum):
+    """Talos's imager profiles this imager builds."""
+
+    KERNEL = "kernel"
+    INITRAMFS = "initramfs"
+    CMDLINE = "cmdline"
+
+
+OUTPUT_NAMES = {
+    Profile.KERNEL: "vmlinuz-amd64",
+    Profile.INITRAMFS: "initramfs-amd64.xz",
+    Profile.CMDLINE: "cmdline-amd64",
+}
+
+
+def default_cache() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
+    return Path(base) / "ichor" / "image"
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    output: Path
+    cache: Path = field(default_factory=default_cache)
+    extra_kernel_args: tuple[str, ...] = ()
+    source: Path = Path(ichor.__file__).parent
+    """The ``ichor`` package directory that becomes the top layer."""
+    debs_lock: Path = _inputs.PINS / "debs.lock"
+    wheels_lock: Path = _inputs.PINS / "wheels.lock"
+    say: Callable[[str], None] = lambda line: None
+
+
+@dataclass(frozen=True)
+class Artefact:
+    path: Path
+    sha256: str
+    size: int
+
+
+def check_output_dir(output: Path) -> None:
+    """Refuse an output directory that cannot be created or written, before any work is done."""
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=output, prefix=".imager-probe-"):
+            pass
+    except OSError as err:
+        raise OutputError(
+            f"cannot write to the output directory {output}: {err.strerror}",
+            hint="pass --output DIR naming a directory you can write",
+        ) from None
+
+
+def write_output(output: Path, name: str, write: Callable[[io.BufferedWriter], None]) -> Artefact:
+    """Write ``name`` in ``output`` through a temporary file renamed into place (removed on failure)."""
+    fd, partial = tempfile.mkstemp(dir=output, prefix=f".{name}.partial-")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            write(out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(partial, 0o644)
+        target = output / name
+        os.replace(partial, target)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
+    return Artefact(target, _inputs.sha256_file(target), target.stat().st_size)
+
+
+class _Builder:
+    def __init__(self, options: BuildOptions) -> None:
+        self.options = options
+        self.cache = options.cache
+        self.start = time.monotonic()
+        self._debs: dict[str, tuple[_inputs.Deb, Path, str]] | None = None
+
+    def say(self, line: str) -> None:
+        self.options.say(f"[{time.monotonic() - self.start:6.1f}s] {line}")
+
+    def debs(self) -> dict[str, tuple[_inputs.Deb, Path, str]]:
+        if self._debs is None:
+            pins = _inputs.read_deb_pins(self.options.debs_lock)
+            self.say(f"checking {len(pins)} Debian packages against the apt index")
+            files = _inputs.fetch_debs(self._apt_records(pins), self.cache)
+            self._debs = {d.package: (d, *files[d]) for d in pins}
+        return self._debs
+
+    def _apt_records(self, pins: list[_inputs.Deb]) -> dict[_inputs.Deb, dict[str, str]]:
+        """The index's records of the pins, remembered per lock file content (asking apt costs
+        seconds; a pinned version's hash never changes, and every cached deb is re-hashed anyway)."""
+        key = hashlib.sha256("".join(f"{d.spec} {d.layer}\n" for d in pins).encode()).hexdigest()[:16]
+        remembered = self.cache / "apt" / f"records-{key}.json"
+        try:
+            stored = json.loads(remembered.read_text())
+            return {d: stored[d.spec] for d in pins}
+        except (OSError, ValueError, KeyError):
+            pass
+        records = _inputs.apt_records(pins)
+        remembered.parent.mkdir(parents=True, exist_ok=True)
+        partial = remembered.with_suffix(".partial")
+        partial.write_text(json.dumps({d.spec: r for d, r in records.items()}, sort_keys=True))
+        os.replace(partial, remembered)
+        return records
+
+    def of_layer(self, layer: str) -> list[tuple[_inputs.Deb, Path, str]]:
+        return [entry for entry in self.debs().values() if entry[0].layer == layer]
+
+    def extracted(self, deb: Path, sha: str) -> Path:
+        """The deb's files, unpacked once into the cache (keyed by its sha256)."""
+        target = self.cache / "extract" / sha[:16]
+        if not target.is_dir():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            scratch = tempfile.mkdtemp(dir=target.parent, prefix=".x-")
+            try:
+                proc.run(["dpkg-deb", "-x", str(deb), scratch], timeout=600)
+                os.replace(scratch, target)
+            except BaseException:
+                shutil.rmtree(scratch, ignore_errors=True)
+                raise
+        return target
+
+    def kernel(self) -> tuple[Path, str]:
+        """The unpacked kernel package (fully depmod-indexed) and its version."""
+        entries = self.of_layer("kernel")
+        if len(entries) != 1:
+            raise InputError(f"{self.options.debs_lock}: expected exactly one package in layer 'kernel'")
+        _, deb, sha = entries[0]
+        root = self.extracted(deb, sha)
+        versions = sorted(p.name for p in (root / "lib/modules").iterdir())
+        if len(versions) != 1:
+            raise InputError(f"kernel package {deb.name} holds {len(versions)} module trees, expected one")
+        kver = versions[0]
+        if not (root / "lib/modules" / kver / "modules.dep").exists():
+            self.say(f"indexing the modules of kernel {kver}")
+            proc.run(["depmod", "-b", str(root), kver], timeout=300, hint="install kmod")
+        return root, kver
+
+    # layers -------------------------------------------------------------------------------
+
+    def base_layer(self) -> Path:
+        kernel_root, kver = self.kernel()
+        base = self.of_layer("base")
+        key = {"v": BUILDER_VERSION, "debs": sorted(sha for _, _, sha in base), "kernel": kver,
+               "modules": _modules.ROOTFS_MODULES, "drop": _BASE_DROP}  # fmt: skip
+
+        def fill(tree: Path) -> None:
+            for deb, path, sha in base:
+                self.say(f"  base: {deb.spec}")
+                shutil.copytree(self.extracted(path, sha), tree, symlinks=True, dirs_exist_ok=True)
+            for drop in _BASE_DROP:
+                shutil.rmtree(tree / drop, ignore_errors=True)
+            for directory in _ROOT_DIRS:
+                (tree / directory).mkdir(parents=True, exist_ok=True)
+            if not (tree / "usr/bin/python3").exists():
+                (tree / "usr/bin/python3").symlink_to("python3.11")
+            moddir = kernel_root / "lib/modules" / kver
+            deps = _modules.read_modules_dep(moddir)
+            wanted = _modules.closure(
+                deps, _modules.read_softdeps(moddir), _modules.select(deps, _modules.ROOTFS_MODULES)
+            )
+            self.say(f"  base: {len(wanted)} kernel modules")
+            _modules.copy_modules(kernel_root, tree, kver, wanted)
+            self.say("  base: compiling the standard library")
+            _layers.compile_pyc(tree, "usr/lib/python3.11")
+            _layers.normalise_modes(tree / "usr/lib/python3.11")
+
+        return _layers.cached_layer(self.cache, "base", key, fill, self.say)
+
+    def pydeps_layer(self) -> Path:
+        wheels = _inputs.read_wheel_pins(self.options.wheels_lock)
+        key = {"v": BUILDER_VERSION, "wheels": sorted(w.sha256 for w in wheels)}
+        files = _inputs.fetch_wheels(wheels, self.cache, self.options.wheels_lock)
+
+        def fill(tree: Path) -> None:
+            site = tree / _layers.SITE
+            site.mkdir(parents=True)
+            for wheel in files:
+                _layers.unpack_wheel(wheel, site)
+            self.say(f"  pydeps: {len(files)} wheels unpacked, compiling")
+            _layers.compile_pyc(tree, _layers.SITE)
+
+        return _layers.cached_layer(self.cache, "pydeps", key, fill, self.say)
+
+    def ichor_layer(self) -> Path:
+        source = self.options.source
+
+        def skip(path: Path) -> bool:
+            return "__pycache__" in path.parts or path.suffix == ".pyc"
+
+        key = {"v": BUILDER_VERSION, "source": _layers.tree_digest(source, skip=skip), "talos": TALOS_VERSION}
+
+        def fill(tree: Path) -> None:
+            target = tree / _layers.SITE / "ichor"
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            (tree / "sbin").mkdir()
+            (tree / "sbin/init").write_text(_INIT)
+            (tree / "sbin/init").chmod(0o755)
+            (tree / "etc").mkdir()
+            (tree / "etc/os-release").write_text(
+                f'NAME="Talos"\nID=talos\nVERSION_ID={TALOS_VERSION}\n'
+                f'PRETTY_NAME="Talos ({TALOS_VERSION})"\nHOME_URL="https://www.talos.dev/"\n'
+                'BUG_REPORT_URL="https://github.com/siderolabs/talos/issues"\n'
+            )
+            _layers.normalise_modes(target)
+            _layers.compile_pyc(tree, _layers.SITE)
+
+        return _layers.cached_layer(self.cache, "ichor", key, fill, self.say)
+
+    # outputs ------------------------------------------------------------------------------
+
+    def initramfs_entries(self) -> Iterator[Entry]:
+        kernel_root, kver = self.kernel()
+        busybox_entries = self.of_layer("initramfs")
+        if not busybox_entries:
+            raise InputError(f"{self.options.debs_lock}: no package in layer 'initramfs' (busybox-static)")
+        _, bb_deb, bb_sha = busybox_entries[0]
+        busybox = self.extracted(bb_deb, bb_sha) / "bin/busybox"
+        if not busybox.is_file():
+            raise InputError(f"{bb_deb.name} has no /bin/busybox")
+        moddir = kernel_root / "lib/modules" / kver
+        order = _modules.load_order(_modules.read_modules_dep(moddir), _modules.STAGE1_MODULES)
+        layers = [self.base_layer(), self.pydeps_layer(), self.ichor_layer()]
+        yield from (Entry(d) for d in ("bin", "dev", "layers", "lib", "lib/modules", "proc", "root", "sys"))
+        yield Entry("dev/console", mode=0o600, char_device=(5, 1))
+        yield Entry("bin/busybox", path=str(busybox))
+        yield Entry("init", data=INIT_SCRIPT.encode())
+        yield Entry("modules.load", mode=0o644, data="".join(m + "\n" for m in order).encode())
+        made: set[str] = {"lib/modules"}
+        for module in order:
+            parts = Path(module).parts[:-1]
+            for i in range(1, len(parts) + 1):
+                directory = "lib/modules/" + "/".join(parts[:i])
+                if directory not in made:
+                    made.add(directory)
+                    yield Entry(directory)
+            yield Entry(f"lib/modules/{module}", mode=0o644, path=str(moddir / module))
+        yield Entry("rootfs.sqsh", mode=0o644, path=str(layers[0]))
+        yield Entry("layers/10-pydeps.sqsh", mode=0o644, path=str(layers[1]))
+        yield Entry("layers/20-ichor.sqsh", mode=0o644, path=str(layers[2]))
+
+
+def _write_bytes(out: io.BufferedWriter, data: bytes) -> None:
+    out.write(data)
+
+
+def build(profile: Profile, options: BuildOptions) -> Artefact:
+    """Build ``profile`` into ``options.output``; returns the artefact with its sha256."""
+    cmdline = _cmdline.assemble(options.extra_kernel_args)
+    check_output_dir(options.output)
+    builder = _Builder(options)
+    name = OUTPUT_NAMES[profile]
+    if profile is Profile.CMDLINE:
+        return write_output(options.output, name, lambda out: _write_bytes(out, (cmdline + "\n").encode()))
+    if profile is Profile.KERNEL:
+        kernel_root, kver = builder.kernel()
+        vmlinuz = kernel_root / "boot" / f"vmlinuz-{kver}"
+        builder.say(f"kernel {kver}")
+
+        def copy_kernel(out: io.BufferedWriter) -> None:
+            with vmlinuz.open("rb") as src:
+                shutil.copyfileobj(src, out)
+
+        artefact = write_output(options.output, name, copy_kernel)
+    else:
+        entries = list(builder.initramfs_entries())
+        builder.say("writing the initramfs")
+        artefact = write_output(options.output, name, lambda out: write_newc(out, entries))
+    builder.say(f"{artefact.path.name}: {artefact.size / 1e6:.1f} MB")
+    return artefact

@@ -1,0 +1,52 @@
+"""Stage 1: the initramfs's ``/init``, a busybox script that mounts the layers and hands over.
+
+It mounts proc, sys and devtmpfs, ``insmod``s the modules listed in ``/modules.load`` (loop,
+squashfs, overlay and their dependencies, in order), loop-mounts ``/rootfs.sqsh`` and then every
+``/layers/*.sqsh`` read-only, overlays them at ``/root`` (the last layer on top, no upper dir:
+the root is read-only, as Talos's), moves ``/dev`` into it and ``switch_root``s to ``/sbin/init``
+(machined). Like Talos's init it keeps no state and decides nothing: any failure prints what
+failed on the console and powers off, so a broken image never loops.
+"""
+
+from __future__ import annotations
+
+__all__ = ["INIT_SCRIPT", "MARKER"]
+
+MARKER = "ichor-stage1: switching root"
+"""Printed on the console just before ``switch_root`` (boot timing starts machined's share here)."""
+
+INIT_SCRIPT = f"""#!/bin/busybox sh
+# Ichor stage 1 (ichor.imager._stage1): mount the squashfs layers, overlay them, exec machined.
+/bin/busybox mkdir -p /proc /sys /dev /root /layers /sbin /usr/bin /usr/sbin
+/bin/busybox --install -s
+export PATH=/bin:/sbin:/usr/bin:/usr/sbin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+exec >/dev/console 2>&1
+fail() {{
+    echo "ichor-stage1: $*; powering off in 10 s"
+    sleep 10
+    poweroff -f
+}}
+echo "ichor-stage1: loading modules"
+while read -r module; do
+    insmod "/lib/modules/$module" || fail "insmod $module failed"
+done < /modules.load
+lower=""
+n=0
+for layer in /rootfs.sqsh /layers/*.sqsh; do
+    [ -f "$layer" ] || continue
+    mkdir -p "/layers/$n"
+    mount -t squashfs -o ro,loop "$layer" "/layers/$n" || fail "cannot mount $layer"
+    lower="/layers/$n${{lower:+:$lower}}"
+    n=$((n + 1))
+done
+[ "$n" -ge 2 ] || fail "the image has $n layers, a read-only overlay needs at least 2"
+mount -t overlay -o "ro,lowerdir=$lower" overlay /root || fail "cannot overlay $lower"
+[ -x /root/sbin/init ] || fail "the root filesystem has no /sbin/init"
+echo "{MARKER}"
+mount --move /dev /root/dev
+umount /proc /sys
+exec switch_root /root /sbin/init
+"""
