@@ -12,11 +12,16 @@ from pathlib import Path
 
 from ichor.machinery import proc
 
+_USER_CACHE = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+"""The real user's cache, read at import (before any test moves HOME): the etcd and Kubernetes that
+``bash run.sh`` built live there, and a cluster made from a session fixture (set up before the
+per-test HOME isolation) must find them too instead of building them again in its own HOME."""
+
 
 def cli_env(home: Path) -> dict[str, str]:
     """The environment of talosctl run as a user in ``home`` (PYTHONPATH kept: a checkout run with
-    ``PYTHONPATH=src`` tests its own code, not the installed one's)."""
-    env = {"HOME": str(home), "TALOSCONFIG": str(home / ".talos/config")}
+    ``PYTHONPATH=src`` tests its own code, not the installed one's; the real user's build cache)."""
+    env = {"HOME": str(home), "TALOSCONFIG": str(home / ".talos/config"), "XDG_CACHE_HOME": _USER_CACHE}
     if "PYTHONPATH" in os.environ:
         env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return env
