@@ -123,8 +123,8 @@ run_tests() {
     local results failed=0
     results=$(mktemp -d)
     run_tier fast "$results" || failed=1
-    run_tier e2e "$results" -m "(e2e or slow) and not vm and not fuzz" || failed=1
-    run_tier vm "$results" -m vm || failed=1
+    run_tier e2e "$results" -m "(e2e or slow) and not vm and not fuzz and not official" || failed=1
+    run_tier vm "$results" -m "vm and not official" || failed=1
     run_tier fuzz "$results" -m fuzz || failed=1
     .venv/bin/python scripts/test_summary.py "$SETUP_SECONDS" "$results"
     rm -rf "$results"

@@ -20,7 +20,7 @@ from cluster_helpers import talosctl_in as _ichor
 
 from ichor.machinery import proc
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.official]
 
 CACHE = Path.home() / ".cache" / "ichor" / "talosctl-official"
 OFFICIAL = CACHE / "talosctl"

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-FAST_EXCLUDED = ("e2e", "fuzz", "vm", "slow")
+FAST_EXCLUDED = ("e2e", "fuzz", "vm", "slow", "official")
 """Markers that keep a test out of the fast tier."""
 
 K8S_ORDER = (
