@@ -174,8 +174,8 @@ def test_logs_dmesg_files_and_unimplemented() -> None:
             assert names[0] == "." and "hello.txt" in names
             with pytest.raises(GRPCError) as info:
                 await stub.Rollback(machine_pb2.RollbackRequest())
-            assert info.value.status is Status.UNIMPLEMENTED
-            assert info.value.message == "method Rollback not implemented"
+            assert info.value.status is Status.FAILED_PRECONDITION
+            assert info.value.message == "method is not supported in container mode"
 
     run(go())
 

@@ -218,6 +218,7 @@ class _SystemServices:
         from ichor.machined.server._inspect import InspectService
         from ichor.machined.server._machine import MachineService
         from ichor.machined.server._storage import StorageService
+        from ichor.machined.server._time import TimeService
 
         node = self.node
         context = MachineContext(
@@ -232,4 +233,5 @@ class _SystemServices:
             StorageService(node.layout),
             ClusterService(context.self_client, roles_of=roles, members=context.member_entries),
             InspectService(self.runtime, roles_of=roles),
+            TimeService(context.time_servers, roles_of=roles),
         ]

@@ -155,6 +155,27 @@ class MachineContext:
             raise GRPCError(Status.UNIMPLEMENTED, "kubeconfig is only available on control plane nodes")
         return kubeconfig_archive(admin_kubeconfig(active.container, now=self._clock()), now=self._clock())
 
+    def generate_configuration(
+        self, request: machine_pb2.GenerateConfigurationRequest
+    ) -> machine_pb2.GenerateConfiguration:
+        """A new machine config and talosconfig from ``request``, with this node's secrets."""
+        from ichor.machined.server._genconfig import generate_configuration
+
+        active = self._store.active
+        node_type = str(self.state.spec_of(MACHINE_TYPES, MACHINE_TYPE_ID) or "")
+        return generate_configuration(
+            request, node_type=node_type, node_config=active.text if active is not None else None,
+            now=self._clock(),
+        )  # fmt: skip
+
+    def time_servers(self) -> list[str]:
+        """``machine.time.servers`` of the running config (empty: none named)."""
+        active = self._store.active
+        time = (
+            active.config.machine.time if active is not None and active.config.machine is not None else None
+        )
+        return [str(s) for s in (time.servers or [])] if time is not None else []
+
     # --- lifecycle -------------------------------------------------------------------------------
 
     def request_reboot(self, actor_id: str, mode: int = 0) -> None:

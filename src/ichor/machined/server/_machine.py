@@ -4,7 +4,10 @@ Every RPC checks the caller's roles (from apid's ``talos-role`` metadata, or the
 server's fixed reader role) against Talos's table first, then delegates to the node through the
 small :class:`NodeContext` protocol, so this module holds no node state of its own. RPCs Ichor does
 not serve yet answer ``UNIMPLEMENTED "method <Name> not implemented"`` exactly as Talos's gRPC
-server does for unregistered methods.
+server does for unregistered methods. What Talos refuses in ``container`` mode (Upgrade, Rollback,
+MetaWrite, MetaDelete: a node sharing the host's kernel has no boot disk and no META partition)
+is refused the same way here, ``FAILED_PRECONDITION "method is not supported in container mode"``,
+before the request is looked at.
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ from ichor.machined.platform import Layout
 from ichor.machined.server import _files
 from ichor.machined.server._containers import ContainerMethods
 from ichor.machined.server._etcd import EtcdMethods
+from ichor.machined.server._monitoring import MonitoringMethods
 from ichor.machined.server._netstat import NetstatMethods
+from ichor.machined.server._usage import CONTROLLER_RUNTIME_LOG, UsageMethods
 from ichor.machined.services import (
     OperationNotSupportedError,
     ServiceError,
@@ -38,8 +43,7 @@ from ichor.machined.services import (
 
 RolesOf = Callable[[Stream[Any, Any]], Collection[str]]
 
-CONTROLLER_RUNTIME_LOG = "controller-runtime"
-"""The log id that is not a service: the controller runtime's own log, as in Talos."""
+__all__ = ["CONTROLLER_RUNTIME_LOG", "MachineService", "NodeContext", "UnimplementedMachineService"]
 
 
 class NodeContext(Protocol):
@@ -65,6 +69,10 @@ class NodeContext(Protocol):
     ) -> machine_pb2.GenerateClientConfiguration: ...
 
     def kubeconfig(self) -> bytes: ...
+
+    def generate_configuration(
+        self, request: machine_pb2.GenerateConfigurationRequest
+    ) -> machine_pb2.GenerateConfiguration: ...
 
     def request_reboot(self, actor_id: str, mode: int) -> None: ...
 
@@ -118,7 +126,14 @@ def _service_error(exc: ServiceError) -> GRPCError:
     return GRPCError(Status.INTERNAL, str(exc))
 
 
-class MachineService(ContainerMethods, EtcdMethods, NetstatMethods, UnimplementedMachineService):  # type: ignore[misc,valid-type]
+class MachineService(
+    ContainerMethods,
+    EtcdMethods,
+    NetstatMethods,
+    MonitoringMethods,
+    UsageMethods,
+    UnimplementedMachineService,  # type: ignore[misc,valid-type]
+):
     """The RPCs a process node serves; see the module docstring."""
 
     def __init__(self, node: NodeContext, *, roles_of: RolesOf) -> None:
@@ -161,6 +176,11 @@ class MachineService(ContainerMethods, EtcdMethods, NetstatMethods, Unimplemente
     async def Kubeconfig(self, stream: Stream[Any, Any]) -> None:
         await self._request(stream, "Kubeconfig")
         await stream.send_message(common_pb2.Data(bytes=self._node.kubeconfig()))
+
+    async def GenerateConfiguration(self, stream: Stream[Any, Any]) -> None:
+        request = await self._request(stream, "GenerateConfiguration")
+        reply = self._node.generate_configuration(request)
+        await stream.send_message(machine_pb2.GenerateConfigurationResponse(messages=[reply]))
 
     # --- services, logs, kernel log, events ------------------------------------------------------
 
@@ -219,6 +239,9 @@ class MachineService(ContainerMethods, EtcdMethods, NetstatMethods, Unimplemente
                 lines = self._node.supervisor.follow_log(request.id, tail=tail, follow=request.follow)
             async for line in lines:
                 await stream.send_message(common_pb2.Data(bytes=line))
+        except UnknownServiceError:
+            # Talos's logging manager: a plain error (code Unknown), whatever the id
+            raise GRPCError(Status.UNKNOWN, f'log "{request.id}" was not registered') from None
         except ServiceError as exc:
             raise _service_error(exc) from None
 
@@ -292,6 +315,28 @@ class MachineService(ContainerMethods, EtcdMethods, NetstatMethods, Unimplemente
         )
 
     # --- lifecycle -------------------------------------------------------------------------------
+
+    async def _unsupported_in_container_mode(self, stream: Stream[Any, Any], name: str) -> None:
+        # Talos's container mode lacks these capabilities (runtime.Mode): no install to upgrade or
+        # roll back, no META partition. It lacks Reboot and Shutdown too; Ichor's launcher gives
+        # container nodes both. Metal nodes do not serve them yet.
+        self._authorize(stream, name)
+        mode = self._node.layout.platform.mode
+        if mode == "container":
+            raise GRPCError(Status.FAILED_PRECONDITION, f"method is not supported in {mode} mode")
+        raise GRPCError(Status.UNIMPLEMENTED, f"method {name} not implemented")
+
+    async def Upgrade(self, stream: Stream[Any, Any]) -> None:
+        await self._unsupported_in_container_mode(stream, "Upgrade")
+
+    async def Rollback(self, stream: Stream[Any, Any]) -> None:
+        await self._unsupported_in_container_mode(stream, "Rollback")
+
+    async def MetaWrite(self, stream: Stream[Any, Any]) -> None:
+        await self._unsupported_in_container_mode(stream, "MetaWrite")
+
+    async def MetaDelete(self, stream: Stream[Any, Any]) -> None:
+        await self._unsupported_in_container_mode(stream, "MetaDelete")
 
     async def Reboot(self, stream: Stream[Any, Any]) -> None:
         request = await self._request(stream, "Reboot")
