@@ -158,6 +158,12 @@ cli.add_lazy("support", f"{_CLI}._support:support", "Dump debug information abou
 cli.add_lazy(
     "completion", f"{_CLI}._completion:completion", "Output shell completion code for the specified shell"
 )
+_OPS = f"{_CLI}._node_ops"
+cli.add_lazy("usage", f"{_OPS}:usage", "Retrieve a disk usage", ("du",))
+cli.add_lazy("time", f"{_OPS}:time_", "Gets current server time")
+cli.add_lazy("upgrade", f"{_OPS}:upgrade", "Upgrade Talos on the target node")
+cli.add_lazy("rollback", f"{_OPS}:rollback", "Rollback a node to the previous installation")
+cli.add_lazy("meta", f"{_OPS}:meta", "Write and delete keys in the META partition")
 cli.add_lazy("dashboard", f"{_CLI}._dashboard:dashboard", "Cluster dashboard with real-time metrics")
 
 
