@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import sys
 from pathlib import Path
 
@@ -276,3 +277,8 @@ def gen_config(
             f"        talosctl --talosconfig {tc} config endpoint <control plane IP> [<IP>...]",
             err=True,
         )
+
+
+# `talosctl machineconfig gen`: the same command under Talos's second name (gen.NewConfigCmd("gen"))
+machineconfig_gen = copy.copy(gen_config)
+machineconfig_gen.name = "gen"

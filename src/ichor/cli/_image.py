@@ -1,4 +1,9 @@
-"""``talosctl image``: only ``image default`` works without a node."""
+"""``talosctl image``: only ``image default`` works without a node.
+
+``talosctl images`` (Talos's alias of ``image``) run alone prints the default image list, what the
+Air-gapped guide's ``for image in `talosctl images`; do ...`` loops expect; ``talosctl image``
+alone prints the group's help and exits 0, as Talos does.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,11 @@ from ichor.cli._lazy import LazyGroup
 from ichor.machinery.constants import DEFAULT_KUBERNETES_VERSION
 
 
-@click.group(cls=LazyGroup, help="Manage CRI container images")
-def image() -> None:
-    pass
+@click.group(cls=LazyGroup, help="Manage CRI container images", invoke_without_command=True)
+@click.pass_context
+def image(ctx: click.Context) -> None:
+    if ctx.invoked_subcommand is None:
+        click.echo(ctx.get_help())
 
 
 @image.command("default", help="List the default images used by Talos")
@@ -25,6 +32,16 @@ def image_default(kubernetes_version: str) -> None:
 
     for name in Images(kubernetes_version=kubernetes_version.removeprefix("v")).default_list():
         click.echo(name)
+
+
+@click.group(
+    "images", cls=LazyGroup, hidden=True, invoke_without_command=True, help="Manage CRI container images"
+)
+@click.pass_context
+def images(ctx: click.Context) -> None:
+    """``image`` under Talos's alias; alone it lists the default images."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(image_default)
 
 
 _NAMESPACES = {"cri": 2, "system": 1}
@@ -92,3 +109,9 @@ def image_pull(namespace: str, reference: str) -> None:
         replies(client, response, f"error pulling image {reference}")
 
     run(work)
+
+
+for _name, _command in image.commands.items():
+    images.add_command(_command, _name)
+assert isinstance(images, LazyGroup)
+images.add_alias("ls", "list")

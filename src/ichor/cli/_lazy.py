@@ -15,18 +15,24 @@ class LazyGroup(click.Group):
         super().__init__(*args, **kwargs)
         self._lazy = dict(lazy or {})
         self._aliases: dict[str, str] = {}
+        self._hidden: set[str] = set()
 
-    def add_lazy(self, name: str, target: str, short_help: str, aliases: tuple[str, ...] = ()) -> None:
+    def add_lazy(
+        self, name: str, target: str, short_help: str, aliases: tuple[str, ...] = (), *, hidden: bool = False
+    ) -> None:
         self._lazy[name] = (target, short_help)
         for alias in aliases:
             self._aliases[alias] = name
+        if hidden:
+            self._hidden.add(name)
 
     def add_alias(self, alias: str, name: str) -> None:
         """``alias`` runs the sub-command ``name`` (``image ls`` is ``image list``)."""
         self._aliases[alias] = name
 
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted({*super().list_commands(ctx), *self._lazy})
+        # hidden commands still run (get_command) but are neither listed in help nor completed
+        return sorted({*super().list_commands(ctx), *self._lazy} - self._hidden)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         cmd_name = self._aliases.get(cmd_name, cmd_name)
@@ -67,12 +73,16 @@ class CobraCommand(click.Command):
 
 
 def rewrite_bool_flags(params: list[click.Parameter], args: list[str]) -> list[str]:
-    """Turn ``--with-docs=false`` into ``--no-with-docs`` for on/off flags declared as ``--x/--no-x``."""
+    """Turn ``--with-docs=false`` into ``--no-with-docs`` for on/off flags declared as ``--x/--no-x``,
+    and ``--recurse=true|false`` into ``--recurse`` or nothing for a plain boolean flag."""
     switches: dict[str, tuple[str, str]] = {}
     for param in params:
         if isinstance(param, click.Option) and param.is_flag and param.secondary_opts:
             for opt in param.opts:
                 switches[opt] = (opt, param.secondary_opts[0])
+        elif isinstance(param, click.Option) and param.is_flag and param.is_bool_flag:
+            for opt in param.opts:
+                switches[opt] = (opt, "")
     out: list[str] = []
     for arg in args:
         if arg == "--":
@@ -86,7 +96,8 @@ def rewrite_bool_flags(params: list[click.Parameter], args: list[str]) -> list[s
                 out.append(on)
                 continue
             if lowered in ("false", "0", "f", "no"):
-                out.append(off)
+                if off:
+                    out.append(off)
                 continue
             raise click.UsageError(f'invalid argument "{value}" for "{name}" flag: expected true or false')
         out.append(arg)

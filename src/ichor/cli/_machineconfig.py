@@ -12,10 +12,25 @@ from pathlib import Path
 
 import click
 
+from ichor.cli._lazy import LazyGroup
 
-@click.group(help="Machine config related commands", context_settings={"help_option_names": ["-h", "--help"]})
+
+@click.group(
+    cls=LazyGroup,
+    help="Machine config related commands",
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
 def machineconfig() -> None:
     pass
+
+
+assert isinstance(machineconfig, LazyGroup)
+# Talos's `machineconfig gen` is `gen config` under another name
+machineconfig.add_lazy(
+    "gen",
+    "ichor.cli._gen_config:machineconfig_gen",
+    "Generates a set of configuration files for Talos cluster",
+)
 
 
 @machineconfig.command("patch", help="Patch a machine config")

@@ -76,18 +76,35 @@ def _go_mode(mode: int) -> str:
     return (prefix or "-") + perms
 
 
-@click.command("list", help="Retrieve a directory listing")
+_LIST_TYPES = {"f": 0, "d": 1, "l": 2, "L": 2}
+"""``ls -t`` letters (``find -type`` and Go's file mode letters) to ``ListRequest.Type``."""
+
+
+@click.command("list", cls=CobraCommand, help="Retrieve a directory listing")
 @click.argument("path", default="/")
 @click.option("-l", "--long", "long_", is_flag=True, help="display additional file details")
 @click.option("-r", "--recurse", is_flag=True, help="recurse into subdirectories")
 @click.option("-d", "--depth", default=1, type=int, help="maximum recursion depth")
 @click.option("-H", "--humanize", is_flag=True, help="humanize size and time in the output")
-def list_(path: str, long_: bool, recurse: bool, depth: int, humanize: bool) -> None:
+@click.option("-t", "--type", "types", multiple=True,
+              help="filter by specified types: f (regular file), d (directory), l|L (symbolic link)")  # fmt: skip
+def list_(path: str, long_: bool, recurse: bool, depth: int, humanize: bool, types: tuple[str, ...]) -> None:
     from ichor.api.gen.machine import machine_pb2
     from ichor.client import message_error, message_node, render_table
 
+    if recurse and depth != 1:
+        raise click.ClickException(
+            "only one of flags --recurse and --depth can be specified at the same time"
+        )
+    wanted = []
+    for letter in "".join(t.replace(",", "") for t in types):
+        if letter not in _LIST_TYPES:
+            raise click.ClickException(f"invalid file type: {letter}")
+        wanted.append(_LIST_TYPES[letter])
+    if recurse:
+        depth = -1  # Talos's "no limit"
     request = machine_pb2.ListRequest(
-        root=path, recurse=recurse or depth > 1, recursion_depth=0 if recurse else depth
+        root=path, recurse=recurse or depth > 1, recursion_depth=depth, types=wanted
     )
 
     async def work(client: Any) -> None:

@@ -28,14 +28,20 @@ class CommandTable:
     def __init__(self) -> None:
         self.lazy: dict[str, tuple[str, str]] = {}
         self.aliases: dict[str, str] = {}
+        self.hidden: set[str] = set()
 
-    def add_lazy(self, name: str, target: str, short_help: str, aliases: tuple[str, ...] = ()) -> None:
+    def add_lazy(
+        self, name: str, target: str, short_help: str, aliases: tuple[str, ...] = (), *, hidden: bool = False
+    ) -> None:
+        """``hidden``: runs but is not listed in help (Talos's deprecated commands)."""
         self.lazy[name] = (target, short_help)
         for alias in aliases:
             self.aliases[alias] = name
+        if hidden:
+            self.hidden.add(name)
 
     def short_helps(self) -> list[tuple[str, str]]:
-        return [(name, short) for name, (_, short) in self.lazy.items()]
+        return [(name, short) for name, (_, short) in self.lazy.items() if name not in self.hidden]
 
 
 def __getattr__(name: str) -> Any:
@@ -116,7 +122,8 @@ cli.add_lazy(
     "machineconfig", f"{_CLI}._machineconfig:machineconfig", "Machine config related commands", ("mc",)
 )
 cli.add_lazy("config", f"{_CLI}._config:config", "Manage the client configuration file (talosconfig)")
-cli.add_lazy("image", f"{_CLI}._image:image", "Manage CRI container images", ("images",))
+cli.add_lazy("image", f"{_CLI}._image:image", "Manage CRI container images")
+cli.add_lazy("images", f"{_CLI}._image:images", "List the default images used by Talos", hidden=True)
 cli.add_lazy("cluster", f"{_CLI}._cluster:cluster", "A collection of commands for managing local clusters")
 cli.add_lazy("get", f"{_CLI}._get:get", "Get a specific resource or list of resources", ("g",))
 _NODE = f"{_CLI}._node_basic"
@@ -164,6 +171,11 @@ cli.add_lazy("time", f"{_OPS}:time_", "Gets current server time")
 cli.add_lazy("upgrade", f"{_OPS}:upgrade", "Upgrade Talos on the target node")
 cli.add_lazy("rollback", f"{_OPS}:rollback", "Rollback a node to the previous installation")
 cli.add_lazy("meta", f"{_OPS}:meta", "Write and delete keys in the META partition")
+cli.add_lazy("inject", f"{_CLI}._inject:inject", "Inject Talos API resources into Kubernetes manifests")
+_OLD = f"{_CLI}._deprecated"
+cli.add_lazy("crashdump", f"{_OLD}:crashdump", "Dump debug information about the cluster", hidden=True)
+cli.add_lazy("interfaces", f"{_OLD}:interfaces", "List network interfaces", hidden=True)
+cli.add_lazy("routes", f"{_OLD}:routes", "List network routes", ("route",), hidden=True)
 cli.add_lazy("dashboard", f"{_CLI}._dashboard:dashboard", "Cluster dashboard with real-time metrics")
 
 
@@ -175,7 +187,8 @@ def root_group() -> click.Group:
         name="talosctl", help=ROOT_HELP, context_settings={"help_option_names": ["-h", "--help"]}
     )
     for name, (target, short_help) in cli.lazy.items():
-        group.add_lazy(name, target, short_help, tuple(a for a, n in cli.aliases.items() if n == name))
+        aliases = tuple(a for a, n in cli.aliases.items() if n == name)
+        group.add_lazy(name, target, short_help, aliases, hidden=name in cli.hidden)
     return group
 
 

@@ -176,7 +176,10 @@ def list_files(layout: Layout, request: machine_pb2.ListRequest) -> Iterator[mac
             if info is not None:
                 yield info
             return
-        max_depth = (request.recursion_depth or None) if request.recurse else 1
+        # Talos: recurse with a depth of 0 or below (talosctl ls -r sends -1) has no limit
+        max_depth = (
+            (request.recursion_depth if request.recursion_depth > 0 else None) if request.recurse else 1
+        )
         first = _entry(parent, name, root_name, ".", types)
         if first is not None:
             yield first
