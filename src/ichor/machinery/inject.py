@@ -134,7 +134,8 @@ def _dump(doc: Any, *, kubernetes: bool) -> str:
 
 def inject_service_account(text: str | bytes, roles: Sequence[str], *, source: str = "<input>") -> str:
     """The manifests in ``text`` with Talos service accounts injected (see the module docstring)."""
-    from ichor.machinery.yamlio import YAMLError, load_documents, to_plain
+    from ichor.machinery.errors import YAMLError
+    from ichor.machinery.yamlio import load_documents, to_plain
 
     try:
         docs = [to_plain(d) for d in load_documents(text, source=source)]
