@@ -89,6 +89,11 @@ class _Machine:
         reply.messages.add().meminfo.CopyFrom(machine_pb2.MemInfo(memtotal=1000, memavailable=250))
         return reply
 
+    async def SystemStat(
+        self, _: Any
+    ) -> Any:  # a node from before SystemStat (test_dashboard_system.py: after)
+        raise RPCError(12, "method SystemStat not implemented")
+
     async def Processes(self, _: Any) -> Any:
         reply = machine_pb2.ProcessesResponse()
         message = reply.messages.add()

@@ -106,7 +106,7 @@ async def _headless(cluster: Cluster) -> None:
             pilot, "the process table", lambda t: "CPU-TIME" in t and "% of one core, by" in t
         )
         assert "[F2: Monitor]" in text and "-m ichor.machined --address" in text and "etcd" in text
-        assert "CORES / LOAD    n/a (the node serves no SystemStat/CPUInfo)" in text
+        assert "CORES / LOAD" in text and "host-wide: the node shares the host's kernel" in text
 
         # <Right> (not taken by the focused process table): the worker, on the same screen.
         await pilot.press("right")

@@ -39,6 +39,10 @@ class Unavailable:
 NO_SMBIOS = Unavailable("a process node has no SMBIOS")
 NO_KUBERNETES = Unavailable("the node runs no kubelet; process nodes run no Kubernetes")
 NO_SYSTEM_STAT = Unavailable("the node serves no SystemStat/CPUInfo")
+
+_UNIMPLEMENTED = 12
+_SECTOR = 512
+"""Bytes per sector in /proc/diskstats, whatever the device's own sector size."""
 NO_LINKS = Unavailable("a process node shares the host's links and routes")
 NO_CONFIG_URL = Unavailable("a process node has no kernel command line (talos.config)")
 
@@ -98,6 +102,32 @@ class Memory:
 
 
 @dataclass(frozen=True)
+class Rates:
+    """Bytes per second between two polls."""
+
+    received: float
+    sent: float
+
+
+@dataclass(frozen=True)
+class SystemFacts:
+    """What SystemStat, CPUInfo, LoadAvg, NetworkDeviceStats and DiskStats said. CPU, load and disk
+    are the kernel's, so on a node sharing the host's kernel they are the host's; the network
+    devices are those of the node's network namespace (the host's on a process node)."""
+
+    cores: int
+    model: str
+    load: tuple[float, float, float]
+    cpu_busy: float | None
+    """Percent of all cores busy (host-wide) since the previous poll; None on the first."""
+    links: list[str]
+    network: Rates | None
+    """All links together, received and sent; None on the first poll."""
+    disk: Rates | None
+    """All block devices together, read (``received``) and written (``sent``); None on the first poll."""
+
+
+@dataclass(frozen=True)
 class ConfigInfo:
     version: str
     updated: datetime | None
@@ -130,6 +160,7 @@ class NodeSnapshot:
     cpu_percent: float | None = None
     """The node's processes together, in percent of one core (as ``top`` counts)."""
     config: ConfigInfo | None = None
+    system: SystemFacts | None = None
     errors: dict[str, str] = field(default_factory=dict)
 
     def service(self, service_id: str) -> Service | None:
@@ -170,6 +201,9 @@ class NodeSource:
         self._sampled_at: float | None = None
         self.cpu_history: deque[float] = deque(maxlen=HISTORY)
         self.memory_history: deque[float] = deque(maxlen=HISTORY)
+        self._counters: tuple[float, tuple[float, float], tuple[int, int], tuple[int, int]] | None = None
+        """At the previous SystemStat poll: when, (busy, all) CPU seconds, network and disk bytes."""
+        self._cpu_model: tuple[int, str] | None = None
 
     async def poll(self) -> NodeSnapshot:
         snap = NodeSnapshot(node=self.node)
@@ -182,6 +216,7 @@ class NodeSource:
             "cluster": self._cluster,
             "network": self._network,
             "config": self._config,
+            "system": self._system,
         }
         await asyncio.gather(*(self._attempt(name, part, snap) for name, part in parts.items()))
         if len(snap.errors) == len(parts):  # nothing answered: one error for the node, not one per part
@@ -320,6 +355,58 @@ class NodeSource:
                     str(a.get("flags", "")),
                 )
             )
+
+    async def _system(self, snap: NodeSnapshot) -> None:
+        from google.protobuf import empty_pb2
+
+        from ichor.client import RPCError
+
+        empty = empty_pb2.Empty()
+        try:
+            stat = (await self.client.machine.SystemStat(empty)).messages[0]
+        except RPCError as exc:
+            if exc.code == _UNIMPLEMENTED:  # an older node: the screens say it serves none
+                return
+            raise
+        load = (await self.client.machine.LoadAvg(empty)).messages[0]
+        net = (await self.client.machine.NetworkDeviceStats(empty)).messages[0]
+        disk = (await self.client.machine.DiskStats(empty)).messages[0].total
+        if self._cpu_model is None:
+            cpus = (await self.client.machine.CPUInfo(empty)).messages[0].cpu_info
+            self._cpu_model = (len(cpus), cpus[0].model_name if cpus else "")
+        t = stat.cpu_total
+        busy = t.user + t.nice + t.system + t.irq + t.soft_irq + t.steal
+        counters = (
+            self._monotonic(),
+            (busy, busy + t.idle + t.iowait),
+            (net.total.rx_bytes, net.total.tx_bytes),
+            (disk.read_sectors * _SECTOR, disk.write_sectors * _SECTOR),
+        )
+        cpu_busy = network = disk_rates = None
+        if self._counters is not None:
+            elapsed = counters[0] - self._counters[0]
+            cpu_all = counters[1][1] - self._counters[1][1]
+            if cpu_all > 0:
+                cpu_busy = 100 * (counters[1][0] - self._counters[1][0]) / cpu_all
+            if elapsed > 0:
+                network = Rates(
+                    *(
+                        (now - then) / elapsed
+                        for now, then in zip(counters[2], self._counters[2], strict=True)
+                    )
+                )
+                disk_rates = Rates(
+                    *(
+                        (now - then) / elapsed
+                        for now, then in zip(counters[3], self._counters[3], strict=True)
+                    )
+                )
+        self._counters = counters
+        cores, model = self._cpu_model
+        snap.system = SystemFacts(
+            cores=cores or len(stat.cpu), model=model, load=(load.load1, load.load5, load.load15),
+            cpu_busy=cpu_busy, links=[d.name for d in net.devices], network=network, disk=disk_rates,
+        )  # fmt: skip
 
     async def _config(self, snap: NodeSnapshot) -> None:
         configs = await self._resources("config", "MachineConfigs.config.talos.dev")

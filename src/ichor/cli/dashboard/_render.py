@@ -139,10 +139,54 @@ def monitor_facts(snap: NodeSnapshot) -> Table:
             "RAM",
             f"{humanize_bytes(m.used)} used of {humanize_bytes(m.total)} ({m.percent:.1f}%), host memory",
         )
-    table.add_row("CORES / LOAD", str(NO_SYSTEM_STAT))
-    table.add_row("NET / DISK I/O", str(NO_SYSTEM_STAT))
-    _error_rows(table, snap, "processes", "memory")
+    _system_rows(table, snap)
+    _error_rows(table, snap, "processes", "memory", "system")
     return table
+
+
+HOST_WIDE = "host-wide: the node shares the host's kernel"
+
+
+def _rate(rates_per_second: float) -> str:
+    return f"{humanize_bytes(int(rates_per_second))}/s"
+
+
+def _system_rows(table: Table, snap: NodeSnapshot) -> None:
+    """CPU, load, network and disk from SystemStat & co., each saying whose figures they are."""
+    facts = snap.system
+    if facts is None:
+        if "system" not in snap.errors:
+            table.add_row("CORES / LOAD", str(NO_SYSTEM_STAT))
+            table.add_row("NET / DISK I/O", str(NO_SYSTEM_STAT))
+        return
+    load = " ".join(f"{v:.2f}" for v in facts.load)
+    cores = f"{facts.cores} x {facts.model}" if facts.model else f"{facts.cores}"
+    table.add_row("CORES / LOAD", f"{cores}, load {load} ({HOST_WIDE})")
+    busy = (
+        "measuring (shown from the second update on)"
+        if facts.cpu_busy is None
+        else f"{facts.cpu_busy:.1f}% busy"
+    )
+    table.add_row("HOST CPU", f"{busy} ({HOST_WIDE})")
+    whose = (
+        "the host's links: a process node shares its network"
+        if snap.platform == "process"
+        else "the node's own links"
+    )
+    if facts.network is None:
+        table.add_row("NET I/O", f"measuring ({', '.join(facts.links)}; {whose})")
+    else:
+        net = facts.network
+        table.add_row(
+            "NET I/O", f"rx {_rate(net.received)} tx {_rate(net.sent)} ({', '.join(facts.links)}; {whose})"
+        )
+    if facts.disk is None:
+        table.add_row("DISK I/O", f"measuring ({HOST_WIDE})")
+    else:
+        table.add_row(
+            "DISK I/O",
+            f"read {_rate(facts.disk.received)} write {_rate(facts.disk.sent)} (every block device, {HOST_WIDE})",
+        )
 
 
 _BLOCKS = " ▁▂▃▄▅▆▇█"
