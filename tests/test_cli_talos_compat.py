@@ -183,3 +183,9 @@ def test_ls_recurse_lists_everything_as_talos(
         r.exit_code == 1
         and "only one of flags --recurse and --depth can be specified at the same time" in r.stderr
     )
+
+
+@pytest.mark.parametrize("group", ["meta", "inject", "gen", "config", "image"])
+def test_a_group_without_a_sub_command_prints_its_help_and_succeeds(talosctl: Any, group: str) -> None:
+    r = talosctl(group)
+    assert r.exit_code == 0 and r.stdout.startswith(f"Usage: talosctl {group} ") and "Commands:" in r.stdout

@@ -30,6 +30,13 @@ class LazyGroup(click.Group):
         """``alias`` runs the sub-command ``name`` (``image ls`` is ``image list``)."""
         self._aliases[alias] = name
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        # Talos (cobra): a group run without a sub-command prints its help and succeeds.
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:
+            click.echo(ctx.get_help())
+            ctx.exit(0)
+        return super().parse_args(ctx, args)
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         # hidden commands still run (get_command) but are neither listed in help nor completed
         return sorted({*super().list_commands(ctx), *self._lazy} - self._hidden)

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from ichor.cli._lazy import CobraCommand
+from ichor.cli._lazy import CobraCommand, LazyGroup
 from ichor.cli._nodecmd import _empty, node_error, replies, run
 from ichor.machinery.constants import TALOS_VERSION
 
@@ -189,7 +189,7 @@ def rollback() -> None:
     run(work)
 
 
-@click.group("meta", help="Write and delete keys in the META partition")
+@click.group("meta", cls=LazyGroup, help="Write and delete keys in the META partition")
 @click.option("-i", "--insecure", is_flag=True,
               help="write|delete meta using the insecure (encrypted with no auth) maintenance service")  # fmt: skip
 @click.pass_context
