@@ -176,6 +176,11 @@ def test_disk_usage_sums_directories_and_applies_talos_filters() -> None:
                     e for e in listing if (e[1] >= threshold if threshold > 0 else e[1] <= -threshold)
                 ]
                 assert kept == expected, threshold
+            # under "/" the top-level directories are depth 0 (Talos counts separators): listed by default
+            top = await _usage(stub, paths=["/"], recursion_depth=1)
+            assert [name for name, _, _ in top][-1] == "." and "var" in [name for name, _, _ in top]
+            assert "var/lib" not in [name for name, _, _ in top]
+            assert dict((n, s) for n, s, _ in top)["."] >= total + 1000
             missing = await _usage(stub, paths=["/nope", "/var/lib/u/a/b"], recursion_depth=1)
             assert missing == [
                 ("/nope", 0, "lstat /nope: no such file or directory"),

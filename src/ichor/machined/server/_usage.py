@@ -69,7 +69,7 @@ def _one_path(
 
     def close_until(parent: str | None) -> Iterator[machine_pb2.DiskUsageInfo]:
         """Send the open directories that do not contain ``parent`` (all of them when None)."""
-        while stack and (parent is None or stack[-1].info.name.rstrip("/") != parent):
+        while stack and (parent is None or (stack[-1].info.name.rstrip("/") or "/") != parent):
             folder = stack.pop()
             if stack:
                 stack[-1].info.size += folder.info.size
