@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import asyncio
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
 from booted_node import Node
+from cluster_helpers import cli_env
 from ntp_helpers import ntp_server
 
 from ichor.api.gen.machine import machine_pb2
+from ichor.machinery import proc
 from ichor.machinery.clientconfig import GlobalOptions
 from ichor.machinery.yamlio import load_documents
 
@@ -112,3 +115,40 @@ def test_monitoring_and_generate_configuration_over_the_api(node: Node) -> None:
     (worker,) = load_documents(got["generated"].data[0])
     controlplane = (node.home / "controlplane.yaml").read_text()
     assert worker["machine"]["type"] == "worker" and worker["cluster"]["token"] in controlplane
+
+
+OFFICIAL = Path.home() / ".cache" / "ichor" / "talosctl-official" / "talosctl"
+"""Talos's own talosctl v1.7.6 (``scripts/build_official_talosctl.py``); the test below skips without it."""
+
+
+def test_the_official_talosctl_gets_talos_answers(node: Node) -> None:
+    if not OFFICIAL.exists():
+        pytest.skip(f"needs the official talosctl at {OFFICIAL} (scripts/build_official_talosctl.py)")
+
+    def official(*args: str) -> proc.Completed:
+        return proc.run([str(OFFICIAL), *node.base, *args], env=cli_env(node.home), cwd=node.home,
+                        check=False, timeout=60)  # fmt: skip
+
+    address = node.process.address
+    with ntp_server("127.0.0.1") as server:
+        r = official("time", "--check", server)
+    assert r.exit_code == 0, r.stderr
+    assert r.stdout.splitlines()[0].split() == ["NODE", "NTP-SERVER", "NODE-TIME", "NTP-SERVER-TIME"]
+    assert r.stdout.splitlines()[1].split()[:2] == [address, server]
+    r = official("usage", "/system/state")
+    assert r.exit_code == 0, r.stderr
+    assert (
+        r.stdout.splitlines()[0].split() == ["NODE", "SIZE", "NAME"]
+        and r.stdout.splitlines()[1].split()[2] == "."
+    )
+    for args in (["rollback"], ["meta", "write", "10", "v"], ["meta", "delete", "10"]):
+        r = official(*args)
+        assert r.exit_code == 1 and f"{address}: {REFUSED}" in r.stderr, (args, r.stderr)
+    r = official("upgrade", "--wait=false")
+    assert f"{address}: {REFUSED}" in r.stderr, r.stderr
+    r = official("logs", "servicenotfound")
+    assert r.exit_code == 1 and 'log "servicenotfound" was not registered' in r.stderr
+    r = official("ls", "-r", "/system")
+    assert r.exit_code == 0 and "state/config.yaml" in r.stdout, r.stderr
+    r = official("list", "--recurse=false", "/system")
+    assert r.exit_code == 0 and "state/config.yaml" not in r.stdout, r.stderr
