@@ -121,6 +121,7 @@ OFFICIAL = Path.home() / ".cache" / "ichor" / "talosctl-official" / "talosctl"
 """Talos's own talosctl v1.7.6 (``scripts/build_official_talosctl.py``); the test below skips without it."""
 
 
+@pytest.mark.official  # opt-in, as tests/test_e2e_official_talosctl.py: `pytest -m official` once built
 def test_the_official_talosctl_gets_talos_answers(node: Node) -> None:
     if not OFFICIAL.exists():
         pytest.skip(f"needs the official talosctl at {OFFICIAL} (scripts/build_official_talosctl.py)")
