@@ -7,7 +7,7 @@ not serve yet answer ``UNIMPLEMENTED "method <Name> not implemented"`` exactly a
 server does for unregistered methods. What Talos refuses in ``container`` mode (Upgrade, Rollback,
 MetaWrite, MetaDelete: a node sharing the host's kernel has no boot disk and no META partition)
 is refused the same way here, ``FAILED_PRECONDITION "method is not supported in container mode"``,
-before the request is looked at.
+once the request has decoded (an undecodable one is ``INVALID_ARGUMENT`` first, as everywhere).
 """
 
 from __future__ import annotations
@@ -320,7 +320,7 @@ class MachineService(
         # Talos's container mode lacks these capabilities (runtime.Mode): no install to upgrade or
         # roll back, no META partition. It lacks Reboot and Shutdown too; Ichor's launcher gives
         # container nodes both. Metal nodes do not serve them yet.
-        self._authorize(stream, name)
+        await self._request(stream, name)  # decoded first, as grpc-go does before any handler
         mode = self._node.layout.platform.mode
         if mode == "container":
             raise GRPCError(Status.FAILED_PRECONDITION, f"method is not supported in {mode} mode")
