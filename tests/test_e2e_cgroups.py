@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from container_helpers import CONTAINER_NODES, container_cluster
+from container_helpers import CONTAINER_NODES, container_cluster, until
 from registry_helpers import REGISTRY_TOOLS, publish_busybox
 
 from ichor.machinery import proc
@@ -61,7 +61,14 @@ def test_node_tasks_land_in_the_nodes_own_cgroups_and_destroy_removes_them(tmp_p
             task = directory / "system/t1"
             tasks = (task / "cgroup.procs").read_text().split()
             assert tasks, f"{task} holds no task"
-            assert Path(f"/proc/{tasks[0]}/cmdline").read_bytes().startswith(b"/bin/sleep"), task
+            # `ctr run -d` returns once the task is created; its process may still be in runc's
+            # exec of /bin/sleep (an empty or runc cmdline for a moment).
+            until(
+                f"{task}'s process to be /bin/sleep",
+                lambda pid=tasks[0]: Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"/bin/sleep"),
+                10,
+                0.1,
+            )
             assert not (hierarchy.base() / "system/t1").exists(), f"the task leaked into {hierarchy.base()}"
 
         cluster.destroy()
