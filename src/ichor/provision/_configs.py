@@ -77,6 +77,9 @@ def gen_options(record: ClusterRecord) -> GenOptions:
         endpoint=f"https://{cp_address}:6443",
         kubernetes_version=record.kubernetes_version,
         registry_mirrors=registry_mirror_options(record),
+        # Talos's docker provisioner sets it, and container mode (both provisioners' nodes run in it)
+        # requires it: `talosctl validate --mode container` refuses a config without it.
+        host_dns_forward_kube_dns_to_host=True,
     )
 
 
