@@ -53,6 +53,7 @@ def test_provisioner_docker_is_served_by_the_container_provisioner(
 def test_talos_flags_reach_create_as_talos_means_them(
     talosctl: Any, captured: list[dict[str, Any]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kube.yaml"))
     r = talosctl(
         "cluster", "create", "--talos-version", "v1.7", "--endpoint", "10.5.0.2", "--use-vip",
         "--dns-domain", "example.local", "--kubeprism-port", "7446", "--custom-cni-url", "http://10.5.0.1/cni.yaml",
@@ -73,14 +74,19 @@ def test_talos_flags_reach_create_as_talos_means_them(
     assert kw["discovery"] is False and kw["debug"] is True
     assert kw["install_image"] == "ghcr.io/siderolabs/installer:v1.7.6"
     assert kw["registry_insecure"] == ("10.5.0.1:5000",) and kw["init_node_as_endpoint"] is True
+    assert kw["kubeconfig"] == tmp_path / "kube.yaml"
 
 
-def test_defaults_are_talos_and_skip_boot_phase_finished_check_is_passed_on(
-    talosctl: Any, captured: list[dict[str, Any]]
+def test_defaults_are_talos_and_skip_kubeconfig_merges_nothing(
+    talosctl: Any, captured: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
     assert talosctl("cluster", "create").exit_code == 0
-    assert talosctl("cluster", "create", "--skip-boot-phase-finished-check").exit_code == 0
+    assert (
+        talosctl("cluster", "create", "--skip-kubeconfig", "--skip-boot-phase-finished-check").exit_code == 0
+    )
     default, skipped = captured
+    assert default["kubeconfig"] == Path.home() / ".kube" / "config"
     assert (default["dns_domain"], default["kube_prism_port"], default["discovery"]) == (
         "cluster.local",
         7445,
@@ -92,7 +98,7 @@ def test_defaults_are_talos_and_skip_boot_phase_finished_check_is_passed_on(
         {},
         {},
     )
-    assert skipped["skip_boot_phase_finished"] is True
+    assert skipped["kubeconfig"] is None and skipped["skip_boot_phase_finished"] is True
 
 
 @pytest.mark.parametrize(

@@ -188,6 +188,12 @@ def _limits(
     help="skip k8s node readiness checks (Talos 1.8's: wait for the control plane, not for every Node Ready)",
 )
 @click.option(
+    "--skip-kubeconfig/--no-skip-kubeconfig",
+    default=False,
+    help="skip merging kubeconfig from the created cluster (else merged into ~/.kube/config, or "
+    "$KUBECONFIG's first file, once the waits passed; container nodes only, as process nodes run no Kubernetes)",
+)
+@click.option(
     "--talos-version",
     default="",
     help="the desired Talos version to generate config for (v1.7 or later: container-mode nodes need its "
@@ -275,6 +281,7 @@ def create(name: str, state: str, provisioner: str | None, controlplanes: int, w
            config_patch: tuple[str, ...], config_patch_control_plane: tuple[str, ...], config_patch_worker: tuple[str, ...],
            extension: tuple[str, ...], wait: bool, wait_timeout: str, kubernetes_images: str,
            kubernetes_version: str, masters: int | None, **flags: Any) -> None:  # fmt: skip
+    from ichor.cli._kubeconfig import default_kubeconfig_path
     from ichor.cli._nodecmd import parse_duration
     from ichor.provision._cluster import create as create_cluster
 
@@ -290,6 +297,7 @@ def create(name: str, state: str, provisioner: str | None, controlplanes: int, w
     cpus, memory_mb = _limits(
         flags.pop("cpus"), flags.pop("cpus_workers"), flags.pop("memory"), flags.pop("memory_workers")
     )
+    kubeconfig = None if flags.pop("skip_kubeconfig") else default_kubeconfig_path()
     create_cluster(
         name=name, cidr=cidr or ("10.5.0.0/24" if chosen == "container" else "127.5.0.0/24"),
         controlplanes=controlplanes, workers=workers, state=Path(state),
@@ -303,7 +311,7 @@ def create(name: str, state: str, provisioner: str | None, controlplanes: int, w
         custom_cni_url=flags["custom_cni_url"], discovery=flags["with_cluster_discovery"], debug=flags["with_debug"],
         install_image=flags["install_image"], registry_insecure=flags["registry_insecure_skip_verify"],
         use_vip=flags["use_vip"], endpoint=flags["endpoint"], init_node_as_endpoint=flags["init_node_as_endpoint"],
-        input_dir=flags["input_dir"], cpus=cpus, memory_mb=memory_mb,
+        input_dir=flags["input_dir"], cpus=cpus, memory_mb=memory_mb, kubeconfig=kubeconfig,
         skip_boot_phase_finished=flags["skip_boot_phase_finished_check"],
         skip_node_readiness=flags["skip_k8s_node_readiness_check"],
     )  # fmt: skip

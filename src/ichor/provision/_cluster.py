@@ -110,6 +110,7 @@ def create(
     input_dir: str = "",
     cpus: dict[str, str] | None = None,
     memory_mb: dict[str, int] | None = None,
+    kubeconfig: Path | None = None,
     skip_boot_phase_finished: bool = False,
     skip_node_readiness: bool = False,
 ) -> ClusterRecord:
@@ -135,7 +136,8 @@ def create(
     The config flags (``talos_version`` ... ``init_node_as_endpoint``) are Talos's ``cluster create``
     flags of the same names (:mod:`._configs`); ``input_dir`` takes the configs from there instead.
     ``cpus``/``memory_mb`` (by node type) limit each container node's cgroup (:mod:`._cgroups`).
-    ``skip_*``: the health stages left out (:func:`._wait.narrow`).
+    ``kubeconfig``: where the admin kubeconfig is merged once the waits passed (None: not merged,
+    ``--skip-kubeconfig``); ``skip_*``: the health stages left out (:func:`._wait.narrow`).
 
     Everything a user can get wrong (counts, CIDR, patches, an address in use) is refused before
     anything starts. A create that fails later stops every process it started and takes its context
@@ -221,6 +223,7 @@ def create(
         discovery=discovery, debug=debug, install_image=install_image, registry_insecure=list(registry_insecure),
         vip=vip, endpoint=endpoint, init_node_as_endpoint=init_node_as_endpoint,
         input_dir=str(Path(input_dir).expanduser().resolve()) if input_dir else "", cpus=cpus, memory_mb=memory_mb,
+        kubeconfig=str(kubeconfig.expanduser()) if kubeconfig is not None else "",
     )  # fmt: skip
     for i in range(controlplanes + workers):
         kind = "controlplane" if i < controlplanes else "worker"
@@ -483,6 +486,23 @@ def _bring_up(
             f"every stage of `talosctl health` passed on {_nodes(record)} after {now - bootstrapped:.1f}s "
             f"({now - started:.1f}s since create started)"
         )
+    _after_waits(record, options, cp_address, progress)
+
+
+def _after_waits(
+    record: ClusterRecord, options: GlobalOptions, cp_address: str, progress: Callable[[str], None]
+) -> None:
+    """Talos's create merges the admin kubeconfig once its waits passed (never with ``--no-wait``),
+    unless ``--skip-kubeconfig`` (``record.kubeconfig`` empty)."""
+    if not record.kubeconfig:
+        return
+    if record.provisioner != CONTAINER:
+        progress(
+            "no kubeconfig merged: process nodes run no Kubernetes (`talosctl kubeconfig` still writes "
+            "the admin kubeconfig their PKI makes)"
+        )
+        return
+    _merge_kubeconfig(record, options, cp_address, Path(record.kubeconfig), progress)
 
 
 def talos_endpoints(record: ClusterRecord, given: Sequence[str] = ()) -> list[str]:
@@ -495,6 +515,28 @@ def talos_endpoints(record: ClusterRecord, given: Sequence[str] = ()) -> list[st
     if record.init_node_as_endpoint:
         return controlplanes[:1]
     return list(given) or controlplanes
+
+
+def _merge_kubeconfig(
+    record: ClusterRecord, options: GlobalOptions, node: str, path: Path, progress: Callable[[str], None]
+) -> None:
+    """Talos's ``mergeKubeconfig``: the admin kubeconfig from the first control plane's API, merged
+    into ``path`` (:mod:`._kubeconfig`)."""
+    from ichor.client import Client
+    from ichor.client.health_k8s import fetch_kubeconfig
+    from ichor.provision._kubeconfig import merge_into
+
+    async def fetch() -> bytes:
+        async with Client.from_options(options, connect_timeout=3) as client:
+            return await fetch_kubeconfig(client.with_node(node))
+
+    progress(f"merging kubeconfig into {str(path)!r}")
+    result = merge_into(path, asyncio.run(fetch()))
+    for line in result.renamed:
+        progress(line)
+    record.kube_context = result.context
+    record.save()
+    progress(f"kubectl now uses context {result.context!r} (`kubectl get nodes -o wide`)")
 
 
 def _nodes(record: ClusterRecord) -> str:

@@ -117,6 +117,10 @@ class ClusterRecord:
     """``--cpus``/``--cpus-workers`` by node type (``controlplane``/``worker``): each node's CPU limit."""
     memory_mb: dict[str, int] = field(default_factory=dict)
     """``--memory``/``--memory-workers`` by node type: each node's memory limit in MiB."""
+    kubeconfig: str = ""
+    """Where create merges the cluster's admin kubeconfig once its waits pass ("": ``--skip-kubeconfig``)."""
+    kube_context: str = ""
+    """The context create merged there ("" until it did)."""
 
     @property
     def file(self) -> Path:
