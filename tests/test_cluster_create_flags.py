@@ -144,6 +144,27 @@ def test_input_dir_refuses_config_generation_flags_as_talos_does(
     assert captured[0]["input_dir"] == "/x"
 
 
+def test_not_root_says_kubernetes_needs_container_nodes(
+    talosctl: Any, captured: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    r = talosctl("cluster", "create")
+    assert r.exit_code == 0, r.stderr
+    assert captured[0]["provisioner"] == "process"
+    assert "Kubernetes runs only on container nodes, which need root" in r.stderr
+    assert "no kubelet, so there is no Kubernetes for kubectl" in r.stderr
+
+
+def test_container_nodes_asked_for_without_root_say_what_the_process_cluster_gives(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("os.geteuid", lambda: 1000)
+    with pytest.raises(MachineryError) as failed:
+        _create(tmp_path, provisioner=CONTAINER, cidr="10.5.0.0/24")
+    assert "container nodes need root" in str(failed.value)
+    assert "no Kubernetes" in (failed.value.hint or "")
+
+
 # --- the provisioner's refusals (before anything starts) ---
 
 

@@ -39,6 +39,11 @@ DOCKER_NOTE = (
     "provisioner docker: Ichor's container provisioner serves it (each node in namespaces of its own on a "
     "bridge, as Talos's docker nodes are containers on one; no Docker involved)"
 )
+NO_KUBERNETES_NOTE = (
+    "Kubernetes runs only on container nodes, which need root (namespaces, a bridge, routes): this process "
+    "cluster gives Talos's API, etcd, discovery and every talosctl command on node processes, but no kubelet, "
+    "so there is no Kubernetes for kubectl; run create as root for container nodes with Kubernetes"
+)
 
 
 class CreateCommand(CobraCommand):
@@ -65,7 +70,10 @@ def _choose_provisioner(asked: str | None) -> tuple[str, str]:
         return asked, "as asked with --provisioner"
     if os.geteuid() == 0:
         return "container", "running as root; pass --provisioner process for node processes on the loopback"
-    return "process", "not running as root, which container nodes need for their namespaces"
+    return (
+        "process",
+        "not running as root, which container nodes need for their namespaces. " + NO_KUBERNETES_NOTE,
+    )
 
 
 def _limits(

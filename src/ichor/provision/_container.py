@@ -45,7 +45,8 @@ def check_host() -> None:
     if os.geteuid() != 0:
         raise MachineryError(
             "container nodes need root (namespaces, a bridge and routes)",
-            hint="run as root, or pass --provisioner process for node processes on the loopback",
+            hint="run as root for container nodes, the only ones that run Kubernetes; or pass --provisioner "
+            "process for node processes on the loopback (Talos's API, etcd and discovery, but no Kubernetes)",
         )
     if shutil.which("ip") is None:
         raise MachineryError(
