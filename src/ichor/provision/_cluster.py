@@ -50,6 +50,7 @@ from ichor.provision._wait import REACHABLE, WaitPlan, narrow, split_plan, wait_
 
 if TYPE_CHECKING:
     from ichor.client.health import ClusterInfo
+    from ichor.machinery.patch import Patch
 
 DEFAULT_CIDR = "127.5.0.0/24"
 VIP_OFFSET = 50
@@ -378,7 +379,6 @@ def _bring_up(
 ) -> None:
     from ichor.machinery.clientconfig import TalosConfig
     from ichor.machinery.generate import OutputType, generate
-    from ichor.machinery.patch import load_patches
     from ichor.machinery.secrets import SecretsBundle
 
     started = time.monotonic()
@@ -388,17 +388,9 @@ def _bring_up(
         progress("starting the cluster's own discovery service")
         record.discovery_endpoint, record.discovery_pid = start_discovery(record.cidr, state_dir, progress)
         record.save()
-        discovery = load_patches([
-            "cluster:\n  discovery:\n    enabled: true\n    registries:\n      kubernetes:\n        disabled: true\n"
-            f"      service:\n        endpoint: {record.discovery_endpoint}\n"
-        ])  # fmt: skip
     else:
         progress("cluster discovery off (--with-cluster-discovery=false): no discovery service started")
-        discovery = load_patches(["cluster:\n  discovery:\n    enabled: false\n"])
-    if len(controlplanes) == len(record.nodes):
-        # As Talos's cluster create: with no worker, workloads may run on the control planes (their
-        # NoSchedule taint is left off); a --config-patch can still say otherwise.
-        discovery += load_patches(["cluster:\n  allowSchedulingOnControlPlanes: true\n"])
+    discovery = cluster_patches(record)
 
     bundle: SecretsBundle | None = None
     inputs = load_input_dir(Path(record.input_dir)) if record.input_dir else None
@@ -506,6 +498,25 @@ def _after_waits(
         )
         return
     _merge_kubeconfig(record, options, cp_address, Path(record.kubeconfig), progress)
+
+
+def cluster_patches(record: ClusterRecord) -> list[Patch]:
+    """What create patches into every node's config before the user's patches: the cluster's own
+    discovery service (or discovery off), and with no worker, scheduling on the control planes."""
+    from ichor.machinery.patch import load_patches
+
+    if record.discovery:
+        patches = load_patches([
+            "cluster:\n  discovery:\n    enabled: true\n    registries:\n      kubernetes:\n        disabled: true\n"
+            f"      service:\n        endpoint: {record.discovery_endpoint}\n"
+        ])  # fmt: skip
+    else:
+        patches = load_patches(["cluster:\n  discovery:\n    enabled: false\n"])
+    if all(n.type == "controlplane" for n in record.nodes):
+        # As Talos's cluster create: with no worker, workloads may run on the control planes (their
+        # NoSchedule taint is left off); a --config-patch can still say otherwise.
+        patches += load_patches(["cluster:\n  allowSchedulingOnControlPlanes: true\n"])
+    return patches
 
 
 def talos_endpoints(record: ClusterRecord, given: Sequence[str] = ()) -> list[str]:
