@@ -94,3 +94,21 @@ def test_create_merges_only_container_clusters_unless_skipped(
     assert calls == ([("10.5.0.2", tmp_path / "config")] if merged else [])
     if provisioner == "process":
         assert any("process nodes run no Kubernetes" in line for line in lines)
+
+
+def test_a_failed_merge_leaves_the_cluster_up_and_says_how_to_get_the_kubeconfig(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ichor.machinery.errors import MachineryError
+
+    def fail(*_: object) -> None:
+        raise MachineryError("error loading existing kubeconfig 'x': bad", hint="fix or move it away")
+
+    lines: list[str] = []
+    monkeypatch.setattr(_cluster, "_merge_kubeconfig", fail)
+    _cluster._after_waits(
+        _record(tmp_path, "container", str(tmp_path / "config")), None, "10.5.0.2", lines.append
+    )  # type: ignore[arg-type]
+    (line,) = lines
+    assert line.startswith("warning: the cluster is up, but its kubeconfig was not merged into ")
+    assert "fix or move it away" in line and "talosctl -n 10.5.0.2 kubeconfig" in line

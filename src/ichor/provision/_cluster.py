@@ -497,7 +497,17 @@ def _after_waits(
             "the admin kubeconfig their PKI makes)"
         )
         return
-    _merge_kubeconfig(record, options, cp_address, Path(record.kubeconfig), progress)
+    try:
+        _merge_kubeconfig(record, options, cp_address, Path(record.kubeconfig), progress)
+    except (MachineryError, OSError) as exc:
+        # Talos's create fails here with the cluster left running; a failed create here would undo
+        # the cluster, so the cluster stays and this says how to get the kubeconfig instead.
+        hint = getattr(exc, "hint", None)
+        progress(
+            f"warning: the cluster is up, but its kubeconfig was not merged into {record.kubeconfig}: {exc}"
+            + (f" ({hint})" if hint else "")
+            + f"; fetch it with `talosctl -n {cp_address} kubeconfig`"
+        )
 
 
 def cluster_patches(record: ClusterRecord) -> list[Patch]:
