@@ -313,3 +313,28 @@ def test_skip_flags_narrow_the_wait_as_talos_does() -> None:
     )
     process = narrow(wait_plan(container=False, kubernetes_images="local"), skip_node_readiness=True)
     assert "kubelet to be healthy" not in process.stages and process.skipped
+
+
+@pytest.mark.parametrize(("vip", "order"), [
+    ("10.5.0.50", ["reachable 10.5.0.2", "bootstrap 10.5.0.2", "reachable 10.5.0.2,10.5.0.3"]),
+    ("", ["reachable 10.5.0.2,10.5.0.3", "bootstrap 10.5.0.2"]),
+])  # fmt: skip
+def test_with_a_vip_the_workers_are_waited_for_after_bootstrap(
+    monkeypatch: pytest.MonkeyPatch, vip: str, order: list[str]
+) -> None:
+    """A worker's certificate comes from trustd at the VIP, which exists only once etcd runs."""
+    calls: list[str] = []
+
+    async def wait_healthy(options: object, info: Any, plan: Any, timeout: float, progress: object) -> None:
+        calls.append("reachable " + ",".join([*info.control_plane_nodes, *info.worker_nodes]))
+
+    async def bootstrap(options: object, node: str, timeout: float, progress: object) -> None:
+        calls.append(f"bootstrap {node}")
+
+    monkeypatch.setattr(_cluster, "wait_healthy", wait_healthy)
+    monkeypatch.setattr(_cluster, "_bootstrap", bootstrap)
+    record = _record(vip=vip)
+    assert (
+        _cluster._reach_and_bootstrap(record, None, "10.5.0.2", 60.0, True, 0.0, lambda _: None) is not None
+    )  # type: ignore[arg-type]
+    assert calls == order

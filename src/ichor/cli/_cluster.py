@@ -36,8 +36,8 @@ _PROVISIONER = click.option("--provisioner", type=click.Choice(["container", "do
                             help="Talos cluster provisioner to use (default: container as root, else process; "
                             "'docker', Talos's default, is served by Ichor's container provisioner)")  # fmt: skip
 DOCKER_NOTE = (
-    "provisioner docker: Ichor's container provisioner serves it (each node in namespaces of its own on a "
-    "bridge, as Talos's docker nodes are containers on one; no Docker involved)"
+    "'docker', the name Talos's docs use: Ichor's container provisioner serves it, each node in namespaces of "
+    "its own on a bridge as Talos's docker nodes are containers on one; no Docker involved"
 )
 NO_KUBERNETES_NOTE = (
     "Kubernetes runs only on container nodes, which need root (namespaces, a bridge, routes): this process "
@@ -65,7 +65,7 @@ def _choose_provisioner(asked: str | None) -> tuple[str, str]:
     import os
 
     if asked == "docker":
-        return "container", DOCKER_NOTE.removeprefix("provisioner docker: ")
+        return "container", DOCKER_NOTE
     if asked:
         return asked, "as asked with --provisioner"
     if os.geteuid() == 0:

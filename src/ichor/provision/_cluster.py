@@ -457,13 +457,11 @@ def _bring_up(
         )
         return
 
-    asyncio.run(wait_healthy(options, _cluster_info(record), WaitPlan((REACHABLE,)), wait_timeout, progress))
-    progress(f"cluster {name!r} is up: {_nodes(record)} configured in {time.monotonic() - started:.1f}s")
-    if not bootstrap:
+    bootstrapped = _reach_and_bootstrap(
+        record, options, cp_address, wait_timeout, bootstrap, started, progress
+    )
+    if bootstrapped is None:
         return
-    progress(f"bootstrapping etcd on {cp_address}")
-    bootstrapped = time.monotonic()
-    asyncio.run(_bootstrap(options, cp_address, wait_timeout, progress))
     if wait.skipped:
         progress(f"waiting for the etcd stages of `talosctl health` only: {wait.skipped}")
     info = _cluster_info(record)
@@ -527,6 +525,44 @@ def cluster_patches(record: ClusterRecord) -> list[Patch]:
         # NoSchedule taint is left off); a --config-patch can still say otherwise.
         patches += load_patches(["cluster:\n  allowSchedulingOnControlPlanes: true\n"])
     return patches
+
+
+def _reach_and_bootstrap(
+    record: ClusterRecord,
+    options: GlobalOptions,
+    cp_address: str,
+    wait_timeout: float,
+    bootstrap: bool,
+    started: float,
+    progress: Callable[[str], None],
+) -> float | None:
+    """Wait for every node's API, then bootstrap etcd on ``cp_address``; returns when it was
+    bootstrapped (None: ``bootstrap`` off). With ``--use-vip`` the workers answer only after: a worker
+    gets its API certificate from trustd at the endpoint's host, the VIP, which a control plane takes
+    once etcd runs, so the control planes are waited for, then bootstrap (Talos's create bootstraps
+    first), then every node."""
+    if record.vip and bootstrap:
+        controlplanes_only = _cluster_info(record, workers=False)
+        asyncio.run(wait_healthy(options, controlplanes_only, WaitPlan((REACHABLE,)), wait_timeout, progress))
+        progress(f"bootstrapping etcd on {cp_address} (the workers answer once the VIP {record.vip} is up)")
+        bootstrapped = time.monotonic()
+        asyncio.run(_bootstrap(options, cp_address, wait_timeout, progress))
+        remaining = wait_timeout - (time.monotonic() - started)
+        asyncio.run(wait_healthy(options, _cluster_info(record), WaitPlan((REACHABLE,)), remaining, progress))
+        progress(
+            f"cluster {record.name!r} is up: {_nodes(record)} configured in {time.monotonic() - started:.1f}s"
+        )
+        return bootstrapped
+    asyncio.run(wait_healthy(options, _cluster_info(record), WaitPlan((REACHABLE,)), wait_timeout, progress))
+    progress(
+        f"cluster {record.name!r} is up: {_nodes(record)} configured in {time.monotonic() - started:.1f}s"
+    )
+    if not bootstrap:
+        return None
+    progress(f"bootstrapping etcd on {cp_address}")
+    bootstrapped = time.monotonic()
+    asyncio.run(_bootstrap(options, cp_address, wait_timeout, progress))
+    return bootstrapped
 
 
 def talos_endpoints(record: ClusterRecord, given: Sequence[str] = ()) -> list[str]:
@@ -688,11 +724,11 @@ async def _bootstrap(
         await wait_for([check], timeout=timedelta(seconds=timeout), report=progress, interval=0.5)
 
 
-def _cluster_info(record: ClusterRecord) -> ClusterInfo:
+def _cluster_info(record: ClusterRecord, *, workers: bool = True) -> ClusterInfo:
     from ichor.client.health import ClusterInfo
 
     return ClusterInfo(
         [n.address for n in record.nodes if n.type == "controlplane"],
-        [n.address for n in record.nodes if n.type == "worker"],
+        [n.address for n in record.nodes if n.type == "worker" and workers],
         {n.address: [n.extra_address] for n in record.nodes if n.extra_address},
     )
