@@ -328,10 +328,10 @@ def create(name: str, state: str, provisioner: str | None, controlplanes: int, w
 _GEN_FLAGS = (
     "install_image", "with_debug", "dns_domain", "with_cluster_discovery", "registry_mirror",
     "registry_insecure_skip_verify", "mtu", "nameservers", "custom_cni_url", "talos_version", "use_vip",
-    "endpoint", "kubeprism_port", "with_registry",
+    "endpoint", "kubeprism_port",
 )  # fmt: skip
-"""Talos's ``checkForDefinedGenFlag`` list (the flags Ichor takes of it), and ``--with-registry`` (it adds
-mirrors to the configs)."""
+"""Talos's ``checkForDefinedGenFlag`` list (the flags Ichor takes of it). ``--with-registry`` stays: its
+mirrors are the cluster's own plumbing, patched into ``--input-dir``'s configs too."""
 
 
 def _refuse_gen_flags_with_input_dir(input_dir: str) -> None:
