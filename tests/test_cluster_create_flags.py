@@ -276,6 +276,9 @@ def test_use_vip_takes_the_cidrs_fiftieth_address() -> None:
     assert vip == "10.5.0.50" and ipaddress.ip_address(vip) in ipaddress.ip_network("10.5.0.0/24")
     with pytest.raises(MachineryError, match="address number 50"):
         _cluster._check_node_flags("10.5.0.0/27", True, 2, True, {}, {})
+    with pytest.raises(MachineryError, match="--use-vip with workers is not supported yet") as failed:
+        _cluster._check_node_flags("10.5.0.0/24", True, 2, True, {}, {}, workers=1)
+    assert "--workers 0" in (failed.value.hint or "")
 
 
 def test_input_dir_configs_get_only_the_nodes_plumbing(tmp_path: Path) -> None:

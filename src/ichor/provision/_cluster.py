@@ -180,7 +180,9 @@ def create(
         )
     mirrors = [parse_mirror(m) for m in registry_mirrors]
     cpus, memory_mb = dict(cpus or {}), dict(memory_mb or {})
-    vip = _check_node_flags(cidr, container, controlplanes + workers, use_vip, cpus, memory_mb)
+    vip = _check_node_flags(
+        cidr, container, controlplanes + workers, use_vip, cpus, memory_mb, workers=workers
+    )
     talos_version = check_talos_version_flag(talos_version)
     _check_config_flags(kube_prism_port, custom_cni_url, endpoint, dns_domain)
     if input_dir:
@@ -276,7 +278,14 @@ def create(
 
 
 def _check_node_flags(
-    cidr: str, container: bool, count: int, use_vip: bool, cpus: dict[str, str], memory_mb: dict[str, int]
+    cidr: str,
+    container: bool,
+    count: int,
+    use_vip: bool,
+    cpus: dict[str, str],
+    memory_mb: dict[str, int],
+    *,
+    workers: int = 0,
 ) -> str:
     """``--use-vip``, ``--cpus`` and ``--memory``: container nodes only, checked; returns the VIP ("" without)."""
     why = "process nodes share this machine's network and cgroups (no address or limit of their own)"
@@ -297,6 +306,15 @@ def _check_node_flags(
             )
     if not use_vip:
         return ""
+    if workers:
+        # Found on a 1+1 container cluster: the worker waited for its certificate until the timeout.
+        raise MachineryError(
+            "--use-vip with workers is not supported yet: a worker gets its API certificate from trustd at "
+            "the endpoint's host, the VIP, and a control plane's trustd serves only on the node's own address "
+            "with a certificate made before the VIP is up (Talos's listens on every address)",
+            hint="pass --workers 0 with --use-vip (workloads then schedule on the control planes), or leave "
+            "--use-vip out",
+        )
     network = ipaddress.ip_network(cidr, strict=False)
     if network.num_addresses <= VIP_OFFSET or count + 2 > VIP_OFFSET:
         raise MachineryError(
