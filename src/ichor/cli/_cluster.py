@@ -1,14 +1,21 @@
-"""``talosctl cluster create|show|destroy``: provisioners ``container`` (root) and ``process``."""
+"""``talosctl cluster create|show|destroy``: provisioners ``container`` (root; ``docker``, the name Talos's
+docs use, is served by it) and ``process``.
+
+create takes Talos 1.7's flags (its ``create.go``) where they mean something for nodes on this machine's
+kernel, and refuses the others naming why (:mod:`._cluster_flags`).
+"""
 
 from __future__ import annotations
 
 import signal
 from pathlib import Path
+from typing import Any
 
 import click
 
+from ichor.cli._cluster_flags import MASTERS_DEPRECATED, refuse_unsupported, refused_help
 from ichor.cli._lazy import CobraCommand, LazyGroup
-from ichor.machinery.constants import DEFAULT_KUBERNETES_VERSION
+from ichor.machinery.constants import DEFAULT_DNS_DOMAIN, DEFAULT_KUBERNETES_VERSION, KUBEPRISM_PORT
 
 
 @click.group(
@@ -25,8 +32,25 @@ _NAME = click.option("--name", default="talos-default", show_default=True, help=
 _STATE = click.option(
     "--state", default="~/.talos/clusters", show_default=True, help="directory path to store cluster state"
 )
-_PROVISIONER = click.option("--provisioner", type=click.Choice(["container", "process"]),
-                            help="Talos cluster provisioner to use (default: container as root, else process)")  # fmt: skip
+_PROVISIONER = click.option("--provisioner", type=click.Choice(["container", "docker", "process"]),
+                            help="Talos cluster provisioner to use (default: container as root, else process; "
+                            "'docker', Talos's default, is served by Ichor's container provisioner)")  # fmt: skip
+DOCKER_NOTE = (
+    "'docker', the name Talos's docs use: Ichor's container provisioner serves it, each node in namespaces of "
+    "its own on a bridge as Talos's docker nodes are containers on one; no Docker involved"
+)
+NO_KUBERNETES_NOTE = (
+    "Kubernetes runs only on container nodes, which need root (namespaces, a bridge, routes): this process "
+    "cluster gives Talos's API, etcd, discovery and every talosctl command on node processes, but no kubelet, "
+    "so there is no Kubernetes for kubectl; run create as root for container nodes with Kubernetes"
+)
+
+
+class CreateCommand(CobraCommand):
+    """Refuses Talos's flags Ichor does not take before click parses (:mod:`._cluster_flags`)."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, refuse_unsupported(args))
 
 
 def _talosconfig_path() -> Path:
@@ -40,14 +64,31 @@ def _choose_provisioner(asked: str | None) -> tuple[str, str]:
     """The provisioner, and why (create says it)."""
     import os
 
+    if asked == "docker":
+        return "container", DOCKER_NOTE
     if asked:
         return asked, "as asked with --provisioner"
     if os.geteuid() == 0:
         return "container", "running as root; pass --provisioner process for node processes on the loopback"
-    return "process", "not running as root, which container nodes need for their namespaces"
+    return (
+        "process",
+        "not running as root, which container nodes need for their namespaces. " + NO_KUBERNETES_NOTE,
+    )
 
 
-@cluster.command("create", cls=CobraCommand, help="Creates a local cluster of Talos nodes")
+def _limits(
+    cpus: str | None, cpus_workers: str | None, memory: int | None, memory_workers: int | None
+) -> tuple[dict[str, str], dict[str, int]]:
+    """``--cpus``/``--memory`` (control planes) and ``--cpus-workers``/``--memory-workers``, by node type;
+    a type without a flag gets no limit."""
+    cpu_limits = {k: v for k, v in (("controlplane", cpus), ("worker", cpus_workers)) if v}
+    memory_limits = {k: v for k, v in (("controlplane", memory), ("worker", memory_workers)) if v}
+    return cpu_limits, memory_limits
+
+
+@cluster.command(
+    "create", cls=CreateCommand, help="Creates a local cluster of Talos nodes", epilog=refused_help()
+)
 @_NAME
 @_STATE
 @_PROVISIONER
@@ -57,6 +98,12 @@ def _choose_provisioner(asked: str | None) -> tuple[str, str]:
     show_default=True,
     type=click.IntRange(1),
     help="the number of controlplanes to create",
+)
+@click.option(
+    "--masters",
+    type=click.IntRange(1),
+    hidden=True,
+    help="the number of masters to create (deprecated: use --controlplanes)",
 )
 @click.option(
     "--workers", default=1, show_default=True, type=click.IntRange(0), help="the number of workers to create"
@@ -138,19 +185,127 @@ def _choose_provisioner(asked: str | None) -> tuple[str, str]:
 @click.option(
     "--wait-timeout", default="20m", show_default=True, help="timeout to wait for the cluster to be ready"
 )
+@click.option(
+    "--skip-boot-phase-finished-check/--no-skip-boot-phase-finished-check",
+    default=False,
+    help="skip waiting for node to finish boot phase (wait for Talos's pre-boot-sequence stages only)",
+)
+@click.option(
+    "--skip-k8s-node-readiness-check/--no-skip-k8s-node-readiness-check",
+    default=False,
+    help="skip k8s node readiness checks (Talos 1.8's: wait for the control plane, not for every Node Ready)",
+)
+@click.option(
+    "--skip-kubeconfig/--no-skip-kubeconfig",
+    default=False,
+    help="skip merging kubeconfig from the created cluster (else merged into ~/.kube/config, or "
+    "$KUBECONFIG's first file, once the waits passed; container nodes only, as process nodes run no Kubernetes)",
+)
+@click.option(
+    "--talos-version",
+    default="",
+    help="the desired Talos version to generate config for (v1.7 or later: container-mode nodes need its "
+    "host DNS; default: this Talos, 1.7)",
+)
+@click.option(
+    "--dns-domain", default=DEFAULT_DNS_DOMAIN, show_default=True, help="the dns domain to use for cluster"
+)
+@click.option(
+    "--kubeprism-port",
+    default=KUBEPRISM_PORT,
+    show_default=True,
+    type=int,
+    help="KubePrism port (set to 0 to disable)",
+)
+@click.option(
+    "--custom-cni-url",
+    default="",
+    help="install custom CNI from the URL (Talos cluster); container nodes reach only the cluster "
+    "network, so serve it there (e.g. on the gateway)",
+)
+@click.option(
+    "--with-cluster-discovery/--no-with-cluster-discovery",
+    default=True,
+    help="enable cluster discovery (through the cluster's own discovery service, never the public one)",
+)
+@click.option(
+    "--with-debug/--no-with-debug",
+    default=False,
+    help="enable debug in Talos config to send service logs to the console",
+)
+@click.option(
+    "--install-image",
+    default="",
+    help="the installer image to use (machine.install.image; container nodes install nothing)",
+)
+@click.option(
+    "--registry-insecure-skip-verify",
+    multiple=True,
+    help="list of registry hostnames to skip TLS verification for",
+)
+@click.option(
+    "--use-vip/--no-use-vip",
+    default=False,
+    help="use a virtual IP for the controlplane endpoint instead of the loadbalancer (container nodes: "
+    "the CIDR's 50th address, shared by the control planes on eth0)",
+)
+@click.option(
+    "--endpoint",
+    default="",
+    help="use endpoint instead of provider defaults (the talosconfig's "
+    "endpoint, added to the certificates' SANs)",
+)
+@click.option(
+    "--init-node-as-endpoint/--no-init-node-as-endpoint",
+    default=False,
+    help="use init node as endpoint instead of any load balancer endpoint (the first control plane)",
+)
+@click.option(
+    "-i",
+    "--input-dir",
+    default="",
+    help="location of pre-generated config files (controlplane.yaml, "
+    "worker.yaml, talosconfig, as `talosctl gen config` writes them)",
+)
+@click.option(
+    "--cpus",
+    default=None,
+    help="the share of CPUs as fraction (each control plane): a CFS quota on "
+    "the container node's cgroup (Talos's default 2.0; Ichor sets none unless asked)",
+)
+@click.option("--cpus-workers", default=None, help="the share of CPUs as fraction (each worker)")
+@click.option(
+    "--memory",
+    default=None,
+    type=int,
+    help="the limit on memory usage in MB (each control plane): "
+    "the container node's cgroup memory limit (Talos's default 2048; Ichor sets none unless asked)",
+)
+@click.option(
+    "--memory-workers", default=None, type=int, help="the limit on memory usage in MB (each worker)"
+)
 def create(name: str, state: str, provisioner: str | None, controlplanes: int, workers: int, cidr: str | None,
            extra_cidr: str, mtu: int, nameservers: str, registry_mirror: tuple[str, ...], with_registry: str | None, static_addresses: bool,
            config_patch: tuple[str, ...], config_patch_control_plane: tuple[str, ...], config_patch_worker: tuple[str, ...],
            extension: tuple[str, ...], wait: bool, wait_timeout: str, kubernetes_images: str,
-           kubernetes_version: str) -> None:  # fmt: skip
+           kubernetes_version: str, masters: int | None, **flags: Any) -> None:  # fmt: skip
+    from ichor.cli._kubeconfig import default_kubeconfig_path
     from ichor.cli._nodecmd import parse_duration
     from ichor.provision._cluster import create as create_cluster
 
     timeout = parse_duration(wait_timeout, flag="--wait-timeout")
+    if masters is not None:
+        click.echo(MASTERS_DEPRECATED, err=True)
+        controlplanes = masters
+    _refuse_gen_flags_with_input_dir(flags["input_dir"])
     # A shell starts a background job with SIGINT ignored; `kill -INT` must still undo the create.
     signal.signal(signal.SIGINT, signal.default_int_handler)
     chosen, why = _choose_provisioner(provisioner)
     click.echo(f"provisioner {chosen} ({why})", err=True)
+    cpus, memory_mb = _limits(
+        flags.pop("cpus"), flags.pop("cpus_workers"), flags.pop("memory"), flags.pop("memory_workers")
+    )
+    kubeconfig = None if flags.pop("skip_kubeconfig") else default_kubeconfig_path()
     create_cluster(
         name=name, cidr=cidr or ("10.5.0.0/24" if chosen == "container" else "127.5.0.0/24"),
         controlplanes=controlplanes, workers=workers, state=Path(state),
@@ -160,7 +315,36 @@ def create(name: str, state: str, provisioner: str | None, controlplanes: int, w
         nameservers=[n.strip() for n in nameservers.split(",") if n.strip()], registry_mirrors=registry_mirror,
         static_addresses=static_addresses, with_registry=with_registry, extensions=extension, extra_cidr=extra_cidr,
         kubernetes_images=kubernetes_images, kubernetes_version=kubernetes_version,
+        talos_version=flags["talos_version"], dns_domain=flags["dns_domain"], kube_prism_port=flags["kubeprism_port"],
+        custom_cni_url=flags["custom_cni_url"], discovery=flags["with_cluster_discovery"], debug=flags["with_debug"],
+        install_image=flags["install_image"], registry_insecure=flags["registry_insecure_skip_verify"],
+        use_vip=flags["use_vip"], endpoint=flags["endpoint"], init_node_as_endpoint=flags["init_node_as_endpoint"],
+        input_dir=flags["input_dir"], cpus=cpus, memory_mb=memory_mb, kubeconfig=kubeconfig,
+        skip_boot_phase_finished=flags["skip_boot_phase_finished_check"],
+        skip_node_readiness=flags["skip_k8s_node_readiness_check"],
     )  # fmt: skip
+
+
+_GEN_FLAGS = (
+    "install_image", "with_debug", "dns_domain", "with_cluster_discovery", "registry_mirror",
+    "registry_insecure_skip_verify", "mtu", "nameservers", "custom_cni_url", "talos_version", "use_vip",
+    "endpoint", "kubeprism_port",
+)  # fmt: skip
+"""Talos's ``checkForDefinedGenFlag`` list (the flags Ichor takes of it). ``--with-registry`` stays: its
+mirrors are the cluster's own plumbing, patched into ``--input-dir``'s configs too."""
+
+
+def _refuse_gen_flags_with_input_dir(input_dir: str) -> None:
+    """Talos refuses a config-generation flag with ``--input-dir``: the configs are not generated."""
+    from click.core import ParameterSource
+
+    if not input_dir:
+        return
+    ctx = click.get_current_context()
+    for name in _GEN_FLAGS:
+        if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE:
+            flag = name.replace("_", "-")
+            raise click.UsageError(f"flag --{flag} is not supported with generated configs (--input-dir)")
 
 
 @cluster.command("show", help="Shows info about a local provisioned cluster")

@@ -37,6 +37,7 @@ Exception tree (all carry ``hint``; the CLI edge prints ``error:``/``hint:``)::
         │   ├── PermissionDeniedError     PermissionDenied; .roles_needed names the role(s)
         │   ├── NoForwardingError         the endpoint is a worker: it forwards no calls to other nodes
         │   └── ConnectionLostError       the connection closed under a call
+        │       └── ClientCertificateRequiredError  --insecure against a configured node (TLS: certificate required)
         └── AllNodesFailedError           every node of a one-to-many reply failed; .errors
 
 Talosconfig problems (missing file, unknown context, damaged base64) are
@@ -57,6 +58,7 @@ __all__ = [
     "AllNodesFailedError",
     "CertificateNameError",
     "Client",
+    "ClientCertificateRequiredError",
     "ClientError",
     "ConnectionFailedError",
     "ConnectionLostError",
@@ -101,6 +103,7 @@ from ichor.client._endpoints import APID_PORT, Endpoint, parse_endpoint, parse_e
 from ichor.client._errors import (
     AllNodesFailedError,
     CertificateNameError,
+    ClientCertificateRequiredError,
     ClientError,
     ConnectionFailedError,
     ConnectionLostError,

@@ -31,6 +31,7 @@ from multidict import MultiDict
 from ichor.client._endpoints import Endpoint
 from ichor.client._errors import (
     CertificateNameError,
+    ClientCertificateRequiredError,
     ConnectionFailedError,
     ConnectionLostError,
     EndpointFailure,
@@ -107,6 +108,20 @@ class _TranslatingStream(Stream[Any, Any]):
     """A call stream whose gRPC failures leave the ``async with`` block as :class:`RPCError`."""
 
     _call: CallContext
+    _failover: FailoverChannel
+
+    async def _translate(self, exc: BaseException) -> RPCError:
+        error = translate_error(exc, method=self._method_name, call=self._call)
+        endpoint = self._failover.endpoint
+        # Talos's client reports the TLS refusal; here the alert is lost under grpclib, so ask again.
+        if (
+            type(error) is ConnectionLostError
+            and self._call.insecure
+            and endpoint is not None
+            and await self._failover.client_certificate_required(endpoint)
+        ):
+            return ClientCertificateRequiredError(endpoint.host, method=self._method_name)
+        return error
 
     async def __aexit__(
         self,
@@ -117,9 +132,9 @@ class _TranslatingStream(Stream[Any, Any]):
         try:
             await super().__aexit__(exc_type, exc_val, exc_tb)
         except (GRPCError, StreamTerminatedError) as exc:
-            raise translate_error(exc, method=self._method_name, call=self._call) from exc
+            raise await self._translate(exc) from exc
         if isinstance(exc_val, GRPCError | StreamTerminatedError):
-            raise translate_error(exc_val, method=self._method_name, call=self._call) from exc_val
+            raise await self._translate(exc_val) from exc_val
 
 
 class FailoverChannel(Channel):
@@ -181,6 +196,7 @@ class FailoverChannel(Channel):
         # Re-class rather than re-construct: Stream's constructor arguments are grpclib internals.
         stream.__class__ = _TranslatingStream
         cast(_TranslatingStream, stream)._call = self._call
+        cast(_TranslatingStream, stream)._failover = self
         return stream
 
     async def _create_connection(self) -> H2Protocol:
@@ -322,6 +338,27 @@ class FailoverChannel(Channel):
         finally:
             writer.transport.abort()
             await asyncio.sleep(0)  # abort closes the socket in a callback: let it run
+
+    async def client_certificate_required(self, ep: Endpoint) -> bool:
+        """Whether ``ep``'s TLS refuses a client without a certificate, asked on a fresh connection
+        with this channel's context (in a thread: asyncio's TLS transport drops the alert). A Go
+        server sends TLS 1.3's ``certificate_required`` alert after the handshake; an asyncio one
+        (Ichor's apid) closes the connection instead, before the HTTP/2 settings every gRPC server
+        sends first. Either is the refusal; data or silence is not."""
+
+        def ask() -> bool:
+            try:
+                with (
+                    socket.create_connection((ep.host, ep.port), timeout=_PROBE_TIMEOUT) as raw,
+                    self._ssl_context.wrap_socket(raw, server_hostname=ep.host) as tls,
+                ):
+                    return tls.version() == "TLSv1.3" and tls.recv(1) == b""
+            except ssl.SSLError as exc:
+                return "CERTIFICATE_REQUIRED" in (exc.reason or str(exc))
+            except OSError:
+                return False
+
+        return await asyncio.to_thread(ask)
 
     async def _name_failure(self, ep: Endpoint) -> EndpointFailure:
         cert = await self._probe(ep)

@@ -166,6 +166,27 @@ class ConnectionLostError(RPCError):
     """The connection closed under a call (node rebooting, or the node refused the client certificate)."""
 
 
+CERTIFICATE_REQUIRED = (
+    'connection error: desc = "error reading server preface: remote error: tls: certificate required"'
+)
+"""What Talos's client (grpc-go) reports when a node's TLS refuses a client that sent no certificate."""
+
+
+class ClientCertificateRequiredError(ConnectionLostError):
+    """``--insecure`` (no client certificate) against a configured node: its TLS refused the connection."""
+
+    def __init__(self, node: str, *, method: str | None = None) -> None:
+        super().__init__(
+            14,  # Unavailable, as grpc-go reports it
+            CERTIFICATE_REQUIRED,
+            method=method,
+            hint=f"{node} is configured, not in maintenance mode: its API serves only clients with a certificate "
+            "of its cluster, and --insecure sends none (it is for nodes still waiting for a config). Drop "
+            "--insecure and use the cluster's talosconfig (`talosctl --talosconfig <file> -n <node> ...`); to "
+            "start the node over in maintenance mode, `talosctl reset` it first",
+        )
+
+
 class AllNodesFailedError(ClientError):
     """Every node of a one-to-many call answered with an error; ``errors`` holds one per node."""
 

@@ -9,6 +9,10 @@ caller was put under). The launcher moves itself there (:func:`join`) before it 
 namespace, and the node's root mounts each hierarchy at ``/sys/fs/cgroup/<name>``
 (:func:`mount_in`), where the namespace shows the node's subtree as the root.
 
+``--cpus``/``--memory`` (Talos's docker provisioner's ``NanoCPUs``/``Memory``) become the node
+directory's CFS quota (period 100 ms, quota = CPUs x period, as Docker sets it) and memory limit
+(:func:`limit`): everything the node runs, its containerd, etcd and kubelet included, shares them.
+
 :func:`remove` undoes it bottom-up once the cluster's processes are gone; a task still in a
 directory then is the cluster's own leftover (a shim that escaped its PID namespace) and is killed
 by PID first. Failures are :class:`~ichor.machinery.errors.MachineryError` naming the directory.
@@ -22,6 +26,7 @@ import signal
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 from ichor.machinery.errors import MachineryError
@@ -30,12 +35,15 @@ from ichor.provision import _linux as linux
 __all__ = [
     "PARENT",
     "Hierarchy",
+    "Limits",
     "cluster_dirs",
     "create",
     "hierarchies",
     "join",
+    "limit",
     "mount_in",
     "node_dirs",
+    "parse_cpus",
     "remove",
 ]
 
@@ -143,6 +151,130 @@ def create(found: Iterable[Hierarchy], cluster: str, node: str) -> list[Path]:
                 ) from exc
         made.append(target)
     return made
+
+
+CFS_PERIOD_US = 100_000
+"""Docker's CFS period: ``--cpus 1.5`` is a quota of 150 ms every 100 ms."""
+MIN_CFS_QUOTA_US = 1_000
+"""The kernel refuses a smaller quota (``EINVAL``)."""
+
+
+def parse_cpus(text: str, *, flag: str = "--cpus") -> int:
+    """A share of CPUs as a rational number (``2.0``, ``0.5``, ``3/2``) in nano CPUs, as Talos's
+    ``parseCPUShare``; its errors name ``flag``."""
+    try:
+        cpus = Fraction(text.strip())
+    except (ValueError, ZeroDivisionError):
+        raise MachineryError(
+            f"error parsing {flag}: failed to parsing as a rational number: {text}",
+            hint=f"pass {flag} as a share of CPUs, e.g. {flag} 2.0 or {flag} 0.5",
+        ) from None
+    nano = cpus * 1_000_000_000
+    if nano.denominator != 1:
+        raise MachineryError(f"error parsing {flag}: value is too precise", hint=f"e.g. {flag} 1.5")
+    if nano <= 0:
+        raise MachineryError(f"{flag} {text}: a node needs a share of CPUs above 0", hint=f"e.g. {flag} 1.5")
+    return int(nano)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """One node's limits; 0 is none."""
+
+    nano_cpus: int = 0
+    memory: int = 0
+    """Bytes."""
+
+    @classmethod
+    def of(cls, cpus: str, memory_mb: int) -> Limits:
+        """From the record's ``--cpus`` text and ``--memory`` MiB ("" and 0: no limit)."""
+        return cls(parse_cpus(cpus) if cpus else 0, memory_mb * 1024 * 1024)
+
+    @property
+    def cfs_quota_us(self) -> int:
+        return self.nano_cpus * CFS_PERIOD_US // 1_000_000_000
+
+
+def _controllers(hierarchy: Hierarchy, directory: Path) -> set[str]:
+    if hierarchy.version == 1:
+        return set(hierarchy.options.split(","))
+    try:
+        return set((directory / "cgroup.controllers").read_text().split())
+    except OSError:
+        return set()
+
+
+def _enable_v2(hierarchy: Hierarchy, directory: Path, wanted: set[str]) -> None:
+    """cgroup v2 hands a controller to a directory only when every ancestor's
+    ``cgroup.subtree_control`` enables it; enable those the hierarchy has, from its base down."""
+    available = _controllers(hierarchy, hierarchy.base()) & wanted
+    level = hierarchy.base()
+    for part in directory.relative_to(level).parts:
+        for name in sorted(available):
+            try:
+                (level / "cgroup.subtree_control").write_text(f"+{name}\n")
+            except OSError as exc:
+                raise MachineryError(
+                    f"cannot enable the {name} controller in {level}: {exc.strerror}",
+                    hint="leave --cpus/--memory out, or run create from a cgroup whose subtree may use them",
+                ) from exc
+        level = level / part
+
+
+def _write(path: Path, value: str, flag: str) -> None:
+    try:
+        path.write_text(f"{value}\n")
+    except OSError as exc:
+        raise MachineryError(
+            f"{flag}: cannot write {value} to {path}: {exc.strerror}",
+            hint=f"leave {flag} out, or give a value this machine accepts (see {path.parent})",
+        ) from exc
+
+
+def limit(found: Iterable[Hierarchy], dirs: Iterable[Path], limits: Limits) -> list[str]:
+    """Write ``limits`` into a node's directories (``dirs``, one per hierarchy of ``found``, as
+    :func:`create` returns them); returns what was set. A limit no mounted hierarchy can take is
+    refused, naming the controller."""
+    if limits.nano_cpus and limits.cfs_quota_us < MIN_CFS_QUOTA_US:
+        raise MachineryError(
+            f"--cpus {limits.nano_cpus / 1e9:g} is below the kernel's smallest CFS quota "
+            f"({MIN_CFS_QUOTA_US} us every {CFS_PERIOD_US} us: 0.01 CPUs)",
+            hint="pass --cpus 0.01 or more",
+        )
+    done: list[str] = []
+    cpu_set = memory_set = False
+    for hierarchy, directory in zip(found, dirs, strict=True):
+        wanted = {n for n, on in (("cpu", limits.nano_cpus), ("memory", limits.memory)) if on}
+        if not wanted:
+            break
+        if hierarchy.version == 2:
+            _enable_v2(hierarchy, directory, wanted)
+        controllers = _controllers(hierarchy, directory)
+        if limits.nano_cpus and "cpu" in controllers and not cpu_set:
+            if hierarchy.version == 1:
+                _write(directory / "cpu.cfs_period_us", str(CFS_PERIOD_US), "--cpus")
+                _write(directory / "cpu.cfs_quota_us", str(limits.cfs_quota_us), "--cpus")
+            else:
+                _write(directory / "cpu.max", f"{limits.cfs_quota_us} {CFS_PERIOD_US}", "--cpus")
+            cpu_set = True
+            done.append(
+                f"CPU limit {limits.nano_cpus / 1e9:g} ({limits.cfs_quota_us} us every {CFS_PERIOD_US} us)"
+            )
+        if limits.memory and "memory" in controllers and not memory_set:
+            name = "memory.limit_in_bytes" if hierarchy.version == 1 else "memory.max"
+            _write(directory / name, str(limits.memory), "--memory")
+            memory_set = True
+            done.append(f"memory limit {limits.memory // (1024 * 1024)} MiB ({name})")
+    for asked, was_set, controller, flag in (
+        (limits.nano_cpus, cpu_set, "cpu", "--cpus"),
+        (limits.memory, memory_set, "memory", "--memory"),
+    ):
+        if asked and not was_set:
+            raise MachineryError(
+                f"{flag}: no cgroup hierarchy on this machine has the {controller} controller the limit needs",
+                hint=f"leave {flag} out (container nodes then share this machine's {controller} unlimited)",
+            )
+    return done
 
 
 def join(dirs: Iterable[Path], pid: int = 0) -> None:

@@ -23,10 +23,10 @@ from typing import TYPE_CHECKING
 from ichor.images import parse_mirror
 from ichor.machinery import proc
 from ichor.machinery.clientconfig import GlobalOptions
-from ichor.machinery.constants import DEFAULT_KUBERNETES_VERSION
+from ichor.machinery.constants import DEFAULT_DNS_DOMAIN, DEFAULT_KUBERNETES_VERSION, KUBEPRISM_PORT
 from ichor.machinery.errors import MachineryError
 from ichor.machinery.files import write_atomic
-from ichor.provision import _container
+from ichor.provision import _cgroups, _container
 from ichor.provision import _network as net
 from ichor.provision._addresses import DISCOVERY_PORT, allocate_addresses, check_free, discovery_address
 from ichor.provision._configs import (
@@ -34,7 +34,10 @@ from ichor.provision._configs import (
     PROCESS,
     Patches,
     check_kubernetes_version_flag,
+    check_talos_version_flag,
+    contract_of,
     gen_options,
+    load_input_dir,
     node_configs,
 )
 from ichor.provision._extension_images import fetch_extensions, plan_extensions
@@ -43,12 +46,15 @@ from ichor.provision._record import ClusterRecord, NodeRecord, cluster_flags, la
 from ichor.provision._registry import check_installed as check_registry_installed
 from ichor.provision._registry import mirrors_for, registry_log, start_registry
 from ichor.provision._teardown import context_digest, forget_context, stop_all
-from ichor.provision._wait import REACHABLE, WaitPlan, split_plan, wait_healthy, wait_plan
+from ichor.provision._wait import REACHABLE, WaitPlan, narrow, split_plan, wait_healthy, wait_plan
 
 if TYPE_CHECKING:
     from ichor.client.health import ClusterInfo
+    from ichor.machinery.patch import Patch
 
 DEFAULT_CIDR = "127.5.0.0/24"
+VIP_OFFSET = 50
+"""``--use-vip``: the control planes share the CIDR's 50th address (Talos's ``vipOffset``)."""
 DISCOVERY_TIMEOUT = 30.0
 MAINTENANCE_TIMEOUT = timedelta(seconds=60)
 """How long a new node process may take to answer on its maintenance API."""
@@ -56,6 +62,9 @@ MAINTENANCE_TIMEOUT = timedelta(seconds=60)
 
 def start_launcher(node: NodeRecord, state_dir: Path) -> None:
     """Start the node's launcher, marked as the node's (:func:`._processes.tags`), and record it."""
+    from ichor.provision._rootfs import ship_empty_dirs
+
+    ship_empty_dirs(Path(node.root))  # what Talos's root filesystem ships, as a container node's root has
     log = state_dir / f"{node.name}.log"
     background = proc.start(
         [sys.executable, "-m", "ichor.provision.launcher", "--root", node.root, "--address", node.address,
@@ -91,6 +100,23 @@ def create(
     extra_cidr: str = "",
     kubernetes_images: str = "upstream",
     kubernetes_version: str = DEFAULT_KUBERNETES_VERSION,
+    talos_version: str = "",
+    dns_domain: str = DEFAULT_DNS_DOMAIN,
+    kube_prism_port: int = KUBEPRISM_PORT,
+    custom_cni_url: str = "",
+    discovery: bool = True,
+    debug: bool = False,
+    install_image: str = "",
+    registry_insecure: Sequence[str] = (),
+    use_vip: bool = False,
+    endpoint: str = "",
+    init_node_as_endpoint: bool = False,
+    input_dir: str = "",
+    cpus: dict[str, str] | None = None,
+    memory_mb: dict[str, int] | None = None,
+    kubeconfig: Path | None = None,
+    skip_boot_phase_finished: bool = False,
+    skip_node_readiness: bool = False,
 ) -> ClusterRecord:
     """Create a cluster of process nodes, as a user would: boot, apply configs, merge talosconfig,
     bootstrap; then (``wait``) wait until every node's API answers and the cluster passes
@@ -110,6 +136,12 @@ def create(
     the registries of Talos's Kubernetes images (:data:`KUBERNETES_REGISTRIES`) and, before any node
     starts, builds (:mod:`ichor.kubebuild`, cached) and pushes every image the cluster needs to it, and
     gives each node the CNI reference plugins at ``/opt/cni/bin``.
+
+    The config flags (``talos_version`` ... ``init_node_as_endpoint``) are Talos's ``cluster create``
+    flags of the same names (:mod:`._configs`); ``input_dir`` takes the configs from there instead.
+    ``cpus``/``memory_mb`` (by node type) limit each container node's cgroup (:mod:`._cgroups`).
+    ``kubeconfig``: where the admin kubeconfig is merged once the waits passed (None: not merged,
+    ``--skip-kubeconfig``); ``skip_*``: the health stages left out (:func:`._wait.narrow`).
 
     Everything a user can get wrong (counts, CIDR, patches, an address in use) is refused before
     anything starts. A create that fails later stops every process it started and takes its context
@@ -147,6 +179,14 @@ def create(
             f"--mtu {mtu} is out of range", hint="pass --mtu between 68 and 65535 (default 1500)"
         )
     mirrors = [parse_mirror(m) for m in registry_mirrors]
+    cpus, memory_mb = dict(cpus or {}), dict(memory_mb or {})
+    vip = _check_node_flags(
+        cidr, container, controlplanes + workers, use_vip, cpus, memory_mb, workers=workers
+    )
+    talos_version = check_talos_version_flag(talos_version)
+    _check_config_flags(kube_prism_port, custom_cni_url, endpoint, dns_domain)
+    if input_dir:
+        load_input_dir(Path(input_dir))  # refused now if unreadable or not for container mode
     local_kubernetes = container and kubernetes_images == "local"
     kubernetes_version = check_kubernetes_version_flag(kubernetes_version, local=local_kubernetes)
     if local_kubernetes:
@@ -184,7 +224,12 @@ def create(
         name=name, cidr=cidr, state_dir=str(state_dir), provisioner=provisioner, mtu=mtu,
         nameservers=list(nameservers), registry_mirrors=[f"{m.registry}={m.endpoint}" for m in mirrors],
         static_addresses=static_addresses,
-        extra_cidr=extra_cidr, kubernetes_version=kubernetes_version,
+        extra_cidr=extra_cidr, kubernetes_version=kubernetes_version, talos_version=talos_version,
+        dns_domain=dns_domain, kube_prism_port=kube_prism_port, custom_cni_url=custom_cni_url,
+        discovery=discovery, debug=debug, install_image=install_image, registry_insecure=list(registry_insecure),
+        vip=vip, endpoint=endpoint, init_node_as_endpoint=init_node_as_endpoint,
+        input_dir=str(Path(input_dir).expanduser().resolve()) if input_dir else "", cpus=cpus, memory_mb=memory_mb,
+        kubeconfig=str(kubeconfig.expanduser()) if kubeconfig is not None else "",
     )  # fmt: skip
     for i in range(controlplanes + workers):
         kind = "controlplane" if i < controlplanes else "worker"
@@ -207,7 +252,11 @@ def create(
         if extension_sources:
             record.extensions = fetch_extensions(extension_sources, state_dir)
             record.save()
-        plan = wait_plan(container=container, kubernetes_images=kubernetes_images)
+        plan = narrow(
+            wait_plan(container=container, kubernetes_images=kubernetes_images),
+            skip_boot_phase_finished=skip_boot_phase_finished,
+            skip_node_readiness=skip_node_readiness,
+        )
         _bring_up(
             record,
             patches,
@@ -226,6 +275,79 @@ def create(
         _undo(record, state, progress, keep_logs=True)
         raise
     return record
+
+
+def _check_node_flags(
+    cidr: str,
+    container: bool,
+    count: int,
+    use_vip: bool,
+    cpus: dict[str, str],
+    memory_mb: dict[str, int],
+    *,
+    workers: int = 0,
+) -> str:
+    """``--use-vip``, ``--cpus`` and ``--memory``: container nodes only, checked; returns the VIP ("" without)."""
+    why = "process nodes share this machine's network and cgroups (no address or limit of their own)"
+    for given, flag in ((use_vip, "--use-vip"), (cpus, "--cpus"), (memory_mb, "--memory")):
+        if given and not container:
+            raise MachineryError(
+                f"{flag} needs container nodes: {why}",
+                hint=f"pass --provisioner container (as root), or leave {flag} out",
+            )
+    for kind, text in cpus.items():
+        _cgroups.parse_cpus(text, flag="--cpus" if kind == "controlplane" else "--cpus-workers")
+    for kind, mb in memory_mb.items():
+        if mb < 0 or (mb and mb < 64):
+            flag = "--memory" if kind == "controlplane" else "--memory-workers"
+            raise MachineryError(
+                f"{flag} {mb}: too little for a node (MiB)",
+                hint=f"pass {flag} 64 or more (Talos's default is 2048)",
+            )
+    if not use_vip:
+        return ""
+    if workers:
+        # Found on a 1+1 container cluster: the worker waited for its certificate until the timeout.
+        raise MachineryError(
+            "--use-vip with workers is not supported yet: a worker gets its API certificate from trustd at "
+            "the endpoint's host, the VIP, and a control plane's trustd serves only on the node's own address "
+            "with a certificate made before the VIP is up (Talos's listens on every address)",
+            hint="pass --workers 0 with --use-vip (workloads then schedule on the control planes), or leave "
+            "--use-vip out",
+        )
+    network = ipaddress.ip_network(cidr, strict=False)
+    if network.num_addresses <= VIP_OFFSET or count + 2 > VIP_OFFSET:
+        raise MachineryError(
+            f"--use-vip: the virtual IP is --cidr {cidr}'s address number {VIP_OFFSET}, which "
+            + (
+                "the CIDR does not have"
+                if network.num_addresses <= VIP_OFFSET
+                else f"one of the {count} nodes would take"
+            ),
+            hint=f"pass a --cidr of /26 or larger, with fewer than {VIP_OFFSET - 2} nodes",
+        )
+    return str(network.network_address + VIP_OFFSET)
+
+
+def _check_config_flags(kube_prism_port: int, custom_cni_url: str, endpoint: str, dns_domain: str) -> None:
+    from urllib.parse import urlsplit
+
+    if not 0 <= kube_prism_port <= 65535:
+        raise MachineryError(
+            f"--kubeprism-port {kube_prism_port} is out of range",
+            hint=f"pass a port (default {KUBEPRISM_PORT}), or 0 to turn KubePrism off",
+        )
+    if custom_cni_url and urlsplit(custom_cni_url).scheme not in ("http", "https"):
+        raise MachineryError(
+            f"--custom-cni-url {custom_cni_url!r} is not an http(s) URL",
+            hint="pass the URL of the CNI's manifests, reachable from the nodes (e.g. on the cluster network's gateway)",
+        )
+    if endpoint and (not endpoint.strip() or any(c.isspace() for c in endpoint)):
+        raise MachineryError(f"--endpoint {endpoint!r} is not a host", hint="pass e.g. --endpoint 10.5.0.2")
+    if not dns_domain or "/" in dns_domain or " " in dns_domain:
+        raise MachineryError(
+            f"--dns-domain {dns_domain!r} is not a domain", hint="pass e.g. --dns-domain cluster.local"
+        )
 
 
 KUBERNETES_REGISTRIES = ("registry.k8s.io", "ghcr.io")
@@ -275,32 +397,32 @@ def _bring_up(
 ) -> None:
     from ichor.machinery.clientconfig import TalosConfig
     from ichor.machinery.generate import OutputType, generate
-    from ichor.machinery.patch import load_patches
     from ichor.machinery.secrets import SecretsBundle
 
     started = time.monotonic()
     name, state_dir = record.name, Path(record.state_dir)
     controlplanes = [n for n in record.nodes if n.type == "controlplane"]
-    progress("starting the cluster's own discovery service")
-    record.discovery_endpoint, record.discovery_pid = start_discovery(record.cidr, state_dir, progress)
-    record.save()
-    discovery = load_patches([
-        "cluster:\n  discovery:\n    enabled: true\n    registries:\n      kubernetes:\n        disabled: true\n"
-        f"      service:\n        endpoint: {record.discovery_endpoint}\n"
-    ])  # fmt: skip
-    if len(controlplanes) == len(record.nodes):
-        # As Talos's cluster create: with no worker, workloads may run on the control planes (their
-        # NoSchedule taint is left off); a --config-patch can still say otherwise.
-        discovery += load_patches(["cluster:\n  allowSchedulingOnControlPlanes: true\n"])
+    if record.discovery:
+        progress("starting the cluster's own discovery service")
+        record.discovery_endpoint, record.discovery_pid = start_discovery(record.cidr, state_dir, progress)
+        record.save()
+    else:
+        progress("cluster discovery off (--with-cluster-discovery=false): no discovery service started")
+    discovery = cluster_patches(record)
 
-    progress("generating PKI and tokens")
-    bundle = SecretsBundle.generate()
-    write_atomic(state_dir / "secrets.yaml", bundle.to_yaml(), mode=0o600)
+    bundle: SecretsBundle | None = None
+    inputs = load_input_dir(Path(record.input_dir)) if record.input_dir else None
+    if inputs is None:
+        progress("generating PKI and tokens")
+        bundle = SecretsBundle.generate(contract_of(record))
+        write_atomic(state_dir / "secrets.yaml", bundle.to_yaml(), mode=0o600)
+    else:
+        progress(f"using the configs in {record.input_dir} (--input-dir)")
     cp_address = controlplanes[0].address
-    opts = gen_options(record)
     configs: dict[str, bytes] = {}
     container = record.provisioner == CONTAINER
-    for node_name, text in node_configs(record, bundle, [*discovery, *patches.common], patches).items():
+    common = [*discovery, *patches.common]
+    for node_name, text in node_configs(record, bundle, common, patches, inputs).items():
         configs[node_name] = text.encode()
         write_atomic(state_dir / f"{node_name}.yaml", text, mode=0o600)
 
@@ -318,11 +440,19 @@ def _bring_up(
         progress("applying configuration to each node over the insecure maintenance API")
         asyncio.run(_apply_all(record, configs))
 
-    generated = generate(bundle, opts, output_types=[OutputType.TALOSCONFIG]).outputs[OutputType.TALOSCONFIG]
-    cluster_config = TalosConfig.from_yaml(generated, source="generated talosconfig")
-    _, context = cluster_config.get(name)
-    context.endpoints = [n.address for n in controlplanes]
-    context.nodes = [cp_address]
+    if bundle is not None:
+        opts = gen_options(record)
+        generated = generate(bundle, opts, output_types=[OutputType.TALOSCONFIG]).outputs[
+            OutputType.TALOSCONFIG
+        ]
+        cluster_config = TalosConfig.from_yaml(generated, source="generated talosconfig")
+    else:
+        assert inputs is not None
+        cluster_config = TalosConfig.from_yaml(inputs.talosconfig, source=f"{record.input_dir}/talosconfig")
+    _, context = cluster_config.get(cluster_config.context or name)
+    given = list(context.endpoints) if inputs is not None else []
+    context.endpoints = talos_endpoints(record, given)
+    context.nodes = list(context.nodes) if inputs is not None and context.nodes else [cp_address]
     merged = TalosConfig.load(talosconfig) if talosconfig.exists() else TalosConfig(context=None, contexts={})
     record.previous_context = merged.context or ""
     for message in merged.merge(cluster_config):
@@ -345,13 +475,11 @@ def _bring_up(
         )
         return
 
-    asyncio.run(wait_healthy(options, _cluster_info(record), WaitPlan((REACHABLE,)), wait_timeout, progress))
-    progress(f"cluster {name!r} is up: {_nodes(record)} configured in {time.monotonic() - started:.1f}s")
-    if not bootstrap:
+    bootstrapped = _reach_and_bootstrap(
+        record, options, cp_address, wait_timeout, bootstrap, started, progress
+    )
+    if bootstrapped is None:
         return
-    progress(f"bootstrapping etcd on {cp_address}")
-    bootstrapped = time.monotonic()
-    asyncio.run(_bootstrap(options, cp_address, wait_timeout, progress))
     if wait.skipped:
         progress(f"waiting for the etcd stages of `talosctl health` only: {wait.skipped}")
     info = _cluster_info(record)
@@ -369,6 +497,124 @@ def _bring_up(
             f"every stage of `talosctl health` passed on {_nodes(record)} after {now - bootstrapped:.1f}s "
             f"({now - started:.1f}s since create started)"
         )
+    _after_waits(record, options, cp_address, progress)
+
+
+def _after_waits(
+    record: ClusterRecord, options: GlobalOptions, cp_address: str, progress: Callable[[str], None]
+) -> None:
+    """Talos's create merges the admin kubeconfig once its waits passed (never with ``--no-wait``),
+    unless ``--skip-kubeconfig`` (``record.kubeconfig`` empty)."""
+    if not record.kubeconfig:
+        return
+    if record.provisioner != CONTAINER:
+        progress(
+            "no kubeconfig merged: process nodes run no Kubernetes (`talosctl kubeconfig` still writes "
+            "the admin kubeconfig their PKI makes)"
+        )
+        return
+    try:
+        _merge_kubeconfig(record, options, cp_address, Path(record.kubeconfig), progress)
+    except (MachineryError, OSError) as exc:
+        # Talos's create fails here with the cluster left running; a failed create here would undo
+        # the cluster, so the cluster stays and this says how to get the kubeconfig instead.
+        hint = getattr(exc, "hint", None)
+        progress(
+            f"warning: the cluster is up, but its kubeconfig was not merged into {record.kubeconfig}: {exc}"
+            + (f" ({hint})" if hint else "")
+            + f"; fetch it with `talosctl -n {cp_address} kubeconfig`"
+        )
+
+
+def cluster_patches(record: ClusterRecord) -> list[Patch]:
+    """What create patches into every node's config before the user's patches: the cluster's own
+    discovery service (or discovery off), and with no worker, scheduling on the control planes."""
+    from ichor.machinery.patch import load_patches
+
+    if record.discovery:
+        patches = load_patches([
+            "cluster:\n  discovery:\n    enabled: true\n    registries:\n      kubernetes:\n        disabled: true\n"
+            f"      service:\n        endpoint: {record.discovery_endpoint}\n"
+        ])  # fmt: skip
+    else:
+        patches = load_patches(["cluster:\n  discovery:\n    enabled: false\n"])
+    if all(n.type == "controlplane" for n in record.nodes):
+        # As Talos's cluster create: with no worker, workloads may run on the control planes (their
+        # NoSchedule taint is left off); a --config-patch can still say otherwise.
+        patches += load_patches(["cluster:\n  allowSchedulingOnControlPlanes: true\n"])
+    return patches
+
+
+def _reach_and_bootstrap(
+    record: ClusterRecord,
+    options: GlobalOptions,
+    cp_address: str,
+    wait_timeout: float,
+    bootstrap: bool,
+    started: float,
+    progress: Callable[[str], None],
+) -> float | None:
+    """Wait for every node's API, then bootstrap etcd on ``cp_address``; returns when it was
+    bootstrapped (None: ``bootstrap`` off). With ``--use-vip`` the workers answer only after: a worker
+    gets its API certificate from trustd at the endpoint's host, the VIP, which a control plane takes
+    once etcd runs, so the control planes are waited for, then bootstrap (Talos's create bootstraps
+    first), then every node."""
+    if record.vip and bootstrap:
+        controlplanes_only = _cluster_info(record, workers=False)
+        asyncio.run(wait_healthy(options, controlplanes_only, WaitPlan((REACHABLE,)), wait_timeout, progress))
+        progress(f"bootstrapping etcd on {cp_address} (the workers answer once the VIP {record.vip} is up)")
+        bootstrapped = time.monotonic()
+        asyncio.run(_bootstrap(options, cp_address, wait_timeout, progress))
+        remaining = wait_timeout - (time.monotonic() - started)
+        asyncio.run(wait_healthy(options, _cluster_info(record), WaitPlan((REACHABLE,)), remaining, progress))
+        progress(
+            f"cluster {record.name!r} is up: {_nodes(record)} configured in {time.monotonic() - started:.1f}s"
+        )
+        return bootstrapped
+    asyncio.run(wait_healthy(options, _cluster_info(record), WaitPlan((REACHABLE,)), wait_timeout, progress))
+    progress(
+        f"cluster {record.name!r} is up: {_nodes(record)} configured in {time.monotonic() - started:.1f}s"
+    )
+    if not bootstrap:
+        return None
+    progress(f"bootstrapping etcd on {cp_address}")
+    bootstrapped = time.monotonic()
+    asyncio.run(_bootstrap(options, cp_address, wait_timeout, progress))
+    return bootstrapped
+
+
+def talos_endpoints(record: ClusterRecord, given: Sequence[str] = ()) -> list[str]:
+    """The talosconfig's endpoints, as Talos's create picks them: ``--endpoint`` alone, the first control
+    plane with ``--init-node-as-endpoint``, those of ``--input-dir``'s talosconfig, else every control
+    plane (client-side load balancing)."""
+    controlplanes = [n.address for n in record.nodes if n.type == "controlplane"]
+    if record.endpoint:
+        return [record.endpoint]
+    if record.init_node_as_endpoint:
+        return controlplanes[:1]
+    return list(given) or controlplanes
+
+
+def _merge_kubeconfig(
+    record: ClusterRecord, options: GlobalOptions, node: str, path: Path, progress: Callable[[str], None]
+) -> None:
+    """Talos's ``mergeKubeconfig``: the admin kubeconfig from the first control plane's API, merged
+    into ``path`` (:mod:`._kubeconfig`)."""
+    from ichor.client import Client
+    from ichor.client.health_k8s import fetch_kubeconfig
+    from ichor.provision._kubeconfig import merge_into
+
+    async def fetch() -> bytes:
+        async with Client.from_options(options, connect_timeout=3) as client:
+            return await fetch_kubeconfig(client.with_node(node))
+
+    progress(f"merging kubeconfig into {str(path)!r}")
+    result = merge_into(path, asyncio.run(fetch()))
+    for line in result.renamed:
+        progress(line)
+    record.kube_context = result.context
+    record.save()
+    progress(f"kubectl now uses context {result.context!r} (`kubectl get nodes -o wide`)")
 
 
 def _nodes(record: ClusterRecord) -> str:
@@ -496,11 +742,11 @@ async def _bootstrap(
         await wait_for([check], timeout=timedelta(seconds=timeout), report=progress, interval=0.5)
 
 
-def _cluster_info(record: ClusterRecord) -> ClusterInfo:
+def _cluster_info(record: ClusterRecord, *, workers: bool = True) -> ClusterInfo:
     from ichor.client.health import ClusterInfo
 
     return ClusterInfo(
         [n.address for n in record.nodes if n.type == "controlplane"],
-        [n.address for n in record.nodes if n.type == "worker"],
+        [n.address for n in record.nodes if n.type == "worker" and workers],
         {n.address: [n.extra_address] for n in record.nodes if n.extra_address},
     )

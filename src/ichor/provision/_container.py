@@ -45,7 +45,8 @@ def check_host() -> None:
     if os.geteuid() != 0:
         raise MachineryError(
             "container nodes need root (namespaces, a bridge and routes)",
-            hint="run as root, or pass --provisioner process for node processes on the loopback",
+            hint="run as root for container nodes, the only ones that run Kubernetes; or pass --provisioner "
+            "process for node processes on the loopback (Talos's API, etcd and discovery, but no Kubernetes)",
         )
     if shutil.which("ip") is None:
         raise MachineryError(
@@ -108,6 +109,7 @@ def static_address_patch(record: ClusterRecord, node: NodeRecord) -> str:
         "machine:\n  network:\n    interfaces:\n      - interface: eth0\n"
         f"        addresses: [{node.address}/{prefix}]\n        mtu: {record.mtu}\n"
         f"        routes:\n          - network: 0.0.0.0/0\n            gateway: {net.gateway(record.cidr)}\n"
+        f"{_vip(record, node)}"
     )
     if record.extra_cidr:
         extra_prefix = net.network(record.extra_cidr).prefixlen
@@ -120,10 +122,21 @@ def static_address_patch(record: ClusterRecord, node: NodeRecord) -> str:
 def dhcp_patch(record: ClusterRecord, node: NodeRecord) -> str:
     """eth0 by DHCP from the cluster's dnsmasq (a reservation per MAC). Talos's default DHCP covers
     physical links only and eth0 is a veth, so the config names it, as a user of a bridged VM would."""
-    text = f"machine:\n  network:\n    interfaces:\n      - interface: eth0\n        dhcp: true\n        mtu: {record.mtu}\n"
+    text = (
+        "machine:\n  network:\n    interfaces:\n      - interface: eth0\n        dhcp: true\n"
+        f"        mtu: {record.mtu}\n{_vip(record, node)}"
+    )
     if record.extra_cidr:
         text += f"      - interface: eth1\n        dhcp: true\n        mtu: {record.mtu}\n"
     return text
+
+
+def _vip(record: ClusterRecord, node: NodeRecord) -> str:
+    """eth0's ``vip`` on a control plane with ``--use-vip`` (Talos's ``WithNetworkInterfaceVirtualIP``
+    on the provisioner's first interface); nothing otherwise."""
+    if not record.vip or node.type != "controlplane":
+        return ""
+    return f"        vip:\n          ip: {record.vip}\n"
 
 
 def time_server_patch(record: ClusterRecord) -> str:
@@ -229,7 +242,10 @@ def start_nodes(record: ClusterRecord, progress: Callable[[str], None]) -> None:
     record.save()
     for node in record.nodes:
         Path(node.root).mkdir(parents=True, exist_ok=True, mode=0o700)
-        _cgroups.create(hierarchies, record.name, node.name)
+        made = _cgroups.create(hierarchies, record.name, node.name)
+        limits = _cgroups.Limits.of(record.cpus.get(node.type, ""), record.memory_mb.get(node.type, 0))
+        for line in _cgroups.limit(hierarchies, made, limits):
+            progress(f"{node.name}: {line}")
         config = state_dir / f"{node.name}.yaml"
         launcher = _start_launcher(record.name, node, state_dir, config, record.extensions)
         record.save()

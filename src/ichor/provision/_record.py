@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ichor.machinery.constants import DEFAULT_KUBERNETES_VERSION
+from ichor.machinery.constants import DEFAULT_DNS_DOMAIN, DEFAULT_KUBERNETES_VERSION, KUBEPRISM_PORT
 from ichor.machinery.errors import MachineryError
 from ichor.machinery.files import write_atomic
 from ichor.machinery.yamlio import dump_document, from_plain, load_documents, to_plain
@@ -89,6 +89,38 @@ class ClusterRecord:
     extra_dhcp_pid: int = 0
     cgroups: list[str] = field(default_factory=list)
     """The cluster's cgroup directory in each hierarchy (container nodes), removed on destroy."""
+    talos_version: str = ""
+    """``--talos-version``: the version contract the configs are generated for ("": Talos 1.7's)."""
+    dns_domain: str = DEFAULT_DNS_DOMAIN
+    """``--dns-domain``: ``cluster.network.dnsDomain``."""
+    kube_prism_port: int = KUBEPRISM_PORT
+    """``--kubeprism-port`` (0: KubePrism off)."""
+    custom_cni_url: str = ""
+    """``--custom-cni-url``: ``cluster.network.cni`` ``custom`` with this manifest URL ("": flannel)."""
+    discovery: bool = True
+    """``--with-cluster-discovery``: the nodes use the cluster's own discovery service."""
+    debug: bool = False
+    """``--with-debug``: the configs' ``debug: true``."""
+    install_image: str = ""
+    """``--install-image``: ``machine.install.image`` ("": Talos's installer)."""
+    registry_insecure: list[str] = field(default_factory=list)
+    """``--registry-insecure-skip-verify`` hosts."""
+    vip: str = ""
+    """``--use-vip``: the control planes' shared address (the CIDR's 50th), the Kubernetes endpoint."""
+    endpoint: str = ""
+    """``--endpoint``: the talosconfig's only endpoint, added to the certificates' SANs."""
+    init_node_as_endpoint: bool = False
+    """``--init-node-as-endpoint``: the talosconfig's endpoint is the first control plane only."""
+    input_dir: str = ""
+    """``--input-dir``: configs taken from there instead of generated ("": generated)."""
+    cpus: dict[str, str] = field(default_factory=dict)
+    """``--cpus``/``--cpus-workers`` by node type (``controlplane``/``worker``): each node's CPU limit."""
+    memory_mb: dict[str, int] = field(default_factory=dict)
+    """``--memory``/``--memory-workers`` by node type: each node's memory limit in MiB."""
+    kubeconfig: str = ""
+    """Where create merges the cluster's admin kubeconfig once its waits pass ("": ``--skip-kubeconfig``)."""
+    kube_context: str = ""
+    """The context create merged there ("" until it did)."""
 
     @property
     def file(self) -> Path:

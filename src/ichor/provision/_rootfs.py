@@ -40,10 +40,14 @@ from ichor.machinery.errors import MachineryError
 from ichor.provision import _cgroups
 from ichor.provision import _linux as linux
 
-__all__ = ["DISKS", "build", "disk_dirs", "enter", "host_paths"]
+__all__ = ["DISKS", "SHIPPED_EMPTY", "build", "disk_dirs", "enter", "host_paths", "ship_empty_dirs"]
 
 DISKS = ("system/state", "system/meta", "var", "etc/kubernetes", "etc/cri", "opt/cni")
 """The node's own directories (its disks), bound at the same Talos path inside the node."""
+SHIPPED_EMPTY = ("etc/kubernetes/manifests",)
+"""Directories Talos's root filesystem ships empty (its Dockerfile's ``mkdir -pv /rootfs/{etc/kubernetes/manifests,
+...}``; the rest of that list is under the host's read-only ``/usr`` or made by what uses it here): the
+kubelet's static pod directory, which users list (``talosctl ls /etc/kubernetes/manifests``)."""
 _TALOS_OWNED = ("/system", "/var", "/etc", "/proc", "/sys", "/dev")
 """Paths the node owns: a host directory under them is not carried in (it would be hidden or land
 on the node's disks)."""
@@ -54,11 +58,19 @@ _ETC_FROM_HOST = ("passwd", "group", "nsswitch.conf")
 
 
 def disk_dirs(node_root: Path) -> list[Path]:
-    """Create (if absent) and return the node's disk directories under ``node_root``."""
+    """Create (if absent) and return the node's disk directories under ``node_root``, with what
+    Talos's root filesystem ships empty in them (:func:`ship_empty_dirs`)."""
     dirs = [node_root / d for d in DISKS]
     for d in dirs:
         d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    ship_empty_dirs(node_root)
     return dirs
+
+
+def ship_empty_dirs(node_root: Path) -> None:
+    """:data:`SHIPPED_EMPTY` under ``node_root`` (a process node's Talos paths map there too)."""
+    for shipped in SHIPPED_EMPTY:
+        (node_root / shipped).mkdir(parents=True, exist_ok=True, mode=0o755)
 
 
 def host_paths() -> list[Path]:

@@ -194,6 +194,10 @@ def _destroy(
             hint=f"end them yourself once they can be ended: `kill -9 {pids}`"
             + (", then remove the network as shown" if network else ""),
         )
+    if record is not None and record.kubeconfig and record.kube_context:
+        from ichor.provision._kubeconfig import removal_hint
+
+        progress(removal_hint(record.kubeconfig, record.kube_context))
     progress(f"destroyed cluster {name!r}")
 
 

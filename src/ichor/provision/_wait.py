@@ -7,6 +7,10 @@ cluster's own registry, so create waits for all of it too. The others wait for t
 and say why: process nodes run no kubelet, and with ``--kubernetes-images upstream`` the nodes pull
 the public images, which may take long or, with no route to the registries, never finish (the
 Kubernetes stages are ``talosctl health``'s to check then).
+
+``--skip-boot-phase-finished-check`` (Talos 1.7) waits for Talos's pre-boot-sequence stages only;
+``--skip-k8s-node-readiness-check`` (Talos 1.8's, accepted here) for those and the control plane's
+components, not for the Nodes to report Ready (:func:`narrow`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,30 @@ if TYPE_CHECKING:
     from ichor.client.health import ClusterInfo
     from ichor.machinery.clientconfig import GlobalOptions
 
-__all__ = ["REACHABLE", "WaitPlan", "split_plan", "wait_healthy", "wait_plan"]
+__all__ = [
+    "K8S_COMPONENTS",
+    "PRE_BOOT_SEQUENCE",
+    "REACHABLE",
+    "WaitPlan",
+    "narrow",
+    "split_plan",
+    "wait_healthy",
+    "wait_plan",
+]
+
+PRE_BOOT_SEQUENCE = (
+    *ETCD_CHECKS,
+    *NODE_CHECKS,
+    "kubelet to be healthy",
+    "all nodes to finish boot sequence",
+)
+"""Talos's ``check.PreBootSequenceChecks`` (despite its name, its last stage is the boot sequence)."""
+K8S_COMPONENTS = (
+    "all k8s nodes to report",
+    "all control plane static pods to be running",
+    "all control plane components to be ready",
+)
+"""Talos 1.8's ``check.K8sComponentsReadinessChecks``."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +80,21 @@ def wait_plan(*, container: bool, kubernetes_images: str) -> WaitPlan:
             "--kubernetes-images local to have create wait for it)",
         )
     return WaitPlan((*talos, *KUBERNETES_CHECKS))
+
+
+def narrow(
+    plan: WaitPlan, *, skip_boot_phase_finished: bool = False, skip_node_readiness: bool = False
+) -> WaitPlan:
+    """``plan`` without the stages ``--skip-boot-phase-finished-check`` (Talos 1.7: the pre-boot
+    sequence stages only) or ``--skip-k8s-node-readiness-check`` (Talos 1.8: those and the control
+    plane's components) leave out."""
+    if skip_boot_phase_finished:
+        kept: tuple[str, ...] = PRE_BOOT_SEQUENCE
+    elif skip_node_readiness:
+        kept = (*PRE_BOOT_SEQUENCE, *K8S_COMPONENTS)
+    else:
+        return plan
+    return WaitPlan(tuple(s for s in plan.stages if s in kept), plan.skipped)
 
 
 def split_plan(plan: WaitPlan) -> tuple[WaitPlan, WaitPlan]:

@@ -52,6 +52,12 @@ class GenOptions:
     persist: bool = True
     pod_subnets: tuple[str, ...] = field(default=(DEFAULT_POD_SUBNET,))
     service_subnets: tuple[str, ...] = field(default=(DEFAULT_SERVICE_SUBNET,))
+    kube_prism_port: int | None = None
+    """Talos's ``WithKubePrismPort``: None keeps the contract's default (7445 from v1.6); 0 leaves
+    KubePrism out."""
+    host_dns_forward_kube_dns_to_host: bool | None = None
+    """Talos's ``WithHostDNSForwardKubeDNSToHost`` (its docker provisioner sets it: container mode
+    requires it); None leaves the key out."""
 
     @property
     def images(self) -> Images:
@@ -107,10 +113,15 @@ def _machine(bundle: SecretsBundle, opts: GenOptions, *, controlplane: bool) -> 
         features["apidCheckExtKeyUsage"] = True
     if contract.disk_quota_support_enabled:
         features["diskQuotaSupport"] = True
-    if contract.kube_prism_enabled:
+    if opts.kube_prism_port is not None:  # set explicitly: 0 disables it, whatever the contract
+        if opts.kube_prism_port > 0:
+            features["kubePrism"] = {"enabled": True, "port": opts.kube_prism_port}
+    elif contract.kube_prism_enabled:
         features["kubePrism"] = {"enabled": True, "port": KUBEPRISM_PORT}
     if contract.host_dns_enabled:
         features["hostDNS"] = {"enabled": True}
+        if opts.host_dns_forward_kube_dns_to_host is not None:
+            features["hostDNS"]["forwardKubeDNSToHost"] = opts.host_dns_forward_kube_dns_to_host
 
     registries: dict[str, Any] = {}
     for host, endpoint in opts.registry_mirrors:

@@ -355,6 +355,8 @@ def talos_service_account_crd() -> list[Obj]:
 
 
 def host_dns_service(address: str) -> list[Obj]:
+    """Talos's ``host-dns`` Service and its Endpoints: the service address is its own endpoint, which
+    every node holds on lo and the host DNS listens on (kube-proxy rejects a Service with none)."""
     family = "IPv6" if ":" in address else "IPv4"
     return [{
         "apiVersion": "v1", "kind": "Service", "metadata": {"name": "host-dns", "namespace": _KS},
@@ -363,4 +365,10 @@ def host_dns_service(address: str) -> list[Obj]:
             "ports": [{"name": "dns", "port": 53, "protocol": "UDP", "targetPort": 53},
                       {"name": "dns-tcp", "port": 53, "protocol": "TCP", "targetPort": 53}],
         },
+    }, {
+        "apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": "host-dns", "namespace": _KS},
+        "subsets": [{
+            "addresses": [{"ip": address}],
+            "ports": [{"name": "dns", "port": 53, "protocol": "UDP"}, {"name": "dns-tcp", "port": 53, "protocol": "TCP"}],
+        }],
     }]  # fmt: skip

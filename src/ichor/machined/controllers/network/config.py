@@ -46,6 +46,7 @@ from ichor.machined.resources import (
 )
 from ichor.machinery.config import Config
 from ichor.machinery.config._models import Device, Vlan
+from ichor.machinery.constants import DEFAULT_SERVICE_SUBNET
 
 __all__ = [
     "address_config_controller",
@@ -136,6 +137,27 @@ def link_config_controller() -> TransformController[LinkSpecSpec]:
     return config_controller("network.LinkConfigController", LINK_SPECS, _INPUTS, derive)
 
 
+SERVICE_DNS_INDEX = 9
+"""Talos takes the service subnet's address + 9 (``10.96.0.9`` for ``10.96.0.0/12``)."""
+
+
+def host_dns_service_address(config: Config | None) -> str:
+    """With ``machine.features.hostDNS.forwardKubeDNSToHost``, the address CoreDNS forwards to: the
+    first service subnet's tenth (Talos's); "" without it (or with no valid subnet)."""
+    machine = config.machine if config is not None else None
+    features = machine.features if machine is not None else None
+    host_dns = features.host_dns if features is not None else None
+    if host_dns is None or not host_dns.forward_kube_dns_to_host:
+        return ""
+    network = config.cluster.network if config is not None and config.cluster is not None else None
+    for subnet in (network.service_subnets if network is not None else None) or [DEFAULT_SERVICE_SUBNET]:
+        try:
+            return str(ipaddress.ip_network(subnet.strip(), strict=False).network_address + SERVICE_DNS_INDEX)
+        except ValueError:
+            return ""
+    return ""
+
+
 def address_config_controller() -> TransformController[AddressSpecSpec]:
     def derive(ctx: ControllerContext) -> Iterator[tuple[str, AddressSpecSpec]]:
         yield (
@@ -143,7 +165,17 @@ def address_config_controller() -> TransformController[AddressSpecSpec]:
             AddressSpecSpec(address="127.0.0.1/8", link_name="lo", family="inet4", scope="host"),
         )
         yield "lo/::1/128", AddressSpecSpec(address="::1/128", link_name="lo", family="inet6", scope="host")
-        for name, device in _addressed(config_or_none(ctx), _links(ctx)):
+        config = config_or_none(ctx)
+        if service := host_dns_service_address(config):
+            # Talos's HostDNSConfigController puts it on lo (operator layer) so the host DNS can listen
+            # there: CoreDNS forwards to it through the host-dns Service, whose endpoint it is too.
+            host = ipaddress.ip_network(service)
+            yield (
+                f"lo/{host}",
+                AddressSpecSpec(address=str(host), link_name="lo", family=_family(host.version),
+                                scope="host", layer=ConfigLayer.OPERATOR),
+            )  # fmt: skip
+        for name, device in _addressed(config, _links(ctx)):
             for text in [*(device.addresses or []), *([device.cidr] if device.cidr else [])]:
                 try:
                     prefix = parse_address(text)

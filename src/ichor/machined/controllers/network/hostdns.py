@@ -16,13 +16,12 @@ host's, so the config says ``enabled: false`` there whatever the machine config 
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 from collections.abc import Callable, Coroutine
 from typing import Any
 
 from ichor.machined import dnscache
 from ichor.machined.controllers.config import ACTIVE_CONFIG
-from ichor.machined.controllers.network.config import config_or_none
+from ichor.machined.controllers.network.config import config_or_none, host_dns_service_address
 from ichor.machined.cosi import Controller, ControllerContext, Input, Output, TransformController
 from ichor.machined.platform import Layout
 from ichor.machined.resources import (
@@ -46,20 +45,8 @@ HOST_DNS_ADDRESS = "127.0.0.53"
 _LISTEN = f"{HOST_DNS_ADDRESS}:53"
 _RETRY_AFTER = 5.0
 _BIND_POLL = 0.05
-_SERVICE_DNS_INDEX = 9
-"""Talos takes the service subnet's address + 9 (``10.96.0.9`` for ``10.96.0.0/12``)."""
 
 Serve = Callable[[dnscache.DNSCache, str, int, Callable[[int], None]], Coroutine[Any, Any, None]]
-
-
-def _service_host_dns_address(subnets: list[str] | None) -> str:
-    for subnet in subnets or []:
-        try:
-            network = ipaddress.ip_network(subnet.strip(), strict=False)
-        except ValueError:
-            return ""
-        return str(network.network_address + _SERVICE_DNS_INDEX)
-    return ""
 
 
 def host_dns_config_controller(layout: Layout) -> TransformController[HostDNSConfigSpec]:
@@ -74,8 +61,8 @@ def host_dns_config_controller(layout: Layout) -> TransformController[HostDNSCon
         service = ""
         listen: tuple[str, ...] = (_LISTEN,)
         if host_dns.forward_kube_dns_to_host:
-            network = config.cluster.network if config.cluster is not None else None
-            service = _service_host_dns_address(network.service_subnets if network is not None else None)
+            # on lo by network.AddressConfigController, as Talos's HostDNSConfigController puts it
+            service = host_dns_service_address(config)
             listen = (*listen, f"{service}:53") if service else listen
         enabled = bool(host_dns.enabled) and layout.own_netns
         return {
