@@ -118,12 +118,16 @@ run_tests() {
         fi
         exit "$rc"
     fi
-    # Every tier, cheapest first: the fast tier (two workers), then the end-to-end and slow tests one
-    # at a time (clusters and VMs share the host's 2 cores), the VM tests, then the fuzzing suite.
+    # Every tier, cheapest first: the fast tier (two workers), then the end-to-end and slow tests on
+    # ICHOR_E2E_WORKERS workers (2: one creates the shared Kubernetes cluster and runs its files while
+    # the other runs the rest, which mostly wait on their clusters; tests/tiers.py), the VM tests one
+    # at a time, then the fuzzing suite.
     local results failed=0
     results=$(mktemp -d)
     run_tier fast "$results" || failed=1
-    run_tier e2e "$results" -m "(e2e or slow) and not vm and not fuzz and not official" || failed=1
+    local workers=${ICHOR_E2E_WORKERS:-2}
+    run_tier e2e "$results" -m "(e2e or slow) and not vm and not fuzz and not official" \
+        -n "$workers" --dist loadgroup --no-loadscope-reorder || failed=1
     run_tier vm "$results" -m "vm and not official" || failed=1
     run_tier fuzz "$results" -m fuzz || failed=1
     .venv/bin/python scripts/test_summary.py "$SETUP_SECONDS" "$results"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -9,13 +10,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+import tiers
 from container_helpers import KubeCluster, kube_cluster
 from tiers import (  # noqa: F401 - the suite's tier hooks, registered from here
     pytest_collection_modifyitems,
     pytest_configure,
+    pytest_configure_node,
     pytest_runtest_logreport,
+    pytest_runtest_teardown,
     pytest_sessionfinish,
     pytest_xdist_auto_num_workers,
+    pytest_xdist_make_scheduler,
 )
 
 from ichor.cli._errors import run_with_error_edge
@@ -81,8 +86,11 @@ def talosctl(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 def k8s_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubeCluster]:
     """The one 1+1 container cluster with Kubernetes that every ``k8s`` test file shares (see
     ``tiers.K8S_ORDER`` for the order they run in: the ones that break and repair it last)."""
-    with kube_cluster(tmp_path_factory.mktemp("k8s")) as made:
+    with contextlib.ExitStack() as stack:
+        made = stack.enter_context(kube_cluster(tmp_path_factory.mktemp("k8s")))
+        tiers.EARLY_CLOSE["k8s_cluster"] = stack.close  # destroyed after its last test (tiers.EARLY_CLOSE)
         yield made
+    tiers.EARLY_CLOSE.pop("k8s_cluster", None)
 
 
 @pytest.fixture(scope="session")

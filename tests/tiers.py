@@ -2,11 +2,19 @@
 
 - ``pytest`` with no arguments is the **fast tier**: every test not marked ``e2e``, ``fuzz``, ``vm``
   or ``slow`` (run.sh runs the slow ones with the end-to-end tier), on two xdist workers (``--dist loadfile``: a file's module fixtures stay on one worker).
-  Naming files or a ``-m`` expression runs what was asked, serially (end-to-end tests share the
-  host's bridges and clusters, and two clusters at once do not fit these 2 cores).
-- As root each worker runs in a network namespace of its own (``unshare(CLONE_NEWNET)``, loopback
-  up): the fast tests bind fixed loopback addresses, and two workers would otherwise meet on them.
-  Nothing a worker sends can leave the machine: its namespace has no route but loopback.
+  Naming files or a ``-m`` expression runs what was asked, serially, unless ``-n`` says otherwise.
+- As root each fast-tier worker runs in a network namespace of its own (``unshare(CLONE_NEWNET)``,
+  loopback up): the fast tests bind fixed loopback addresses, and two workers would otherwise meet on
+  them. Nothing a worker sends can leave the machine: its namespace has no route but loopback.
+- ``-n 2 --dist loadgroup`` (run.sh's end-to-end tier) runs each file as one unit and the files on the
+  shared Kubernetes cluster (:data:`K8S_ORDER`) as one unit, first: one worker creates that cluster
+  and runs its files while the other runs the end-to-end files, which wait on their clusters far
+  more than they compute. (:func:`pytest_xdist_make_scheduler` does the grouping: xdist 3.8's own
+  ``xdist_group`` marks are lost under pytest 9.2, whose node ids no longer read ``item._nodeid``.) Each
+  cluster has a name, a random CIDR and a state directory of its own, and the leftovers checks look
+  only at their own cluster's processes, links, routes, tables and cgroups, so the two never meet.
+  The shared cluster is destroyed after its last test, not at the worker's end
+  (:data:`EARLY_CLOSE`).
 - Files say what they cost: a test marked ``e2e``/``k8s``/``vm`` lives in a ``test_e2e_*`` file and
   every test there is marked ``e2e``; ``fuzz`` tests live in ``test_fuzz_*`` files. A misplaced test
   fails collection.
@@ -24,7 +32,9 @@ import fcntl
 import os
 import socket
 import struct
+from collections.abc import Callable, Generator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,6 +52,11 @@ K8S_ORDER = (
 every other test (the cluster goes when the session ends): the ones that read it first, then the
 ones that break it on purpose and repair it (a rejected apiserver flag, a rebooted worker, a wiped
 control plane recovered from a snapshot)."""
+
+EARLY_CLOSE: dict[str, Callable[[], None]] = {}
+"""Shared fixtures' early teardowns, by fixture name (conftest registers them): called after the
+last test that uses the fixture when the next test does not, so a worker that goes on to other files
+does not keep a whole Kubernetes cluster running beside them."""
 
 DEVICE_SKIP = "needs a device:"
 """A skip reason starting with this names hardware this machine lacks: allowed under CI."""
@@ -80,15 +95,49 @@ def _own_network_namespace() -> None:
         fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sH", b"lo", flags))
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """xdist's controller tells each worker whether it runs the fast tier (own network namespace)."""
+    node.workerinput["ichor_fast_tier"] = fast_tier(node.config)
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    if hasattr(config, "workerinput") and os.geteuid() == 0:
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and workerinput.get("ichor_fast_tier") and os.geteuid() == 0:
         _own_network_namespace()
+
+
+def _grouped(config: pytest.Config) -> bool:
+    """``--dist loadgroup``: asked on the controller, or the worker's copy of it."""
+    return config.getoption("dist", "no") == "loadgroup" or bool(getattr(config.option, "loadgroup", False))
+
+
+def unit_of(nodeid: str) -> str:
+    """The unit of work a test belongs to under ``--dist loadgroup``: ``k8s`` for the files on the
+    shared Kubernetes cluster, else its file."""
+    path = nodeid.split("::", 1)[0]
+    return "k8s" if Path(path).name in K8S_ORDER else path
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """``--dist loadgroup``: xdist's scope scheduler over :func:`unit_of`'s units."""
+    if config.getoption("dist", "no") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Units(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+    return Units(config, log)  # type: ignore[arg-type]
 
 
 def _kinds(item: pytest.Item) -> set[str]:
     return {m.name for m in item.iter_markers()}
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the xdist_group marks
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     misplaced = []
     for item in items:
@@ -97,6 +146,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             misplaced.append(f"{item.nodeid}: e2e tests live in test_e2e_* files, and only they")
         if "k8s_cluster" in getattr(item, "fixturenames", ()) and "k8s" not in kinds:
             misplaced.append(f"{item.nodeid}: a test on the shared Kubernetes cluster is marked k8s")
+        if "k8s_cluster" in getattr(item, "fixturenames", ()) and name not in K8S_ORDER:
+            misplaced.append(
+                f"{item.nodeid}: a file on the shared Kubernetes cluster is listed in tiers.K8S_ORDER"
+            )
         if {"k8s", "vm"} & kinds and "e2e" not in kinds:
             misplaced.append(f"{item.nodeid}: a k8s or vm test is an e2e test too")
         if name.startswith("test_fuzz_") != ("fuzz" in kinds):
@@ -110,13 +163,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         name = Path(str(item.fspath)).name
         return K8S_ORDER.index(name) if name in K8S_ORDER else len(K8S_ORDER)
 
-    items.sort(key=k8s_rank)  # stable: everything else keeps its order
+    if _grouped(config):
+        # The Kubernetes unit is the longest: it goes out first (run.sh: --no-loadscope-reorder).
+        items.sort(key=lambda item: k8s_rank(item) if k8s_rank(item) >= 0 else len(K8S_ORDER) + 1)
+    else:
+        items.sort(key=k8s_rank)  # stable: everything else keeps its order
     if fast_tier(config):
         kept = [i for i in items if not _kinds(i) & set(FAST_EXCLUDED)]
         dropped = [i for i in items if _kinds(i) & set(FAST_EXCLUDED)]
         if dropped:
             config.hook.pytest_deselected(items=dropped)
         items[:] = kept
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
+    yield
+    for name in [n for n in EARLY_CLOSE if n in getattr(item, "fixturenames", ())]:
+        if nextitem is None or name not in getattr(nextitem, "fixturenames", ()):
+            EARLY_CLOSE.pop(name)()
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

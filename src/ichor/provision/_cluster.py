@@ -64,7 +64,9 @@ def start_launcher(node: NodeRecord, state_dir: Path) -> None:
     """Start the node's launcher, marked as the node's (:func:`._processes.tags`), and record it."""
     from ichor.provision._rootfs import ship_empty_dirs
 
-    ship_empty_dirs(Path(node.root))  # what Talos's root filesystem ships, as a container node's root has
+    root = Path(node.root)
+    if root.is_dir() or not root.exists():  # a root that is no directory: machined says so when it starts
+        ship_empty_dirs(root)  # what Talos's root filesystem ships, as a container node's root has
     log = state_dir / f"{node.name}.log"
     background = proc.start(
         [sys.executable, "-m", "ichor.provision.launcher", "--root", node.root, "--address", node.address,
