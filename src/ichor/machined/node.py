@@ -189,12 +189,14 @@ class _SystemServices:
         from ichor.machined.services.extensions import extension_services
         from ichor.machined.services.kubelet import kubelet_service
         from ichor.machined.services.machined import machined_service
+        from ichor.machined.services.syslogd import syslogd_service
         from ichor.machined.services.trustd import trustd_service
 
         layout, state = self.node.layout, self.node.state
         services = [
             machined_service(layout, self.handlers, self.machine_api),
             apid_service(layout, state, self.machine_api),
+            syslogd_service(layout),
             *containerd_services(layout),
             *extension_services(layout, state),
             kubelet_service(layout, state, report=self.store.say),
