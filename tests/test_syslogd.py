@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from ichor.machined import syslogd
+from ichor.machined.gojson import go_json
 from ichor.machined.platform import Layout
 from ichor.machined.services.syslogd import syslogd_service
 
@@ -24,7 +25,7 @@ def _now() -> datetime:
 
 def _json(data: bytes) -> str | None:
     fields = syslogd.parse(data, now=_now)
-    return None if fields is None else syslogd.go_json(fields)
+    return None if fields is None else go_json(fields)
 
 
 KATA = (
@@ -64,7 +65,7 @@ def test_rfc5424_keeps_its_zone_and_nil_values() -> None:
 
 
 def test_go_json_escapes_html_characters_as_go_does() -> None:
-    assert syslogd.go_json({"b": "<a & b>", "a": 1}) == '{"a":1,"b":"\\u003ca \\u0026 b\\u003e"}'
+    assert go_json({"b": "<a & b>", "a": 1}) == '{"a":1,"b":"\\u003ca \\u0026 b\\u003e"}'
 
 
 @pytest.mark.parametrize(

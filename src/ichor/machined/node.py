@@ -206,11 +206,13 @@ class _SystemServices:
         return services
 
     def background(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
+        from ichor.machined.logsend import ship_logs
         from ichor.machined.services.extensions import follow_configs
 
         return [
             lambda: self.etcd.follow_spec(self.supervisor),
             lambda: follow_configs(self.node.state, self.supervisor),
+            lambda: ship_logs(self.node.state, self.node.layout.log_dir),
         ]
 
     def handlers(self) -> list[Any]:

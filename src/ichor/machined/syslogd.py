@@ -15,11 +15,10 @@ A datagram that is not syslog is skipped, as Talos skips it. This module never s
 
 from __future__ import annotations
 
-__all__ = ["go_json", "parse", "serve"]
+__all__ = ["bind", "parse", "serve"]
 
 import asyncio
 import contextlib
-import json
 import os
 import re
 import socket
@@ -29,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from ichor.machined.cosi import format_time
+from ichor.machined.gojson import go_json
 
 _PRI = re.compile(rb"<(\d{1,3})>")
 _MONTHS = {
@@ -39,15 +39,6 @@ _MONTHS = {
 }
 _RFC3164_TIME = re.compile(r"([A-Z][a-z]{2}) ( \d|\d\d) (\d\d):(\d\d):(\d\d)")
 READ_SIZE = 65536
-
-
-def go_json(value: dict[str, Any]) -> str:
-    """``value`` as Go's ``json.Marshal`` writes a ``map[string]any``."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    for char, escaped in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
-                          ("\u2029", "\\u2029")):  # fmt: skip
-        text = text.replace(char, escaped)
-    return text
 
 
 def parse(data: bytes, *, now: Callable[[], datetime] = lambda: datetime.now(UTC)) -> dict[str, Any] | None:
