@@ -15,7 +15,7 @@ from controller_helpers import apply, config, run, running
 from ichor.machined.controllers import kernel_param
 from ichor.machined.cosi import Registry, assert_no_resource, assert_resource
 from ichor.machined.kernelparams import KernelParamFiles, param_path
-from ichor.machined.platform import Platform
+from ichor.machined.platform import Layout, Platform
 from ichor.machined.resources import (
     KERNEL_PARAM_DEFAULT_SPECS,
     KERNEL_PARAM_SPECS,
@@ -44,6 +44,10 @@ def _proc(root: Path) -> KernelParamFiles:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(value + "\n")
     return KernelParamFiles(root)
+
+
+def _layout(root: Path, platform: Platform) -> Layout:
+    return Layout(root / "node", "10.5.0.2", platform=platform, own_netns=platform.owns_kernel)
 
 
 def _value(root: Path, name: str) -> str:
@@ -76,6 +80,13 @@ def test_the_platform_decides_what_a_node_may_change() -> None:
     assert "host" in (Platform.CONTAINER.kernel_param_refusal(kernel) or "")
     assert "host" in (Platform.CONTAINER.kernel_param_refusal(PurePosixPath("/sys/kernel/mm/x")) or "")
     assert "process node" in (Platform.PROCESS.kernel_param_refusal(net) or "")
+    # A container layout outside a network namespace of its own never writes the host's net.* keys.
+    shared = Layout(Path("/n"), "10.5.0.2", platform=Platform.CONTAINER, own_netns=False)
+    assert "host's network namespace" in (shared.kernel_param_refusal(net) or "")
+    assert (
+        Layout(Path("/n"), "10.5.0.2", platform=Platform.CONTAINER, own_netns=True).kernel_param_refusal(net)
+        is None
+    )
 
 
 def test_definitions_are_talos_ones() -> None:
@@ -110,7 +121,9 @@ def test_container_node_applies_net_keys_and_refuses_host_ones(tmp_path: Path) -
     files = _proc(tmp_path)
 
     async def main() -> None:
-        async with running(*kernel_param.kernel_param_controllers(Platform.CONTAINER, files)) as state:
+        async with running(
+            *kernel_param.kernel_param_controllers(_layout(tmp_path, Platform.CONTAINER), files)
+        ) as state:
             apply(state, config(extra_machine=SYSCTLS))
             await assert_resource(
                 state, KERNEL_PARAM_SPECS, "proc.sys.vm.swappiness", lambda r: r.spec.value == "11"
@@ -152,7 +165,9 @@ def test_process_node_changes_nothing(tmp_path: Path) -> None:
     before = {p: p.read_text() for p in (tmp_path / "proc/sys").rglob("*") if p.is_file()}
 
     async def main() -> None:
-        async with running(*kernel_param.kernel_param_controllers(Platform.PROCESS, files)) as state:
+        async with running(
+            *kernel_param.kernel_param_controllers(_layout(tmp_path, Platform.PROCESS), files)
+        ) as state:
             apply(state, config(extra_machine=SYSCTLS))
             status = await assert_resource(state, KERNEL_PARAM_STATUSES, "proc.sys.net.ipv4.tcp_fin_timeout",
                                            lambda r: r.spec.unsupported)  # fmt: skip
@@ -168,7 +183,9 @@ def test_metal_node_applies_every_key_and_says_which_it_lacks(tmp_path: Path) ->
     files = _proc(tmp_path)
 
     async def main() -> None:
-        async with running(*kernel_param.kernel_param_controllers(Platform.METAL, files)) as state:
+        async with running(
+            *kernel_param.kernel_param_controllers(_layout(tmp_path, Platform.METAL), files)
+        ) as state:
             apply(state, config(extra_machine=SYSCTLS + '    net.no.such_key: "1"\n'))
             await assert_resource(state, KERNEL_PARAM_STATUSES, "proc.sys.vm.swappiness",
                                   lambda r: (r.spec.current, r.spec.unsupported) == ("11", False))  # fmt: skip

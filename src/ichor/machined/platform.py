@@ -102,6 +102,15 @@ class Layout:
     """The node's own kernel log (``/dev/kmsg`` on metal), what ``talosctl dmesg`` reads; None when
     the kernel is the host's and ``dmesg`` shows the node's console log."""
 
+    def kernel_param_refusal(self, path: PurePosixPath) -> str | None:
+        """Why this node may not write the kernel parameter file ``path``; None when it may: the
+        platform's answer (:meth:`Platform.kernel_param_refusal`), and never ``/proc/sys/net`` of a
+        network namespace that is not the node's own (``own_netns``), whatever the platform says."""
+        refusal = self.platform.kernel_param_refusal(path)
+        if refusal is None and self.platform is not Platform.METAL and not self.own_netns:
+            return "refused: this node runs in the host's network namespace; the key would change the host"
+        return refusal
+
     def path(self, talos_path: str) -> Path:
         """``/system/state/config.yaml`` -> ``<root>/system/state/config.yaml``.
 

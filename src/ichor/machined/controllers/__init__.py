@@ -109,7 +109,7 @@ def node_controllers(
         runtime.MachineStatusController(stage, events),
         runtime.ServiceController(services),
         runtime.security_state_controller(),
-        *kernel_param.kernel_param_controllers(layout.platform),
+        *kernel_param.kernel_param_controllers(layout),
         network_platform.platform_config_controller(layout),
         timesync.TimeSyncController() if layout.own_netns else runtime.time_status_controller(),
         extensions.extension_status_controller(layout),

@@ -10,7 +10,7 @@
   for a key not applied, ``unsupported`` and the reason. A key dropped from the config gets back
   the value it had before the node first wrote it.
 
-Whether a key may be written is the platform's answer (``Platform.kernel_param_refusal``), asked
+Whether a key may be written is the platform's answer (``Layout.kernel_param_refusal``), asked
 before every write: this controller must never change a setting of a kernel the node shares with
 the host (a process node refuses every key, a container node every key outside its own network
 namespace's ``/proc/sys/net``).
@@ -21,7 +21,7 @@ from __future__ import annotations
 from ichor.machined.controllers.config import ACTIVE_CONFIG, active_config
 from ichor.machined.cosi import ControllerContext, Input, TransformController
 from ichor.machined.kernelparams import SYSCTL, SYSFS, KernelParamFiles, param_id, param_path
-from ichor.machined.platform import Platform
+from ichor.machined.platform import Layout
 from ichor.machined.resources import (
     KERNEL_PARAM_DEFAULT_SPECS,
     KERNEL_PARAM_SPECS,
@@ -95,12 +95,12 @@ def kernel_param_config_controller() -> TransformController[KernelParamSpecSpec]
     )
 
 
-def kernel_param_defaults_controller(platform: Platform, files: KernelParamFiles) -> TransformController[KernelParamSpecSpec]:  # fmt: skip
+def kernel_param_defaults_controller(layout: Layout, files: KernelParamFiles) -> TransformController[KernelParamSpecSpec]:  # fmt: skip
     def derive(ctx: ControllerContext) -> dict[str, KernelParamSpecSpec]:
         ipv6 = files.exists("proc.sys.net.ipv6.conf.default.accept_ra")
         return {
             key: KernelParamSpecSpec(value=value)
-            for key, value in talos_defaults(platform.mode, ipv6=ipv6).items()
+            for key, value in talos_defaults(layout.platform.mode, ipv6=ipv6).items()
         }
 
     return TransformController(
@@ -111,7 +111,7 @@ def kernel_param_defaults_controller(platform: Platform, files: KernelParamFiles
     )
 
 
-def kernel_param_spec_controller(platform: Platform, files: KernelParamFiles) -> TransformController[KernelParamStatusSpec]:  # fmt: skip
+def kernel_param_spec_controller(layout: Layout, files: KernelParamFiles) -> TransformController[KernelParamStatusSpec]:  # fmt: skip
     before: dict[str, str] = {}
     """The value each key had before this node first wrote it (what a dropped key gets back)."""
     written: set[str] = set()
@@ -125,7 +125,7 @@ def kernel_param_spec_controller(platform: Platform, files: KernelParamFiles) ->
             current = files.read(key)
         except OSError:
             current = ""
-        refusal = platform.kernel_param_refusal(path)
+        refusal = layout.kernel_param_refusal(path)
         if refusal is not None:
             return KernelParamStatusSpec(current=current, default=current, unsupported=True, reason=refusal)
         if not files.exists(key):
@@ -168,11 +168,11 @@ def kernel_param_spec_controller(platform: Platform, files: KernelParamFiles) ->
     return controller
 
 
-def kernel_param_controllers(platform: Platform, files: KernelParamFiles | None = None) -> list[TransformController[KernelParamSpecSpec] | TransformController[KernelParamStatusSpec]]:  # fmt: skip
+def kernel_param_controllers(layout: Layout, files: KernelParamFiles | None = None) -> list[TransformController[KernelParamSpecSpec] | TransformController[KernelParamStatusSpec]]:  # fmt: skip
     """Config and defaults -> specs -> the kernel and statuses, in registration order."""
     files = files or KernelParamFiles()
     return [
         kernel_param_config_controller(),
-        kernel_param_defaults_controller(platform, files),
-        kernel_param_spec_controller(platform, files),
+        kernel_param_defaults_controller(layout, files),
+        kernel_param_spec_controller(layout, files),
     ]
