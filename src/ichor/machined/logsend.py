@@ -241,11 +241,12 @@ class LogShipper:
             await sender.close()
 
     async def run(self) -> None:
-        """Until cancelled: follow each service log as it appears."""
+        """Until cancelled: once there is a destination, follow each service log as it appears."""
         followed: set[Path] = set()
         try:
             async with asyncio.TaskGroup() as group:
                 while True:
+                    await self._have_senders.wait()  # no destination: nothing is read at all
                     for path in sorted(self.log_dir.glob("*.log")) if self.log_dir.is_dir() else ():
                         if path not in followed and path.stem not in NOT_SERVICE_LOGS:
                             followed.add(path)
