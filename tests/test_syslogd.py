@@ -108,6 +108,13 @@ def test_socket_receives_datagrams_as_json_lines(tmp_path: Path) -> None:
     assert not path.exists()  # removed when the service stops
 
 
+def test_an_empty_directory_in_the_way_is_replaced(tmp_path: Path) -> None:
+    # An extension's bind mount of a missing /dev/log source makes a directory there (Talos's runner too).
+    (tmp_path / "log").mkdir()
+    with syslogd.bind(tmp_path / "log"):
+        assert (tmp_path / "log").is_socket()
+
+
 def test_service_is_talos_syslogd_on_the_nodes_dev_log(tmp_path: Path) -> None:
     service = syslogd_service(Layout(tmp_path, "127.0.0.1"))
     assert (service.id, service.depends_on) == ("syslogd", ("machined",))

@@ -157,8 +157,11 @@ def _structured_data(tail: str) -> tuple[str | None, str]:
 
 
 def bind(path: Path) -> socket.socket:
-    """The ``/dev/log`` datagram socket at ``path`` (a stale one replaced), writable by every user."""
+    """The ``/dev/log`` datagram socket at ``path`` (a stale one, or an empty directory a bind mount
+    made there, replaced), writable by every user."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir() and not path.is_symlink():
+        path.rmdir()  # made by a container runtime for a bind mount that came first (only if empty)
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
