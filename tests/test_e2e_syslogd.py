@@ -56,7 +56,8 @@ def _until(what: str, check: Callable[[], str | None], timeout: float = 60) -> N
 
 
 def _json_lines(text: str) -> list[dict[str, object]]:
-    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
+    """The JSON objects of ``logs syslogd``, each line after talosctl's ``<node>: `` prefix."""
+    return [json.loads(line[line.index("{") :]) for line in text.splitlines() if "{" in line]
 
 
 def test_dev_log_messages_in_logs_syslogd_on_a_process_node(tmp_path: Path) -> None:
