@@ -14,14 +14,12 @@ import json
 import os
 import random
 import socket
-import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from cluster_helpers import talosctl_in
 from container_helpers import CONTAINER_NODES, container_cluster
-from test_e2e_extension_services import MANIFEST, MOUNT_POINTS
+from test_e2e_extension_services import MANIFEST, MOUNT_POINTS, eventually
 
 from ichor.images import busybox_rootfs
 from ichor.machined.platform import Layout
@@ -41,18 +39,6 @@ container:
       options: [bind, rw]
 restart: always
 """
-
-
-def _until(what: str, check: Callable[[], str | None], timeout: float = 60) -> None:
-    """Poll ``check`` (None = done, else why not) for ``timeout`` seconds."""
-    deadline, reason = time.monotonic() + timeout, "not checked"
-    while time.monotonic() < deadline:
-        found = check()
-        if found is None:
-            return
-        reason = found
-        time.sleep(0.5)
-    raise AssertionError(f"{what}: {reason}")
 
 
 def _json_lines(text: str) -> list[dict[str, object]]:
@@ -78,7 +64,7 @@ def test_dev_log_messages_in_logs_syslogd_on_a_process_node(tmp_path: Path) -> N
                 else shown.stdout + shown.stderr
             )
 
-        _until("syslogd running", running)
+        eventually(running, "syslogd running")
         with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as client:
             client.sendto(b"<30>Nov 26 12:00:01 myapp[42]: rfc3164 & friends", os.fspath(dev_log))
             client.sendto(
@@ -89,7 +75,7 @@ def test_dev_log_messages_in_logs_syslogd_on_a_process_node(tmp_path: Path) -> N
             shown = talosctl_in(tmp_path, "-n", node, "logs", "syslogd")
             return None if "rfc5424 message" in shown.stdout else shown.stdout + shown.stderr
 
-        _until("both messages in logs syslogd", logged, 20)
+        eventually(logged, "both messages in logs syslogd", 20)
         shown = talosctl_in(tmp_path, "-n", node, "logs", "syslogd").stdout
         assert '"content":"rfc3164 \\u0026 friends"' in shown, shown  # Go's JSON, as Talos writes it
         first, second = _json_lines(shown)[-2:]
@@ -137,7 +123,7 @@ def test_an_extension_service_logging_to_syslog_keeps_its_logs(tmp_path: Path) -
                 else shown.stdout + shown.stderr + cluster.talosctl("-n", node, "service").stdout
             )
 
-        _until("the extension's syslog message in logs syslogd", logged, 120)
+        eventually(logged, "the extension's syslog message in logs syslogd", 120)
         line = next(
             line for line in _json_lines(cluster.talosctl("-n", node, "logs", "syslogd").stdout)
             if "hello from an extension" in str(line["content"])
