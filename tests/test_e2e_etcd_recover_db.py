@@ -20,11 +20,7 @@ from test_e2e_etcd_backup import _console, _etcd, _until
 from ichor import etcd as etcdlib
 from ichor.provision._cluster import ClusterRecord
 
-pytestmark = [
-    pytest.mark.e2e,
-    pytest.mark.slow,
-    pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning"),
-]
+pytestmark = [pytest.mark.e2e, pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")]
 
 NAME = "recoverdb"
 
