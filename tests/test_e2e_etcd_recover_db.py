@@ -81,13 +81,8 @@ def test_bootstrap_recovers_from_a_copied_db_with_skip_hash_check(tmp_path: Path
         got = _until("the key back after recovery", restored, 180)
         assert [(kv.key, kv.value) for kv in got.kvs] == [(b"/e2e/db", b"copied with talosctl cp")]
     except BaseException:
-        print(
-            "\n".join(
-                _console(Path(ClusterRecord.load(home / ".talos/clusters", NAME).nodes[0].root)).splitlines()[
-                    -40:
-                ]
-            )
-        )
+        for console in sorted((home / ".talos/clusters" / NAME).glob("*/var/log/console.log")):
+            print("\n".join(console.read_text(errors="replace").splitlines()[-40:]))
         raise
     finally:
         destroyed = talosctl_in(home, "cluster", "destroy", "--name", NAME)
