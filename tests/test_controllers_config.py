@@ -14,7 +14,7 @@ def test_machine_type_follows_the_config() -> None:
     async def main() -> None:
         async with running(config_area.machine_type_controller()) as state:
             apply(state, config(type="init"))
-            await assert_resource(state, MACHINE_TYPES, "machine-type", lambda r: r.spec == "controlplane")
+            await assert_resource(state, MACHINE_TYPES, "machine-type", lambda r: r.spec == "init")
             apply(state, config(type="worker"))
             await assert_resource(state, MACHINE_TYPES, "machine-type", lambda r: r.spec == "worker")
 
@@ -35,4 +35,4 @@ def test_a_config_is_acquired_once_one_is_there() -> None:
 def test_init_is_a_control_plane(kind: str) -> None:
     spec = MachineConfigSpec(config(type=kind)).v1alpha1
     assert spec is not None
-    assert config_area.machine_type_of(spec) == "controlplane"
+    assert config_area.machine_type_of(spec) == kind and config_area.machine_type_of(spec).is_control_plane

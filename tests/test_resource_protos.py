@@ -110,6 +110,13 @@ EXTRA_SAMPLES: list[dict[str, Any]] = [
     },
     {"type": "ExtensionServiceConfigStatuses.runtime.talos.dev", "id": "hello", "spec": {"specVersion": "2"}},
     {"type": "ManifestStatuses.kubernetes.talos.dev", "id": "manifests", "spec": {"manifestsApplied": ["00-kubelet-bootstrapping-token"]}},
+    # Kernel parameters as a process node serves them (every key refused there, with Ichor's reason).
+    {"type": "KernelParamSpecs.runtime.talos.dev", "id": "proc.sys.net.ipv4.tcp_fin_timeout",
+     "spec": {"value": "33", "ignoreErrors": False}},
+    {"type": "KernelParamDefaultSpecs.runtime.talos.dev", "id": "proc.sys.kernel.panic",
+     "spec": {"value": "10", "ignoreErrors": False}},
+    {"type": "KernelParamStatuses.runtime.talos.dev", "id": "proc.sys.net.ipv4.tcp_fin_timeout",
+     "spec": {"current": "60", "default": "60", "unsupported": True}},
 ]  # fmt: skip
 
 SAMPLES = [s for s in load_samples() + EXTRA_SAMPLES if s["type"] in SPEC_MESSAGES and s["type"] in TYPES]

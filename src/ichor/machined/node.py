@@ -189,12 +189,14 @@ class _SystemServices:
         from ichor.machined.services.extensions import extension_services
         from ichor.machined.services.kubelet import kubelet_service
         from ichor.machined.services.machined import machined_service
+        from ichor.machined.services.syslogd import syslogd_service
         from ichor.machined.services.trustd import trustd_service
 
         layout, state = self.node.layout, self.node.state
         services = [
             machined_service(layout, self.handlers, self.machine_api),
             apid_service(layout, state, self.machine_api),
+            syslogd_service(layout),
             *containerd_services(layout),
             *extension_services(layout, state),
             kubelet_service(layout, state, report=self.store.say),
@@ -204,11 +206,13 @@ class _SystemServices:
         return services
 
     def background(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
+        from ichor.machined.logsend import ship_logs
         from ichor.machined.services.extensions import follow_configs
 
         return [
             lambda: self.etcd.follow_spec(self.supervisor),
             lambda: follow_configs(self.node.state, self.supervisor),
+            lambda: ship_logs(self.node.state, self.node.layout.log_dir),
         ]
 
     def handlers(self) -> list[Any]:

@@ -44,6 +44,27 @@ class Platform(StrEnum):
         """The node's network and UTS namespaces are its own to change (container and metal)."""
         return self is not Platform.PROCESS
 
+    def kernel_param_refusal(self, path: PurePosixPath) -> str | None:
+        """Why this node may not write the kernel parameter file ``path`` (``/proc/sys/...`` or
+        ``/sys/...``); None when it may.
+
+        A metal node owns its kernel. A container node owns only its network namespace, and
+        ``/proc/sys/net`` is that namespace's view: every other key is the host's kernel, shared by
+        every node and the host itself. A process node shares even the host's network namespace."""
+        if self is Platform.METAL:
+            return None
+        if self is Platform.CONTAINER:
+            if path.is_relative_to("/proc/sys/net"):
+                return None
+            return (
+                "refused: a container node shares the host's kernel and owns only its network namespace "
+                "(net.* keys); this key would change the host and every other node"
+            )
+        return (
+            "refused: a process node shares the host's kernel and network namespace; "
+            "this key would change the host"
+        )
+
     @property
     def mode(self) -> str:
         """Talos's runtime mode (``metal``, ``cloud``, ``container``): a node sharing the host's
@@ -80,6 +101,15 @@ class Layout:
     kernel_log: Path | None = None
     """The node's own kernel log (``/dev/kmsg`` on metal), what ``talosctl dmesg`` reads; None when
     the kernel is the host's and ``dmesg`` shows the node's console log."""
+
+    def kernel_param_refusal(self, path: PurePosixPath) -> str | None:
+        """Why this node may not write the kernel parameter file ``path``; None when it may: the
+        platform's answer (:meth:`Platform.kernel_param_refusal`), and never ``/proc/sys/net`` of a
+        network namespace that is not the node's own (``own_netns``), whatever the platform says."""
+        refusal = self.platform.kernel_param_refusal(path)
+        if refusal is None and self.platform is not Platform.METAL and not self.own_netns:
+            return "refused: this node runs in the host's network namespace; the key would change the host"
+        return refusal
 
     def path(self, talos_path: str) -> Path:
         """``/system/state/config.yaml`` -> ``<root>/system/state/config.yaml``.

@@ -18,7 +18,9 @@ The graph, as ``talosctl inspect dependencies`` prints it:
             Affiliates -> merged Affiliates -> Members -> Endpoints
 * runtime:  the sequencer's stage -> MachineStatus; the supervisor's services -> Services (+ waits);
             TimeStatus (synced by SNTP from TimeServerStatus on a node with its own network, else the host's);
-            Services machined -> SecurityState; HostnameStatus -> PlatformMetadata (platform layer)
+            Services machined -> SecurityState; HostnameStatus -> PlatformMetadata (platform layer);
+            machine.sysctls/sysfs + Talos's defaults -> KernelParamSpecs -> the kernel (what the
+            platform owns) -> KernelParamStatuses
 * k8s:      MachineConfig -> KubeletConfig, NodeIPConfig; NodeIPConfig + routed NodeAddresses -> NodeIP;
             Hostname -> Nodename; KubeletConfig + Nodename + NodeIP -> KubeletSpec -> kubelet files
 * k8s:      (control planes) cluster.* -> Kubernetes PKI, component configs, their files ->
@@ -46,6 +48,7 @@ from ichor.machined.controllers import (
     etcd_backup,
     extensions,
     k8s,
+    kernel_param,
     network,
     runtime,
     secrets,
@@ -106,6 +109,7 @@ def node_controllers(
         runtime.MachineStatusController(stage, events),
         runtime.ServiceController(services),
         runtime.security_state_controller(),
+        *kernel_param.kernel_param_controllers(layout),
         network_platform.platform_config_controller(layout),
         timesync.TimeSyncController() if layout.own_netns else runtime.time_status_controller(),
         extensions.extension_status_controller(layout),

@@ -53,9 +53,13 @@ def control_plane_host(config: Config) -> str | None:
 
 
 def machine_type_of(config: Config) -> MachineTypeSpec:
-    """``init`` is a control plane that bootstraps; anything else that is not one is a worker."""
+    """``machine.type`` as Talos reports it: ``init`` (a control plane that bootstraps etcd; the
+    Disaster Recovery guide looks for it, 001:542-550), ``controlplane``, else ``worker``. Ask
+    ``.is_control_plane`` for what both control plane kinds run."""
     kind = config.machine.type if config.machine is not None else None
-    return MachineTypeSpec.CONTROLPLANE if kind in ("init", "controlplane") else MachineTypeSpec.WORKER
+    if kind == "init":
+        return MachineTypeSpec.INIT
+    return MachineTypeSpec.CONTROLPLANE if kind == "controlplane" else MachineTypeSpec.WORKER
 
 
 def machine_type_controller() -> TransformController[MachineTypeSpec]:

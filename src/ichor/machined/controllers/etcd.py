@@ -36,7 +36,6 @@ from ichor.machined.resources import (
     EtcdConfigSpec,
     EtcdMemberSpec,
     EtcdSpecSpec,
-    MachineTypeSpec,
     filtered_node_address_id,
 )
 
@@ -59,7 +58,7 @@ def etcd_config_controller() -> TransformController[EtcdConfigSpec]:
         machine_type = ctx.get_or_none(MACHINE_TYPES, MACHINE_TYPE_ID)
         if machine_type is None:
             raise SkipReconcile
-        if machine_type.spec is not MachineTypeSpec.CONTROLPLANE:
+        if not machine_type.spec.is_control_plane:
             return {}
         etcd = config.cluster.etcd if config.cluster is not None else None
         if etcd is None:

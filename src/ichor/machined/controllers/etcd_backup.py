@@ -56,7 +56,6 @@ from ichor.machined.resources import (
     EtcdBackupConfigSpec,
     EtcdBackupSnapshot,
     EtcdBackupStatusSpec,
-    MachineTypeSpec,
 )
 from ichor.machinery import cron
 from ichor.machinery.config._ichor_models import EtcdBackupConfigV1Alpha1
@@ -114,7 +113,7 @@ def etcd_backup_config_controller() -> TransformController[EtcdBackupConfigSpec]
         machine_type = ctx.get_or_none(MACHINE_TYPES, MACHINE_TYPE_ID)
         if resource is None or machine_type is None:
             raise SkipReconcile
-        if machine_type.spec is not MachineTypeSpec.CONTROLPLANE:
+        if not machine_type.spec.is_control_plane:
             return {}
         for doc in resource.spec.parsed:
             model = doc.model

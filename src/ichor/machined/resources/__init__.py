@@ -130,6 +130,14 @@ from ichor.machined.resources._k8s_node import (
     NodeLabelSpecSpec,
     NodeTaintSpecSpec,
 )
+from ichor.machined.resources._kernel_params import (
+    KERNEL_PARAM_DEFAULT_SPECS,
+    KERNEL_PARAM_SPECS,
+    KERNEL_PARAM_STATUSES,
+    KERNEL_PARAM_TYPES,
+    KernelParamSpecSpec,
+    KernelParamStatusSpec,
+)
 from ichor.machined.resources._kubelet import KUBELET_TYPES
 from ichor.machined.resources._kubeprism import (
     KUBEPRISM_CONFIG_ID,
@@ -311,6 +319,10 @@ __all__ = [
     "INFO_ID",
     "K8S_MANIFEST_TYPES",
     "K8S_NODE_TYPES",
+    "KERNEL_PARAM_DEFAULT_SPECS",
+    "KERNEL_PARAM_SPECS",
+    "KERNEL_PARAM_STATUSES",
+    "KERNEL_PARAM_TYPES",
     "KUBELET_TYPES",
     "KUBEPRISM_CONFIGS",
     "KUBEPRISM_CONFIG_ID",
@@ -414,6 +426,8 @@ __all__ = [
     "IPPrefix",
     "IdentitySpec",
     "InfoSpec",
+    "KernelParamSpecSpec",
+    "KernelParamStatusSpec",
     "KubePrismConfigSpec",
     "KubePrismEndpoint",
     "KubePrismEndpointsSpec",
@@ -529,6 +543,7 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     *K8S_TYPES,
     *K8S_NODE_TYPES,
     *K8S_MANIFEST_TYPES,
+    *KERNEL_PARAM_TYPES,
 )
 
 

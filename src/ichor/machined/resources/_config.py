@@ -85,6 +85,11 @@ class MachineTypeSpec(enum.StrEnum):
     CONTROLPLANE = "controlplane"
     WORKER = "worker"
 
+    @property
+    def is_control_plane(self) -> bool:
+        """``init`` and ``controlplane`` (Talos's ``machine.Type.IsControlPlane``)."""
+        return self in (MachineTypeSpec.INIT, MachineTypeSpec.CONTROLPLANE)
+
     def raw_yaml(self) -> str:
         return f"{self.value}\n"
 

@@ -106,6 +106,9 @@ SPEC_MESSAGES: dict[str, str] = {
     "ExtensionServiceConfigStatuses.runtime.talos.dev": _P + "runtime.ExtensionServiceConfigStatusSpec",
     "PlatformMetadatas.talos.dev": _P + "runtime.PlatformMetadataSpec",
     "SecurityStates.talos.dev": _P + "runtime.SecurityStateSpec",
+    "KernelParamSpecs.runtime.talos.dev": _P + "runtime.KernelParamSpecSpec",
+    "KernelParamDefaultSpecs.runtime.talos.dev": _P + "runtime.KernelParamSpecSpec",
+    "KernelParamStatuses.runtime.talos.dev": _P + "runtime.KernelParamStatusSpec",
     "KubePrismEndpoints.kubernetes.talos.dev": _P + "k8s.KubePrismEndpointsSpec",
     "KubePrismConfigs.kubernetes.talos.dev": _P + "k8s.KubePrismConfigSpec",
     "KubePrismStatuses.kubernetes.talos.dev": _P + "k8s.KubePrismStatusesSpec",
@@ -159,6 +162,8 @@ _ICHOR_ONLY: frozenset[tuple[str, str]] = frozenset(
         # Ichor keeps the kube-apiserver's etcd client certificate with the other dynamic
         # certificates; Talos 1.7 keeps it in EtcdSecrets, which Ichor has not, so it is not sent.
         ("KubernetesDynamicCertsSpec", "etcdAPIServer"),
+        # Why a kernel parameter was not applied (a node sharing the host's kernel refuses it).
+        ("KernelParamStatusSpec", "reason"),
     }
 )
 """YAML keys of Ichor's specs that Talos's message has no field for, on purpose."""

@@ -86,7 +86,8 @@ class MachineContext:
         return str(status.fqdn) if status is not None else ""
 
     def is_control_plane(self) -> bool:
-        return str(self.state.spec_of(MACHINE_TYPES, MACHINE_TYPE_ID)) == "controlplane"
+        machine_type = self.state.spec_of(MACHINE_TYPES, MACHINE_TYPE_ID)
+        return machine_type is not None and machine_type.is_control_plane
 
     def process_root(self) -> int:
         return os.getpid()

@@ -130,7 +130,8 @@ class EtcdService:
         return spec
 
     def is_control_plane(self) -> bool:
-        return str(self.state.spec_of(MACHINE_TYPES, MACHINE_TYPE_ID)) == "controlplane"
+        machine_type = self.state.spec_of(MACHINE_TYPES, MACHINE_TYPE_ID)
+        return machine_type is not None and machine_type.is_control_plane
 
     def is_init(self) -> bool:
         """``machine.type: init``: the node bootstraps etcd by itself."""

@@ -47,7 +47,6 @@ from ichor.machined.resources import (
     NODE_ADDRESS_ROUTED_ID,
     NODE_ADDRESSES,
     OPERATOR_SPECS,
-    MachineTypeSpec,
     filtered_node_address_id,
 )
 from ichor.machined.resources._kubelet import (
@@ -274,7 +273,7 @@ def kubelet_server(config: Config) -> str:
     if prism is not None and prism.enabled:
         return f"https://127.0.0.1:{prism.port or constants.KUBEPRISM_PORT}"
     plane = config.cluster.control_plane if config.cluster is not None else None
-    if machine_type_of(config) is MachineTypeSpec.CONTROLPLANE:
+    if machine_type_of(config).is_control_plane:
         port = (plane.local_api_server_port if plane is not None else None) or constants.KUBE_APISERVER_PORT
         return f"https://localhost:{port}"
     if plane is None or not plane.endpoint:

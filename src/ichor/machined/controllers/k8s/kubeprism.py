@@ -43,7 +43,6 @@ from ichor.machined.resources import (
     KubePrismEndpoint,
     KubePrismEndpointsSpec,
     KubePrismStatusesSpec,
-    MachineTypeSpec,
 )
 from ichor.machinery.constants import KUBEPRISM_PORT
 
@@ -89,7 +88,7 @@ def kubeprism_endpoints_controller(layout: Layout) -> TransformController[KubePr
         cluster = _cluster_endpoint(plane.endpoint or "") if plane is not None else None
         if cluster is not None:
             endpoints.append(cluster)
-        if machine_type_of(config) is MachineTypeSpec.CONTROLPLANE:
+        if machine_type_of(config).is_control_plane:
             port = plane.local_api_server_port if plane is not None else None
             endpoints.append(KubePrismEndpoint(local_host, port or _DEFAULT_API_SERVER_PORT))
         for member in ctx.list(MEMBERS):

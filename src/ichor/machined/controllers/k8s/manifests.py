@@ -41,7 +41,6 @@ from ichor.machined.resources import (
     BootstrapManifestsConfigSpec,
     ExtraManifest,
     ExtraManifestsConfigSpec,
-    MachineTypeSpec,
     ManifestSpec,
 )
 from ichor.machinery import constants
@@ -65,7 +64,7 @@ def _control_plane_config(ctx: ControllerContext) -> Config | None:
     machine_type = ctx.get_or_none(MACHINE_TYPES, MACHINE_TYPE_ID)
     if machine_type is None:
         raise SkipReconcile
-    return config if machine_type.spec is MachineTypeSpec.CONTROLPLANE else None
+    return config if machine_type.spec.is_control_plane else None
 
 
 def _nth(subnet: str, index: int, key: str) -> str:

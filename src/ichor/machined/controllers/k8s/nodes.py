@@ -37,7 +37,6 @@ from ichor.machined.resources import (
     MACHINE_TYPES,
     NODE_LABEL_SPECS,
     NODE_TAINT_SPECS,
-    MachineTypeSpec,
     NodeLabelSpecSpec,
     NodeTaintSpecSpec,
 )
@@ -76,7 +75,7 @@ def node_label_spec_controller() -> TransformController[NodeLabelSpecSpec]:
             str(k): str(v or "")
             for k, v in ((config.machine.node_labels or {}) if config.machine else {}).items()
         }
-        if machine_type_of(config) is MachineTypeSpec.CONTROLPLANE:
+        if machine_type_of(config).is_control_plane:
             labels[CONTROL_PLANE_ROLE] = ""
         return {key: NodeLabelSpecSpec(key=key, value=value) for key, value in labels.items()}
 
@@ -90,7 +89,7 @@ def node_taint_spec_controller() -> TransformController[NodeTaintSpecSpec]:
         config = active_config(ctx)
         taints: dict[str, NodeTaintSpecSpec] = {}
         schedulable = bool(config.cluster is not None and config.cluster.allow_scheduling_on_control_planes)
-        if machine_type_of(config) is MachineTypeSpec.CONTROLPLANE and not schedulable:
+        if machine_type_of(config).is_control_plane and not schedulable:
             taints[CONTROL_PLANE_ROLE] = NodeTaintSpecSpec(key=CONTROL_PLANE_ROLE, effect="NoSchedule")
         for key, text in ((config.machine.node_taints or {}) if config.machine else {}).items():
             value, effect = parse_taint(str(text or ""))
@@ -221,7 +220,7 @@ class NodeApplyController(Controller):
         if machine_type is None:
             return "machine type", "the machine type (control plane or worker) is not known yet"
         try:
-            if machine_type.spec is MachineTypeSpec.CONTROLPLANE:
+            if machine_type.spec.is_control_plane:
                 secrets = ctx.get_or_none(K8S_SECRETS, K8S_SECRETS_ID)
                 if secrets is None or not secrets.spec.localhost_admin_kubeconfig:
                     return (
