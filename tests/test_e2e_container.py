@@ -128,7 +128,8 @@ def test_container_cluster_create_reboot_destroy_leaves_nothing(cluster: Cluster
     destroyed = _talosctl(cluster.home, "cluster", "destroy", "--name", NAME, "--state", str(cluster.state),
                           timeout=120)  # fmt: skip
     assert destroyed.exit_code == 0, destroyed.stderr
-    assert destroyed.stderr.splitlines()[-2].startswith("removed the blackhole route"), destroyed.stderr
+    removals = [line for line in destroyed.stderr.splitlines() if line.startswith("removed ")]
+    assert removals[-1].startswith("removed the blackhole route"), destroyed.stderr  # the route goes last
     assert _leftovers(cluster) == []
     assert _still_held(node_namespaces, since=before_destroy) == []
 
