@@ -91,7 +91,6 @@ setup() {
 }
 
 # One tier: pytest with the tier's arguments, its JUnit XML and wall time kept for the summary.
-# Exit 5 (nothing collected) is a pass only for the vm tier while no VM test exists on this branch.
 run_tier() {
     local tier=$1 results=$2
     shift 2
@@ -99,7 +98,6 @@ run_tier() {
     echo "run.sh: tier $tier: pytest $*" >&2
     .venv/bin/python -m pytest "$@" --durations=25 --junitxml="$results/$tier.xml" || rc=$?
     echo $((SECONDS - started)) > "$results/$tier.seconds"
-    if [ "$rc" -eq 5 ] && [ "$tier" = vm ]; then rc=0; fi
     return "$rc"
 }
 
@@ -118,17 +116,16 @@ run_tests() {
         fi
         exit "$rc"
     fi
-    # Every tier, cheapest first: the fast tier (two workers), then the end-to-end and slow tests on
-    # ICHOR_E2E_WORKERS workers (2: one creates the shared Kubernetes cluster and runs its files while
-    # the other runs the rest, which mostly wait on their clusters; tests/tiers.py), the VM tests one
-    # at a time, then the fuzzing suite.
+    # Every tier, cheapest first: the fast tier (two workers), then the end-to-end, VM and slow tests
+    # on ICHOR_E2E_WORKERS workers (3: one creates the shared Kubernetes cluster and runs its files,
+    # one boots the VMs one at a time, one runs the rest, which mostly wait on their clusters;
+    # tests/tiers.py), then the fuzzing suite.
     local results failed=0
     results=$(mktemp -d)
     run_tier fast "$results" || failed=1
-    local workers=${ICHOR_E2E_WORKERS:-2}
-    run_tier e2e "$results" -m "(e2e or slow) and not vm and not fuzz and not official" \
+    local workers=${ICHOR_E2E_WORKERS:-3}
+    run_tier e2e "$results" -m "(e2e or slow) and not fuzz and not official" \
         -n "$workers" --dist loadgroup --no-loadscope-reorder || failed=1
-    run_tier vm "$results" -m "vm and not official" || failed=1
     run_tier fuzz "$results" -m fuzz || failed=1
     .venv/bin/python scripts/test_summary.py "$SETUP_SECONDS" "$results"
     rm -rf "$results"

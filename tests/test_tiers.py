@@ -7,16 +7,17 @@ import re
 from pathlib import Path
 
 import pytest
-from tiers import K8S_ORDER, unit_of
+from tiers import K8S_ORDER, VM_FILES, unit_of
 
 pytest_plugins = ["pytester"]
 
 TESTS = Path(__file__).resolve().parent
 
 
-def test_the_shared_kubernetes_files_are_one_unit_and_every_other_file_its_own() -> None:
+def test_the_kubernetes_files_are_one_unit_the_vm_files_another_and_every_other_file_its_own() -> None:
     units = {unit_of(f"tests/{name}::test_x") for name in K8S_ORDER}
     assert units == {"k8s"}
+    assert {unit_of(f"tests/{name}::test_boot") for name in VM_FILES} == {"vm"}
     assert unit_of("tests/test_e2e_vip.py::test_a[1]") == "tests/test_e2e_vip.py"
     assert unit_of("tests/test_e2e_vip.py::Class::test_b") == "tests/test_e2e_vip.py"
 

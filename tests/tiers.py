@@ -6,10 +6,11 @@
 - As root each fast-tier worker runs in a network namespace of its own (``unshare(CLONE_NEWNET)``,
   loopback up): the fast tests bind fixed loopback addresses, and two workers would otherwise meet on
   them. Nothing a worker sends can leave the machine: its namespace has no route but loopback.
-- ``-n 2 --dist loadgroup`` (run.sh's end-to-end tier) runs each file as one unit and the files on the
-  shared Kubernetes cluster (:data:`K8S_ORDER`) as one unit, first: one worker creates that cluster
-  and runs its files while the other runs the end-to-end files, which wait on their clusters far
-  more than they compute. (:func:`pytest_xdist_make_scheduler` does the grouping: xdist 3.8's own
+- ``-n 3 --dist loadgroup`` (run.sh's end-to-end tier, VM tests included) runs each file as one unit,
+  the files on the shared Kubernetes cluster (:data:`K8S_ORDER`) as one unit, first, and the files
+  that boot VMs (:data:`VM_FILES`) as one unit, second, so one VM runs at a time: one worker creates
+  the Kubernetes cluster and runs its files, one boots the VMs, one runs the end-to-end files, which
+  wait on their clusters far more than they compute. (:func:`pytest_xdist_make_scheduler` does the grouping: xdist 3.8's own
   ``xdist_group`` marks are lost under pytest 9.2, whose node ids no longer read ``item._nodeid``.) Each
   cluster has a name, a random CIDR and a state directory of its own, and the leftovers checks look
   only at their own cluster's processes, links, routes, tables and cgroups, so the two never meet.
@@ -57,6 +58,16 @@ EARLY_CLOSE: dict[str, Callable[[], None]] = {}
 """Shared fixtures' early teardowns, by fixture name (conftest registers them): called after the
 last test that uses the fixture when the next test does not, so a worker that goes on to other files
 does not keep a whole Kubernetes cluster running beside them."""
+
+VM_FILES = (
+    "test_e2e_vm_boot.py",
+    "test_e2e_installer_boot.py",
+    "test_e2e_iso_boot.py",
+    "test_e2e_metal_install.py",
+    "test_e2e_qemu_cluster.py",
+)
+"""The files whose tests boot virtual machines (marked ``vm``): one unit of work under ``--dist
+loadgroup``, so their VMs boot one at a time (TCG on 2 cores)."""
 
 DEVICE_SKIP = "needs a device:"
 """A skip reason starting with this names hardware this machine lacks: allowed under CI."""
@@ -114,9 +125,10 @@ def _grouped(config: pytest.Config) -> bool:
 
 def unit_of(nodeid: str) -> str:
     """The unit of work a test belongs to under ``--dist loadgroup``: ``k8s`` for the files on the
-    shared Kubernetes cluster, else its file."""
+    shared Kubernetes cluster, ``vm`` for the files that boot VMs, else its file."""
     path = nodeid.split("::", 1)[0]
-    return "k8s" if Path(path).name in K8S_ORDER else path
+    name = Path(path).name
+    return "k8s" if name in K8S_ORDER else "vm" if name in VM_FILES else path
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -150,6 +162,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             misplaced.append(
                 f"{item.nodeid}: a file on the shared Kubernetes cluster is listed in tiers.K8S_ORDER"
             )
+        if ("vm" in kinds) != (name in VM_FILES) and name.startswith("test_e2e_"):
+            misplaced.append(f"{item.nodeid}: vm tests live in the files tiers.VM_FILES lists, and only they")
         if {"k8s", "vm"} & kinds and "e2e" not in kinds:
             misplaced.append(f"{item.nodeid}: a k8s or vm test is an e2e test too")
         if name.startswith("test_fuzz_") != ("fuzz" in kinds):
@@ -164,8 +178,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return K8S_ORDER.index(name) if name in K8S_ORDER else len(K8S_ORDER)
 
     if _grouped(config):
-        # The Kubernetes unit is the longest: it goes out first (run.sh: --no-loadscope-reorder).
-        items.sort(key=lambda item: k8s_rank(item) if k8s_rank(item) >= 0 else len(K8S_ORDER) + 1)
+        # The Kubernetes unit is the longest: it goes out first, the VM unit second (run.sh:
+        # --no-loadscope-reorder keeps this order).
+        def grouped_rank(item: pytest.Item) -> int:
+            if k8s_rank(item) >= 0:
+                return k8s_rank(item)
+            return len(K8S_ORDER) + (1 if Path(str(item.fspath)).name in VM_FILES else 2)
+
+        items.sort(key=grouped_rank)
     else:
         items.sort(key=k8s_rank)  # stable: everything else keeps its order
     if fast_tier(config):
