@@ -21,7 +21,7 @@ from typing import Any
 
 import click
 
-from ichor.cli._nodecmd import replies, run
+from ichor.cli._nodecmd import replies, report, run, run_talos
 from ichor.machinery.goquote import quote
 
 SNAPSHOT_TRAILER = 32
@@ -98,25 +98,22 @@ def etcd() -> None:
 
 @etcd.command("members", help="Get the list of etcd cluster members")
 def members() -> None:
-    from ichor.api.gen.machine import machine_pb2
     from ichor.client import render_table
 
-    async def work(client: Any) -> None:
-        client.require_nodes()
-        response = await client.machine.EtcdMemberList(machine_pb2.EtcdMemberListRequest(query_local=True))
-        good = replies(client, response, "error getting members")
-        named = any(_named(m) for _, m in good)
+    async def work(talos: Any) -> None:
+        found = report(await talos.etcd_members())
+        # apid names each node's reply (one-to-many) when nodes are set: then talosctl adds a NODE column
+        named = bool(talos.nodes)
         rows: list[list[str]] = []
-        for node, message in good:
-            for member in message.members:
-                if not rows:
-                    rows.append(["NODE", *MEMBER_HEADER] if named else [*MEMBER_HEADER])
-                cells = member_cells(member)
-                rows.append([node, *cells] if named else cells)
+        for member in found:
+            if not rows:
+                rows.append(["NODE", *MEMBER_HEADER] if named else [*MEMBER_HEADER])
+            cells = member_cells(member)
+            rows.append([member.node, *cells] if named else cells)
         if rows:
             click.echo(render_table(rows), nl=False)
 
-    run(work)
+    run_talos(work)
 
 
 @etcd.command(

@@ -43,7 +43,13 @@ def rpc_error_text(code: int, message: str) -> str:
 
 
 class ClientError(MachineryError):
-    """Base of everything :mod:`ichor.client` raises on purpose."""
+    """Base of everything :mod:`ichor.client` raises on purpose.
+
+    ``node`` names the node the error came from when it came from one (a call the SDK made to one
+    node, an in-band per-node error); None when it is not about one node (no endpoint answered).
+    """
+
+    node: str | None = None
 
 
 class NoEndpointsError(ClientError):
