@@ -427,3 +427,22 @@ def test_a_call_error_is_an_rpc_error_with_its_code(node: FakeNode) -> None:
     with pytest.raises(PermissionDeniedError) as denied:
         use(node, lambda t: t.version(), GOOD)
     assert denied.value.code_name == "PermissionDenied" and "os:reader" in (denied.value.hint or "")
+
+
+def test_the_readme_examples_parse_and_import_only_the_public_sdk() -> None:
+    """The README's SDK examples (run for real in test_e2e_sdk.py) are Python, use names
+    ``ichor.client`` exports, and address the nodes the e2e test substitutes."""
+    import ast
+
+    from test_e2e_sdk import readme_examples
+
+    import ichor.client
+
+    examples = readme_examples()
+    assert len(examples) >= 4
+    for code in examples:
+        tree = ast.parse(code)
+        for stmt in ast.walk(tree):
+            if isinstance(stmt, ast.ImportFrom) and stmt.module == "ichor.client":
+                assert {alias.name for alias in stmt.names} <= set(ichor.client.__all__)
+        assert "10.5.0.2" in code and "asyncio.run(main())" in code
