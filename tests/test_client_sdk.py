@@ -427,6 +427,10 @@ def test_a_call_error_is_an_rpc_error_with_its_code(node: FakeNode) -> None:
     with pytest.raises(PermissionDeniedError) as denied:
         use(node, lambda t: t.version(), GOOD)
     assert denied.value.code_name == "PermissionDenied" and "os:reader" in (denied.value.hint or "")
+    assert denied.value.node == GOOD  # the one node the call went to
+    with pytest.raises(PermissionDeniedError) as several:
+        use(node, lambda t: t.version(), GOOD, OTHER)
+    assert several.value.node is None  # refused by the endpoint for all of them
 
 
 def test_the_readme_examples_parse_and_import_only_the_public_sdk() -> None:

@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, overload
 
 from ichor.client._client import DEFAULT_CONNECT_TIMEOUT, Client
-from ichor.client._errors import AllNodesFailedError, ClientError
+from ichor.client._errors import AllNodesFailedError, ClientError, RPCError
 from ichor.client._replies import errors_hint, format_errors, message_error, message_node
 from ichor.client._types import (
     APPLY_MODES,
@@ -159,7 +159,9 @@ class Talos:
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     ) -> Talos:
         """Nodes in maintenance mode (no config yet, ``talosctl --insecure``): each node is dialled
-        directly, with no client certificate; ``cert_fingerprints`` pin the node's key (SPKI sha256)."""
+        directly, with no client certificate; ``cert_fingerprints`` pin the node's key (SPKI sha256).
+        There is no forwarding in maintenance mode: a call goes to one node, so use
+        ``with_node(n)`` for each node when there are several."""
         return cls(
             Client(
                 endpoints=list(nodes),
@@ -234,6 +236,17 @@ class Talos:
         """A view acting on one node (in maintenance mode: dialling that node)."""
         return Talos(self.client.with_node(node), _definitions=self._definitions)
 
+    @contextlib.contextmanager
+    def _attributing(self) -> Iterator[None]:
+        """Name the node on a gRPC error the server returned for a call to one node (or to the
+        endpoint itself, with no nodes); a call to several nodes leaves ``.node`` None."""
+        try:
+            yield
+        except RPCError as exc:
+            if exc.node is None and len(self.client.nodes) <= 1:
+                exc.node = self.client.nodes[0] if self.client.nodes else self.client.peer_host
+            raise
+
     def _targets(self) -> list[str]:
         return self.client.nodes or [self.client.peer_host]
 
@@ -278,12 +291,14 @@ class Talos:
 
     async def version(self) -> Results[Version]:
         """Each node's version (``talosctl version``)."""
-        response = await self.client.machine.Version(_empty())
+        with self._attributing():
+            response = await self.client.machine.Version(_empty())
         return self._split(response, "error getting version", lambda n, m: [Version.from_proto(n, m)])
 
     async def services(self, service_id: str | None = None) -> Results[Service]:
         """The services of each node (``talosctl service``); only ``service_id``'s when given."""
-        response = await self.client.machine.ServiceList(_empty())
+        with self._attributing():
+            response = await self.client.machine.ServiceList(_empty())
         return self._split(
             response,
             "error listing services",
@@ -303,7 +318,8 @@ class Talos:
             "stop": (self.client.machine.ServiceStop, machine_pb2.ServiceStopRequest),
             "restart": (self.client.machine.ServiceRestart, machine_pb2.ServiceRestartRequest),
         }[action]
-        response = await call(request(id=service_id))
+        with self._attributing():
+            response = await call(request(id=service_id))
         return self._split(
             response,
             f"error performing {action}",
@@ -345,23 +361,24 @@ class Talos:
         )
         fallback = self.client.peer_host
         partial: dict[str, str] = {}
-        async with self.client.machine.Logs.open() as call:
-            await call.send_message(request, end=True)
-            async for message in call:
-                error = message_error(message, fallback)
-                if error is not None:
-                    failure = NodeFailedError(error.node, error.error, error.code)
-                    if on_error is None:
-                        raise failure
-                    on_error(failure)
-                    continue
-                node = message_node(message, fallback)
-                text = partial.pop(node, "") + message.bytes.decode("utf-8", errors="replace")
-                *complete, rest = text.split("\n")
-                if rest:
-                    partial[node] = rest
-                for line in complete:
-                    yield LogLine(node, line)
+        with self._attributing():
+            async with self.client.machine.Logs.open() as call:
+                await call.send_message(request, end=True)
+                async for message in call:
+                    error = message_error(message, fallback)
+                    if error is not None:
+                        failure = NodeFailedError(error.node, error.error, error.code)
+                        if on_error is None:
+                            raise failure
+                        on_error(failure)
+                        continue
+                    node = message_node(message, fallback)
+                    text = partial.pop(node, "") + message.bytes.decode("utf-8", errors="replace")
+                    *complete, rest = text.split("\n")
+                    if rest:
+                        partial[node] = rest
+                    for line in complete:
+                        yield LogLine(node, line)
         for node, rest in partial.items():
             yield LogLine(node, rest)
 
@@ -391,7 +408,8 @@ class Talos:
         )
         if mode == "try":
             request.try_mode_timeout.FromTimedelta(try_timeout)
-        response = await self.client.machine.ApplyConfiguration(request)
+        with self._attributing():
+            response = await self.client.machine.ApplyConfiguration(request)
         return self._split(
             response, "error applying new configuration", lambda n, m: [ApplyResult.from_proto(n, m)]
         )
@@ -401,9 +419,10 @@ class Talos:
         from ichor.api.gen.machine import machine_pb2
 
         self.client.require_nodes()
-        response = await self.client.machine.EtcdMemberList(
-            machine_pb2.EtcdMemberListRequest(query_local=True)
-        )
+        with self._attributing():
+            response = await self.client.machine.EtcdMemberList(
+                machine_pb2.EtcdMemberListRequest(query_local=True)
+            )
         return self._split(
             response,
             "error getting members",
@@ -415,15 +434,16 @@ class Talos:
         from ichor.api.gen.machine import machine_pb2
 
         self.client.require_single_node("etcd snapshot")
-        async with self.client.machine.EtcdSnapshot.open() as call:
-            await call.send_message(machine_pb2.EtcdSnapshotRequest(), end=True)
-            async for data in call:
-                error = message_error(data, self.client.peer_host)
-                if error is not None:
-                    failure = SnapshotError(f"error reading: {error.error}")
-                    failure.node = error.node
-                    raise failure
-                yield bytes(data.bytes)
+        with self._attributing():
+            async with self.client.machine.EtcdSnapshot.open() as call:
+                await call.send_message(machine_pb2.EtcdSnapshotRequest(), end=True)
+                async for data in call:
+                    error = message_error(data, self.client.peer_host)
+                    if error is not None:
+                        failure = SnapshotError(f"error reading: {error.error}")
+                        failure.node = error.node
+                        raise failure
+                    yield bytes(data.bytes)
 
     async def etcd_snapshot(self, path: str | os.PathLike[str]) -> int:
         """Save the one target node's etcd snapshot to ``path``; return its size in bytes.
@@ -472,7 +492,8 @@ class Talos:
         self, action: Literal["reboot", "shutdown", "reset"], request: Any
     ) -> Results[LifecycleAction]:
         method = getattr(self.client.machine, action.capitalize())
-        response = await method(request)
+        with self._attributing():
+            response = await method(request)
         return self._split(
             response, f"error executing {action}", lambda n, m: [LifecycleAction(n, action, m.actor_id)]
         )
@@ -711,17 +732,18 @@ class Talos:
                     force_endpoint=k8s_endpoint,
                 ),
             )
-            async with self.client.cluster.HealthCheck.open() as call:
-                await call.send_message(request, end=True)
-                async for progress in call:
-                    if progress.HasField("metadata") and progress.metadata.error:
-                        failure = HealthCheckError(
-                            f"healthcheck error: {progress.metadata.error}",
-                            hint="see the lines above for the check that did not pass",
-                        )
-                        failure.node = progress.metadata.hostname or node
-                        raise failure
-                    yield StageResult.from_line(progress.message)
+            with self._attributing():
+                async with self.client.cluster.HealthCheck.open() as call:
+                    await call.send_message(request, end=True)
+                    async for progress in call:
+                        if progress.HasField("metadata") and progress.metadata.error:
+                            failure = HealthCheckError(
+                                f"healthcheck error: {progress.metadata.error}",
+                                hint="see the lines above for the check that did not pass",
+                            )
+                            failure.node = progress.metadata.hostname or node
+                            raise failure
+                        yield StageResult.from_line(progress.message)
             return
         info = given if given is not None else await self.discover()
         async for result in stages(
