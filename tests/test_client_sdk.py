@@ -404,6 +404,12 @@ def test_client_side_stages_yield_results_and_raise_at_the_timeout() -> None:
         ("a", "waiting", "not yet"), ("a", "ok", ""), ("b", "skip", ""), ("c", "waiting", "never"),
     ]  # fmt: skip
     assert [str(r) for r in results][:2] == ["waiting for a: not yet (0s)", "waiting for a: OK"]
+    made = [StageResult("a", "waiting", reason="not yet", elapsed="1m2s"), StageResult("b", "skip")]
+    assert [str(r) for r in made] == ["waiting for a: not yet (1m2s)", "waiting for b: SKIP"]
+    assert [StageResult.from_line(str(r)) for r in made] == [
+        StageResult("a", "waiting", reason="not yet", elapsed="1m2s", line=str(made[0])),
+        StageResult("b", "skip", line=str(made[1])),
+    ]
 
 
 def test_contexts_and_targets(node: FakeNode) -> None:

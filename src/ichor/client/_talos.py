@@ -9,6 +9,8 @@ set when they came from one node.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import os
 from collections.abc import AsyncGenerator, Callable, Iterator, Sequence
@@ -189,9 +191,6 @@ class Talos:
         config = TalosConfig.load(location.path)
         out = []
         for name, ctx in sorted(config.contexts.items()):
-            import base64
-            import binascii
-
             try:
                 roles = tuple(certificate_roles(base64.b64decode(ctx.crt))) if ctx.crt else ()
             except (binascii.Error, ValueError):

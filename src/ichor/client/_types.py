@@ -392,7 +392,12 @@ class StageResult:
     line: str = ""
 
     def __str__(self) -> str:
-        return self.line
+        if self.line or not self.stage:
+            return self.line or self.reason
+        rest = {"ok": "OK", "skip": "SKIP"}.get(self.status) or (
+            f"{self.reason} ({self.elapsed})" if self.elapsed else self.reason
+        )
+        return f"waiting for {self.stage}: {rest}"
 
     @property
     def passed(self) -> bool:
