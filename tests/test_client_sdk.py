@@ -456,3 +456,20 @@ def test_the_readme_examples_parse_and_import_only_the_public_sdk() -> None:
             if isinstance(stmt, ast.ImportFrom) and stmt.module == "ichor.client":
                 assert {alias.name for alias in stmt.names} <= set(ichor.client.__all__)
         assert "10.5.0.2" in code and "asyncio.run(main())" in code
+
+
+def test_a_one_node_view_names_its_untagged_replies_after_that_node(node: FakeNode) -> None:
+    """``with_node(n)`` sends ``node`` metadata: apid answers one-to-one, without a hostname."""
+    routed: list[Any] = []
+
+    async def reboot(stream: Stream[Any, Any]) -> None:
+        await stream.recv_message()
+        routed.append(dict(stream.metadata or {}))
+        reply = machine_pb2.RebootResponse()
+        reply.messages.add(actor_id="a-1")
+        await stream.send_message(reply)
+
+    node.handlers["Reboot"] = reboot
+    (accepted,) = use(node, lambda t: t.with_node(OTHER).reboot(), GOOD, BAD)
+    assert (accepted.node, accepted.actor_id) == (OTHER, "a-1")
+    assert routed[0].get("node") == OTHER and "nodes" not in routed[0]

@@ -44,7 +44,7 @@ def expected(prefix: str) -> list[list[str]]:
         [f"['{NAME}']", f"{cp}: Talos v1.7", f"{worker}: Talos v1.7",
          f"{cp}: etcd Running health=OK", f"{worker}: apid Running"],
         [f"{cp} running ready", "controlplane", "worker", " apid True"],
-        [f"{cp}: ", "trustd", "no-reboot", "voter", "snapshot: "],
+        [f"{cp}: ", f"['{cp}: FailedPrecondition']", "no-reboot", "voter", "snapshot: "],
         ["waiting for all nodes' APIs to be reachable: OK", "waiting for etcd to be healthy: OK",
          "waiting for etcd members to be control plane nodes: OK"],
         [f"[{cp!r}] ['{prefix}.9: Unavailable']", f'{cp}: resource type "nosuchtype" is not registered',

@@ -246,6 +246,12 @@ class Talos:
                 exc.node = self.client.nodes[0] if self.client.nodes else self.client.peer_host
             raise
 
+    @property
+    def _fallback_node(self) -> str:
+        """The node a reply that names none came from: the one target node (a ``node`` view's
+        replies are one-to-one, untagged), else the endpoint that answered."""
+        return self.client.nodes[0] if len(self.client.nodes) == 1 else self.client.peer_host
+
     def _targets(self) -> list[str]:
         return self.client.nodes or [self.client.peer_host]
 
@@ -267,7 +273,7 @@ class Talos:
 
     def _split(self, response: Any, what: str, convert: Callable[[str, Any], list[T]]) -> Results[T]:
         out: Results[T] = Results()
-        fallback = self.client.peer_host
+        fallback = self._fallback_node
         answered = 0
         for message in response.messages:
             error = message_error(message, fallback)
@@ -358,7 +364,7 @@ class Talos:
         request = machine_pb2.LogsRequest(
             namespace="k8s.io" if kubernetes else "system", id=service_id, follow=follow, tail_lines=tail
         )
-        fallback = self.client.peer_host
+        fallback = self._fallback_node
         partial: dict[str, str] = {}
         with self._attributing():
             async with self.client.machine.Logs.open() as call:
@@ -437,7 +443,7 @@ class Talos:
             async with self.client.machine.EtcdSnapshot.open() as call:
                 await call.send_message(machine_pb2.EtcdSnapshotRequest(), end=True)
                 async for data in call:
-                    error = message_error(data, self.client.peer_host)
+                    error = message_error(data, self._fallback_node)
                     if error is not None:
                         failure = SnapshotError(f"error reading: {error.error}")
                         failure.node = error.node

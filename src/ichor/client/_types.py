@@ -36,6 +36,8 @@ class NodeFailedError(ClientError):
     ``<node>: <error>``, as talosctl prints it.
     """
 
+    node: str
+
     def __init__(self, node: str, error: str, code: int | None = None, *, hint: str | None = None) -> None:
         super().__init__(f"{node}: {error}" if node else error, hint=hint)
         self.node = node
