@@ -165,10 +165,6 @@ class _Writer:
         sys.stdout.flush()
 
 
-_EVENT_NAMES = {0: "created", 1: "updated", 2: "destroyed"}
-_BOOTSTRAPPED, _ERRORED = 3, 4
-
-
 async def _watch_node(talos: Any, node: str, writer: _Writer, args: tuple[str, str | None, str]) -> None:
     """Stream one node's events into ``writer``: contents as one table, then each change as it comes."""
     from ichor.client import WatchEndedError
