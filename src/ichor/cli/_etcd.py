@@ -11,7 +11,6 @@ This module only talks to nodes through :mod:`ichor.client` and reads snapshot f
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import os
@@ -21,11 +20,8 @@ from typing import Any
 
 import click
 
-from ichor.cli._nodecmd import replies, run
+from ichor.cli._nodecmd import replies, report, run, run_talos
 from ichor.machinery.goquote import quote
-
-SNAPSHOT_TRAILER = 32
-"""A snapshot ends with a sha256 of its bbolt pages: size % 512 is exactly this."""
 
 
 def format_member_id(member_id: int) -> str:
@@ -98,25 +94,22 @@ def etcd() -> None:
 
 @etcd.command("members", help="Get the list of etcd cluster members")
 def members() -> None:
-    from ichor.api.gen.machine import machine_pb2
     from ichor.client import render_table
 
-    async def work(client: Any) -> None:
-        client.require_nodes()
-        response = await client.machine.EtcdMemberList(machine_pb2.EtcdMemberListRequest(query_local=True))
-        good = replies(client, response, "error getting members")
-        named = any(_named(m) for _, m in good)
+    async def work(talos: Any) -> None:
+        found = report(await talos.etcd_members())
+        # apid names each node's reply (one-to-many) when nodes are set: then talosctl adds a NODE column
+        named = bool(talos.nodes)
         rows: list[list[str]] = []
-        for node, message in good:
-            for member in message.members:
-                if not rows:
-                    rows.append(["NODE", *MEMBER_HEADER] if named else [*MEMBER_HEADER])
-                cells = member_cells(member)
-                rows.append([node, *cells] if named else cells)
+        for member in found:
+            if not rows:
+                rows.append(["NODE", *MEMBER_HEADER] if named else [*MEMBER_HEADER])
+            cells = member_cells(member)
+            rows.append([member.node, *cells] if named else cells)
         if rows:
             click.echo(render_table(rows), nl=False)
 
-    run(work)
+    run_talos(work)
 
 
 @etcd.command(
@@ -367,9 +360,6 @@ def _list_backups() -> None:
     help="list the scheduled backups each node holds (Ichor's own, beyond Talos)",
 )  # fmt: skip
 def snapshot(path: str | None, list_: bool) -> None:
-    from ichor.api.gen.machine import machine_pb2
-    from ichor.client import message_error
-    from ichor.machinery.errors import MachineryError
 
     if list_:
         if path:
@@ -379,50 +369,13 @@ def snapshot(path: str | None, list_: bool) -> None:
     if not path:
         raise click.UsageError("accepts 1 arg(s), received 0")
     db_path = Path(path)
-    part_path = Path(path + ".part")
-    if db_path.is_dir():
-        raise MachineryError(
-            f"{path!r} is a directory",
-            hint="give the snapshot a file name, e.g. `talosctl etcd snapshot db.snapshot`",
-        )
 
-    async def work(client: Any) -> int:
-        client.require_single_node("etcd snapshot")
+    async def work(talos: Any) -> int:
         # Streamed to disk (snapshots can be gigabytes), under Talos's `.part` name, renamed when whole.
-        try:
-            handle = open(part_path, "wb")  # noqa: SIM115 - closed in the finally below
-            os.chmod(part_path, 0o600)
-        except OSError as exc:
-            raise MachineryError(
-                f"error creating temporary file: open {part_path}: {exc.strerror}",
-                hint="choose a writable location for the snapshot",
-            ) from None
-        size = 0
-        try:
-            async with client.machine.EtcdSnapshot.open() as call:
-                await call.send_message(machine_pb2.EtcdSnapshotRequest(), end=True)
-                async for data in call:
-                    error = message_error(data, client.peer_host)
-                    if error is not None:
-                        raise MachineryError(f"error reading: {error.error}", hint=None)
-                    handle.write(data.bytes)
-                    size += len(data.bytes)
-            handle.flush()
-            os.fsync(handle.fileno())
-            handle.close()
-            if size % 512 != SNAPSHOT_TRAILER:
-                raise MachineryError(
-                    f"sha256 checksum not found (size {size})",
-                    hint="the snapshot stream was cut short or is not an etcd snapshot; take it again",
-                )
-            os.replace(part_path, db_path)
-        finally:
-            handle.close()
-            with contextlib.suppress(FileNotFoundError):
-                part_path.unlink()
+        size: int = await talos.etcd_snapshot(db_path)
         return size
 
-    size = run(work)
+    size = run_talos(work)
     click.echo(f"etcd snapshot saved to {quote(path)} ({size} bytes)")
     click.echo(f"snapshot info: {snapshot_info_line(snapshot_status(db_path))}")
     sys.stdout.flush()

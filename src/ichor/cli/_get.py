@@ -19,31 +19,16 @@ from typing import Any
 import click
 
 from ichor.cli._lazy import CobraCommand
-from ichor.cli._nodecmd import node_error, run
+from ichor.cli._nodecmd import node_error, report, run_talos
 
 RD_TYPE = "ResourceDefinitions.meta.cosi.dev"
 
 
 def _match(definitions: list[Any], name: str) -> Any:
-    from ichor.api.gen.v1alpha1 import meta_pb2
+    """The ResourceDefinitionSpec among ``definitions`` (COSI resources) that ``name`` names."""
+    from ichor.client._talos import match_definition
 
-    wanted = name.lower()
-    found = []
-    for resource in definitions:
-        spec = meta_pb2.ResourceDefinitionSpec()
-        spec.ParseFromString(resource.spec.proto_spec)
-        names = {spec.resource_type.lower(), *(a.lower() for a in spec.all_aliases)}
-        if wanted in names or spec.resource_type.lower().startswith(wanted + "."):
-            found.append(spec)
-    if not found:
-        raise click.ClickException(
-            f'resource type "{name}" is not registered; list the types with `talosctl get resourcedefinitions`'
-        )
-    if len(found) > 1:
-        raise click.ClickException(
-            f'resource type "{name}" is ambiguous: {", ".join(s.resource_type for s in found)}'
-        )
-    return found[0]
+    return match_definition(definitions, name)
 
 
 def _spec_data(resource: Any) -> Any:
@@ -180,50 +165,26 @@ class _Writer:
         sys.stdout.flush()
 
 
-_EVENT_NAMES = {0: "created", 1: "updated", 2: "destroyed"}
-_BOOTSTRAPPED, _ERRORED = 3, 4
-
-
-async def _watch_node(client: Any, node: str, writer: _Writer, args: tuple[str, str | None, str]) -> None:
+async def _watch_node(talos: Any, node: str, writer: _Writer, args: tuple[str, str | None, str]) -> None:
     """Stream one node's events into ``writer``: contents as one table, then each change as it comes."""
-    from ichor.api.gen.v1alpha1 import state_pb2
+    from ichor.client import WatchEndedError
 
     resource_type, resource_id, namespace = args
-    bound = client.with_node(node)
-    spec = _match(await bound.list_resources("meta", RD_TYPE), resource_type)
-    writer.use(spec)
-    request = state_pb2.WatchRequest(
-        namespace=namespace or spec.default_namespace, type=spec.resource_type, api_version=1
-    )
-    if resource_id is not None:
-        request.id = resource_id
-    else:
-        request.options.bootstrap_contents = True
+    bound = talos.with_node(node)
+    writer.use(await bound.resource_definition(resource_type))
     first = True
-    async with bound.cosi.Watch.open() as call:
-        await call.send_message(request, end=True)
-        async for reply in call:
-            for event in reply.event:
-                if event.event_type == _ERRORED:
-                    raise click.ClickException(f"{node}: watch failed: {event.error}")
-                if event.event_type == _BOOTSTRAPPED:
-                    writer.flush(header=first)
-                    first = False
-                    continue
-                writer.write(node, event.resource, _EVENT_NAMES.get(event.event_type, "updated"))
-                if resource_id is not None or not first:
-                    writer.flush(header=first)
-                    first = False
-    node_error(f"{node}: the node ended the watch")
-
-
-async def _get_node(bound: Any, writer: _Writer, args: tuple[str, str | None, str]) -> list[Any]:
-    """One node's resources of the type (only the one with the id, when given)."""
-    resource_type, resource_id, namespace = args
-    spec = _match(await bound.list_resources("meta", RD_TYPE), resource_type)
-    writer.use(spec)
-    resources = await bound.list_resources(namespace or spec.default_namespace, spec.resource_type)
-    return [r for r in resources if resource_id is None or r.metadata.id == resource_id]
+    try:
+        async for event in bound.watch(resource_type, resource_id, namespace=namespace or None):
+            if event.kind == "bootstrapped":
+                writer.flush(header=first)
+                first = False
+                continue
+            writer.write(node, event.resource.raw, event.kind)
+            if resource_id is not None or not first:
+                writer.flush(header=first)
+                first = False
+    except WatchEndedError as exc:
+        node_error(exc)
 
 
 @click.command(
@@ -263,35 +224,25 @@ def get(
             ) from None
     writer = _Writer(output, with_events=watch)
 
-    async def work(client: Any) -> None:
-        from ichor.client import RPCError
-
-        nodes = client.nodes or [client.peer_host]
+    async def work(talos: Any) -> None:
+        nodes = talos.client.nodes or [talos.client.peer_host]
         if watch:
             async with asyncio.TaskGroup() as tg:
                 for node in nodes:
-                    tg.create_task(_watch_node(client, node, writer, (resource_type, resource_id, namespace)))
+                    tg.create_task(_watch_node(talos, node, writer, (resource_type, resource_id, namespace)))
             return
-        answered = False
-        for node in nodes:
-            try:
-                resources = await _get_node(
-                    client.with_node(node), writer, (resource_type, resource_id, namespace)
-                )
-            except RPCError as exc:
-                if len(nodes) == 1:
-                    raise  # one node: its error (and hint) is the command's error
-                node_error(f"{node}: {exc}")
-                continue
-            answered = True
-            if resource_id is not None and not resources:
-                ns = namespace or writer.spec.default_namespace
-                node_error(f"{node}: resource {writer.spec.resource_type}({ns}/{resource_id}) doesn't exist")
-            for resource in resources:
-                writer.write(node, resource)
-        writer.flush(header=answered)
+        from ichor.client import ResourceNotFoundError
+
+        found = report(await talos.get(resource_type, resource_id, namespace=namespace or None))
+        failed = {e.node for e in found.errors if not isinstance(e, ResourceNotFoundError)}
+        answered = [n for n in nodes if n not in failed]
+        if answered:  # the definition is cached: this asks the node nothing more
+            writer.use(await talos.with_node(answered[0]).resource_definition(resource_type))
+        for resource in found:
+            writer.write(resource.node, resource.raw)
+        writer.flush(header=bool(answered))
 
     try:
-        run(work, insecure=insecure)
+        run_talos(work, insecure=insecure)
     except KeyboardInterrupt:  # the way a watch ends
         writer.flush(header=False)

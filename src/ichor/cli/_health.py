@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from ichor.cli._lazy import CobraCommand
-from ichor.cli._nodecmd import parse_duration, run
+from ichor.cli._nodecmd import parse_duration, run_talos
 
 
 def _split(values: tuple[str, ...]) -> list[str]:
@@ -38,7 +38,7 @@ def health(
     server: bool,
     run_e2e: bool,
 ) -> None:
-    from ichor.client.health import ClusterInfo, HealthCheckError, discover, run_checks
+    from ichor.client.health import ClusterInfo
     from ichor.machinery.errors import MachineryError
 
     timeout = parse_duration(wait_timeout, flag="--wait-timeout")
@@ -49,50 +49,16 @@ def health(
         )
     given = ClusterInfo.from_flags(_split(control_plane_nodes), _split(worker_nodes), init_node)
 
-    if server:
-
-        async def on_server(client: Any) -> None:
-            from google.protobuf import duration_pb2
-
-            from ichor.api.gen.cluster import cluster_pb2
-
-            client.require_single_node("health")
-            wait = duration_pb2.Duration()
-            wait.FromTimedelta(timeout)
-            request = cluster_pb2.HealthCheckRequest(
-                wait_timeout=wait,
-                cluster_info=cluster_pb2.ClusterInfo(
-                    control_plane_nodes=given.control_plane_nodes if given else [],
-                    worker_nodes=given.worker_nodes if given else [],
-                    force_endpoint=k8s_endpoint,
-                ),
-            )
-            async with client.cluster.HealthCheck.open() as call:
-                await call.send_message(request, end=True)
-                async for progress in call:
-                    if progress.HasField("metadata") and progress.metadata.error:
-                        raise HealthCheckError(
-                            f"healthcheck error: {progress.metadata.error}",
-                            hint="see the lines above for the check that did not pass",
-                        )
-                    click.echo(progress.message, err=True)
-
-        run(on_server)
-        return
-
-    async def on_client(client: Any) -> None:
-        if given is None:
-            info = await discover(client.with_node(client.require_single_node("health")))
+    async def work(talos: Any) -> None:
+        info = given
+        if not server and info is None:
+            talos.client.require_single_node("health")
+            info = await talos.discover()
             nodes = " ".join(f'"{n}"' for n in [*info.control_plane_nodes, *info.worker_nodes])
             click.echo(f"discovered nodes: [{nodes}]", err=True)
-        else:
-            info = given
-        await run_checks(
-            client,
-            info,
-            timeout=timeout,
-            report=lambda line: click.echo(line, err=True),
-            k8s_endpoint=k8s_endpoint,
-        )
+        async for stage in talos.health(
+            cluster=info, timeout=timeout, server=server, k8s_endpoint=k8s_endpoint
+        ):
+            click.echo(str(stage), err=True)
 
-    run(on_client)
+    run_talos(work)

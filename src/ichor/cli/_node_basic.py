@@ -4,6 +4,7 @@ apply-config, service, reboot, shutdown, reset. Logs, files, mounts, memory and 
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -11,30 +12,26 @@ from typing import Any
 import click
 
 from ichor.cli._lazy import CobraCommand
-from ichor.cli._nodecmd import _empty, parse_duration, replies, run
+from ichor.cli._nodecmd import parse_duration, replies, report, run_talos
 
 
 def server_version(short: bool, insecure: bool) -> None:
-    from ichor.api.gen.machine import machine_pb2  # noqa: F401
-
-    async def work(client: Any) -> None:
-        response = await client.machine.Version(_empty())
+    async def work(talos: Any) -> None:
+        versions = report(await talos.version())
         click.echo("Server:")
-        for node, message in replies(client, response, "error getting version"):
-            v = message.version
+        for v in versions:
             if short:
-                click.echo(f"\t{node}: {v.tag}")
+                click.echo(f"\t{v.node}: {v.tag}")
                 continue
-            click.echo(f"\tNODE:        {node}")
+            click.echo(f"\tNODE:        {v.node}")
             click.echo(f"\tTag:         {v.tag}")
             click.echo(f"\tSHA:         {v.sha}")
             click.echo(f"\tBuilt:       {v.built}")
             click.echo(f"\tGo version:  {v.go_version}")
             click.echo(f"\tOS/Arch:     {v.os}/{v.arch}")
-            enabled = "RBAC" if message.HasField("features") and message.features.rbac else ""
-            click.echo(f"\tEnabled:     {enabled}")
+            click.echo(f"\tEnabled:     {'RBAC' if v.rbac else ''}")
 
-    run(work, insecure=insecure)
+    run_talos(work, insecure=insecure)
 
 
 _MODES = {"auto": 1, "no-reboot": 2, "reboot": 0, "staged": 3, "try": 4}
@@ -86,8 +83,6 @@ _MODES = {"auto": 1, "no-reboot": 2, "reboot": 0, "staged": 3, "try": 4}
 )
 def apply_config(file: str, mode: str, insecure: bool, cert_fingerprint: tuple[str, ...], config_patch: tuple[str, ...],
                  dry_run: bool, timeout: str) -> None:  # fmt: skip
-    from ichor.api.gen.machine import machine_pb2
-
     if mode == "interactive":
         raise click.UsageError(
             "--mode=interactive needs a terminal installer, which Ichor does not have; pass --file"
@@ -104,26 +99,29 @@ def apply_config(file: str, mode: str, insecure: bool, cert_fingerprint: tuple[s
             load_documents(data, source=file), load_patches(list(config_patch), flag="--config-patch")
         )
         data = dump_documents(docs).encode()
-    request = machine_pb2.ApplyConfigurationRequest(data=data, mode=_MODES[mode], dry_run=dry_run)
-    if mode == "try":
-        request.try_mode_timeout.FromTimedelta(parse_duration(timeout, flag="--timeout"))
+    try_timeout = parse_duration(timeout, flag="--timeout") if mode == "try" else None
 
-    async def work(client: Any) -> None:
-        response = await client.machine.ApplyConfiguration(request)
-        for node, message in replies(client, response, "error applying new configuration"):
-            for warning in message.warnings:
-                click.echo(f"{node}: warning: {warning}", err=True)
-            click.echo(
-                message.mode_details if len(response.messages) == 1 else f"{node}: {message.mode_details}"
+    async def work(talos: Any) -> None:
+        results = report(
+            await talos.apply_config(
+                data, mode=mode, dry_run=dry_run, **({"try_timeout": try_timeout} if try_timeout else {})
             )
+        )
+        answers = len(results) + len(results.errors)
+        for result in results:
+            for warning in result.warnings:
+                click.echo(f"{result.node}: warning: {warning}", err=True)
+            click.echo(result.mode_details if answers == 1 else f"{result.node}: {result.mode_details}")
 
-    run(work, insecure=insecure, fingerprints=cert_fingerprint)
+    run_talos(work, insecure=insecure, fingerprints=cert_fingerprint)
 
 
 def _ago(when: Any) -> str:
-    if not when.seconds:
+    """How long ago ``when`` (a datetime, None, or a protobuf Timestamp) was, as talosctl prints it."""
+    if when is None or (not isinstance(when, datetime) and not when.seconds):
         return ""
-    delta = datetime.now(UTC) - when.ToDatetime(tzinfo=UTC)
+    moment = when if isinstance(when, datetime) else when.ToDatetime(tzinfo=UTC)
+    delta = datetime.now(UTC) - moment
     seconds = int(delta.total_seconds())
     if seconds < 60:
         return f"{seconds}s ago"
@@ -140,48 +138,40 @@ def _health(h: Any) -> str:
 @click.argument("service_id", required=False)
 @click.argument("action", required=False, type=click.Choice(["start", "stop", "restart", "status"]))
 def service(service_id: str | None, action: str | None) -> None:
-    from ichor.api.gen.machine import machine_pb2
     from ichor.client import render_table
 
-    async def work(client: Any) -> None:
+    async def work(talos: Any) -> None:
         if service_id is None:
-            response = await client.machine.ServiceList(_empty())
             rows = [["NODE", "SERVICE", "STATE", "HEALTH", "LAST CHANGE", "LAST EVENT"]]
-            for node, message in replies(client, response, "error listing services"):
-                for svc in message.services:
-                    last = svc.events.events[-1] if svc.events.events else None
-                    rows.append([node, svc.id, svc.state, _health(svc.health),
-                                 _ago(last.ts) if last else "", last.msg if last else ""])  # fmt: skip
+            for svc in report(await talos.services()):
+                last = svc.events[-1] if svc.events else None
+                rows.append([svc.node, svc.id, svc.state, svc.health.text,
+                             _ago(last.time) if last else "", last.message if last else ""])  # fmt: skip
             click.echo(render_table(rows), nl=False)
             return
         if action in (None, "status"):
-            response = await client.machine.ServiceList(_empty())
-            found = False
-            for node, message in replies(client, response, "error listing services"):
-                for svc in message.services:
-                    if svc.id != service_id:
-                        continue
-                    found = True
-                    click.echo(
-                        f"NODE     {node}\nID       {svc.id}\nSTATE    {svc.state}\nHEALTH   {_health(svc.health)}"
-                    )
-                    if svc.health.last_message:
-                        click.echo(f"LAST HEALTH MESSAGE   {svc.health.last_message}")
-                    for n, event in enumerate(reversed(svc.events.events)):
-                        label = "EVENTS   " if n == 0 else "         "
-                        click.echo(f"{label}[{event.state}]: {event.msg} ({_ago(event.ts)})")
+            found = report(await talos.services(service_id))
+            for svc in found:
+                click.echo(
+                    f"NODE     {svc.node}\nID       {svc.id}\nSTATE    {svc.state}\nHEALTH   {svc.health.text}"
+                )
+                if svc.health.last_message:
+                    click.echo(f"LAST HEALTH MESSAGE   {svc.health.last_message}")
+                for n, event in enumerate(reversed(svc.events)):
+                    label = "EVENTS   " if n == 0 else "         "
+                    click.echo(f"{label}[{event.state}]: {event.message} ({_ago(event.time)})")
             if not found:
                 raise click.ClickException(f'service "{service_id}" not found')
             return
-        call = {"start": client.machine.ServiceStart, "stop": client.machine.ServiceStop,
-                "restart": client.machine.ServiceRestart}[action]  # fmt: skip
-        request_type = {"start": machine_pb2.ServiceStartRequest, "stop": machine_pb2.ServiceStopRequest,
-                        "restart": machine_pb2.ServiceRestartRequest}[action]  # fmt: skip
-        response = await call(request_type(id=service_id))
-        for node, message in replies(client, response, f"error performing {action}"):
-            click.echo(f"{node}: {message.resp}" if len(response.messages) > 1 else message.resp)
+        call = {"start": talos.service_start, "stop": talos.service_stop, "restart": talos.service_restart}[
+            action
+        ]
+        results = report(await call(service_id))
+        many = len(results) + len(results.errors) > 1
+        for result in results:
+            click.echo(f"{result.node}: {result.response}" if many else result.response)
 
-    run(work)
+    run_talos(work)
 
 
 async def _boot_marker(client: Any, node: str) -> tuple[str, str] | None:
@@ -208,19 +198,33 @@ async def _boot_marker(client: Any, node: str) -> tuple[str, str] | None:
 
 
 def _lifecycle(
-    name: str, request: Any, *, wait: bool, comes_back: bool, outcome: str = "", timeout: float = 600.0
+    name: str,
+    request: Any,
+    *,
+    wait: bool,
+    comes_back: bool,
+    outcome: str = "",
+    timeout: float = 600.0,
+    act: Callable[[Any], Awaitable[Any]] | None = None,
 ) -> None:
+    """Ask the nodes for ``name`` (``act(talos)``, an SDK call, or ``request`` sent to the
+    ``name`` RPC) and, with ``wait``, follow each node until it is back up (or down)."""
     import asyncio
     import time
 
-    async def work(client: Any) -> None:
+    async def work(talos: Any) -> None:
+        client = talos.client
         nodes = client.nodes or [client.peer_host]
         before = {node: await _boot_marker(client, node) for node in nodes} if wait else {}
-        method = getattr(client.machine, name)
-        response = await method(request)
-        answered = replies(client, response, f"error executing {name.lower()}")
-        for node, message in answered:
-            click.echo(f"{node}: {name.lower()} requested (actor {message.actor_id})", err=wait)
+        if act is not None:
+            answered = [(a.node, a.actor_id) for a in report(await act(talos))]
+        else:
+            response = await getattr(client.machine, name)(request)
+            answered = [
+                (n, m.actor_id) for n, m in replies(client, response, f"error executing {name.lower()}")
+            ]
+        for node, actor_id in answered:
+            click.echo(f"{node}: {name.lower()} requested (actor {actor_id})", err=wait)
         if outcome:
             click.echo(outcome, err=True)
         if not wait:
@@ -250,7 +254,7 @@ def _lifecycle(
                     )
                 await asyncio.sleep(0.3)
 
-    run(work)
+    run_talos(work)
 
 
 @click.command("reboot", cls=CobraCommand, help="Reboot a node")
@@ -265,11 +269,7 @@ def _lifecycle(
     "--wait/--no-wait", default=True, help="wait for the operation to complete, tracking its progress"
 )
 def reboot(mode: str, wait: bool) -> None:
-    from ichor.api.gen.machine import machine_pb2
-
-    _lifecycle(
-        "Reboot", machine_pb2.RebootRequest(mode=1 if mode == "powercycle" else 0), wait=wait, comes_back=True
-    )
+    _lifecycle("Reboot", None, act=lambda talos: talos.reboot(mode=mode), wait=wait, comes_back=True)
 
 
 @click.command("shutdown", cls=CobraCommand, help="Shutdown a node")
@@ -280,9 +280,7 @@ def reboot(mode: str, wait: bool) -> None:
     "--wait/--no-wait", default=True, help="wait for the operation to complete, tracking its progress"
 )
 def shutdown(force: bool, wait: bool) -> None:
-    from ichor.api.gen.machine import machine_pb2
-
-    _lifecycle("Shutdown", machine_pb2.ShutdownRequest(force=force), wait=wait, comes_back=False)
+    _lifecycle("Shutdown", None, act=lambda talos: talos.shutdown(force=force), wait=wait, comes_back=False)
 
 
 @click.command("reset", cls=CobraCommand, help="Reset a node")
@@ -305,19 +303,14 @@ def shutdown(force: bool, wait: bool) -> None:
     "--wait/--no-wait", default=True, help="wait for the operation to complete, tracking its progress"
 )
 def reset(graceful: bool, reboot: bool, system_labels_to_wipe: tuple[str, ...], wait: bool) -> None:
-    from ichor.api.gen.machine import machine_pb2
-
     labels = [label.strip() for value in system_labels_to_wipe for label in value.split(",") if label.strip()]
-    request = machine_pb2.ResetRequest(
-        graceful=graceful, reboot=reboot,
-        system_partitions_to_wipe=[machine_pb2.ResetPartitionSpec(label=label, wipe=True) for label in labels],
-    )  # fmt: skip
     keeps_config = bool(labels) and "STATE" not in labels
     # A node that keeps its config comes back configured after a reboot: wait for that; one that lost
     # it comes back in maintenance mode, which this client cannot ask: it is done once it went down.
     _lifecycle(
         "Reset",
-        request,
+        None,
+        act=lambda talos: talos.reset(graceful=graceful, reboot=reboot, wipe=labels),
         wait=wait,
         comes_back=reboot and keeps_config,
         outcome=reset_outcome(labels, reboot=reboot),

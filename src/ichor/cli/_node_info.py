@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from ichor.cli._lazy import CobraCommand
-from ichor.cli._nodecmd import _empty, node_error, replies, run
+from ichor.cli._nodecmd import _empty, node_error, replies, run, run_talos
 
 
 def _stream_lines(open_call: Any, request: Any, client: Any) -> Any:
@@ -48,11 +48,13 @@ def _stream_lines(open_call: Any, request: Any, client: Any) -> Any:
 )
 @click.option("-k", "--kubernetes", is_flag=True, help="use the k8s.io containerd namespace")
 def logs(service_id: str, follow: bool, tail: int, kubernetes: bool) -> None:
-    from ichor.api.gen.machine import machine_pb2
+    async def work(talos: Any) -> None:
+        lines = talos.logs(service_id, follow=follow, tail=tail, kubernetes=kubernetes, on_error=node_error)
+        async for line in lines:
+            sys.stdout.write(f"{line.node}: {line.text}\n")
+            sys.stdout.flush()
 
-    request = machine_pb2.LogsRequest(namespace="k8s.io" if kubernetes else "system", id=service_id,
-                                      follow=follow, tail_lines=tail)  # fmt: skip
-    run(lambda client: _stream_lines(client.machine.Logs.open, request, client))
+    run_talos(work)
 
 
 @click.command("dmesg", cls=CobraCommand, help="Retrieve kernel logs")

@@ -83,6 +83,30 @@ def run(
     return result
 
 
+def run_talos(
+    work: Callable[[Any], Awaitable[T]], *, insecure: bool = False, fingerprints: tuple[str, ...] = ()
+) -> T:
+    """Like :func:`run`, with the SDK: ``work(talos)`` gets an :class:`ichor.client.Talos`."""
+    from ichor.client import Talos
+
+    async def main() -> T:
+        async with Talos.from_options(
+            global_options(), insecure=insecure, cert_fingerprints=fingerprints
+        ) as talos:
+            return await work(talos)
+
+    result = asyncio.run(main())
+    _fail_if_nodes_failed()
+    return result
+
+
+def report(results: Any) -> Any:
+    """An SDK call's results, after reporting each node that failed (see :func:`node_error`)."""
+    for error in results.errors:
+        node_error(error)
+    return results
+
+
 def replies(client: Any, response: Any, what: str) -> list[tuple[str, Any]]:
     """``(node, message)`` pairs; per-node errors are reported (see :func:`node_error`), all-failed raises."""
     from ichor.client import node_replies

@@ -1,6 +1,31 @@
-"""How talosctl reaches nodes: the Talos API client (mutual TLS over grpclib, endpoints vs nodes).
+"""The Talos API from Python: the public async SDK (:class:`Talos`) and the connection under it.
 
-Typical use in a command::
+The SDK (what talosctl's commands use too)::
+
+    import asyncio
+    from ichor.client import Talos
+
+    async def main() -> None:
+        async with Talos.from_config(context="mycluster") as talos:   # talosconfig: $TALOSCONFIG, ~/.talos/config
+            for v in await talos.version():                            # one result per node, each with .node
+                print(v.node, v.tag)
+            for svc in await talos.services():
+                print(svc.node, svc.id, svc.state, svc.health.text)
+            async for stage in talos.health():                         # StageResult per step
+                print(stage)
+
+    asyncio.run(main())
+
+Methods: ``version``, ``services``, ``service_start/stop/restart``, ``logs`` (async iterator of
+lines), ``get``/``watch`` (any resource type by name, or by Talos's spec message class for typed
+``.proto``), ``apply_config`` (modes, dry run), ``etcd_members``, ``etcd_snapshot``, ``health``
+(async iterator), ``reboot``/``shutdown``/``reset``, ``contexts``; ``with_node``/``with_nodes``
+pick targets. Calls over several nodes return :class:`Results` (a list, plus ``errors``: one
+:class:`NodeFailedError` per node that failed); when every node failed they raise
+:class:`AllNodesFailedError`. Every exception is a :class:`ClientError` and carries ``.node`` when
+it came from one node. ``Talos.client`` is the lower-level :class:`Client` below.
+
+The lower-level client, for any RPC (generated stubs)::
 
     from ichor.client import Client, node_replies
 
@@ -38,7 +63,14 @@ Exception tree (all carry ``hint``; the CLI edge prints ``error:``/``hint:``)::
         │   ├── NoForwardingError         the endpoint is a worker: it forwards no calls to other nodes
         │   └── ConnectionLostError       the connection closed under a call
         │       └── ClientCertificateRequiredError  --insecure against a configured node (TLS: certificate required)
-        └── AllNodesFailedError           every node of a one-to-many reply failed; .errors
+        ├── AllNodesFailedError           every node of a one-to-many reply failed; .errors
+        ├── NodesFailedError              Results.raise_for_errors(): some nodes failed; .errors
+        ├── NodeFailedError               one node's in-band error (.node, .code, .error)
+        │   └── ResourceNotFoundError     get(type, id): that node has no such resource
+        ├── UnknownResourceTypeError      get/watch of a type the node does not define
+        ├── SnapshotError                 etcd_snapshot failed or was cut short
+        ├── WatchEndedError               the node ended a watch (it is going away)
+        └── HealthError, HealthCheckError (ichor.client.health) the cluster info is unusable / a stage failed
 
 Talosconfig problems (missing file, unknown context, damaged base64) are
 :class:`~ichor.machinery.errors.ClientConfigError`, as elsewhere.
@@ -51,33 +83,56 @@ from __future__ import annotations
 
 __all__ = [
     "APID_PORT",
+    "APPLY_MODES",
     "DEFAULT_CONNECT_TIMEOUT",
     "EXPIRY_WARNING",
     "GRPC_MAX_MESSAGE_SIZE",
     "NODES_NOT_SET",
     "AllNodesFailedError",
+    "ApplyMode",
+    "ApplyResult",
     "CertificateNameError",
     "Client",
     "ClientCertificateRequiredError",
     "ClientError",
     "ConnectionFailedError",
     "ConnectionLostError",
+    "ContextInfo",
     "Endpoint",
     "EndpointFailure",
     "EndpointUnreachableError",
+    "EtcdMember",
     "FingerprintMismatchError",
     "GlobalOptions",
+    "LifecycleAction",
+    "LogLine",
     "MaintenanceModeError",
     "NoEndpointsError",
     "NoForwardingError",
     "NoNodesError",
     "NodeError",
+    "NodeFailedError",
     "NodeLineBuffer",
     "NodeReplies",
+    "NodesFailedError",
     "PermissionDeniedError",
     "RPCError",
+    "Resource",
+    "ResourceEvent",
+    "ResourceNotFoundError",
+    "Results",
+    "Service",
+    "ServiceAction",
+    "ServiceEvent",
+    "ServiceHealth",
+    "SnapshotError",
+    "StageResult",
     "TLSError",
+    "Talos",
     "UnknownAuthorityError",
+    "UnknownResourceTypeError",
+    "Version",
+    "WatchEndedError",
     "code_name",
     "errors_hint",
     "expiry_warning",
@@ -132,6 +187,13 @@ from ichor.client._replies import (
     message_node,
     node_replies,
 )
+from ichor.client._talos import (
+    ResourceNotFoundError,
+    SnapshotError,
+    Talos,
+    UnknownResourceTypeError,
+    WatchEndedError,
+)
 from ichor.client._tls import (
     EXPIRY_WARNING,
     GRPC_MAX_MESSAGE_SIZE,
@@ -139,5 +201,25 @@ from ichor.client._tls import (
     parse_fingerprint,
     spki_fingerprint,
     warn_if_expiring,
+)
+from ichor.client._types import (
+    APPLY_MODES,
+    ApplyMode,
+    ApplyResult,
+    ContextInfo,
+    EtcdMember,
+    LifecycleAction,
+    LogLine,
+    NodeFailedError,
+    NodesFailedError,
+    Resource,
+    ResourceEvent,
+    Results,
+    Service,
+    ServiceAction,
+    ServiceEvent,
+    ServiceHealth,
+    StageResult,
+    Version,
 )
 from ichor.machinery.clientconfig import GlobalOptions

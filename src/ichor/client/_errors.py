@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ichor.machinery.errors import MachineryError
 
@@ -43,7 +44,13 @@ def rpc_error_text(code: int, message: str) -> str:
 
 
 class ClientError(MachineryError):
-    """Base of everything :mod:`ichor.client` raises on purpose."""
+    """Base of everything :mod:`ichor.client` raises on purpose.
+
+    ``node`` names the node the error came from when it came from one (a call the SDK made to one
+    node, an in-band per-node error); None when it is not about one node (no endpoint answered).
+    """
+
+    node: str | None = None
 
 
 class NoEndpointsError(ClientError):
@@ -187,12 +194,28 @@ class ClientCertificateRequiredError(ConnectionLostError):
         )
 
 
+class NodeFailure(Protocol):
+    """One node's failure, as :class:`AllNodesFailedError` holds them (``NodeFailedError``, ``NodeError``)."""
+
+    @property
+    def node(self) -> str: ...
+
+    @property
+    def error(self) -> str: ...
+
+    @property
+    def code(self) -> int | None: ...
+
+    @property
+    def code_name(self) -> str | None: ...
+
+
 class AllNodesFailedError(ClientError):
     """Every node of a one-to-many call answered with an error; ``errors`` holds one per node."""
 
-    def __init__(self, message: str, errors: Sequence[object], *, hint: str | None = None) -> None:
+    def __init__(self, message: str, errors: Sequence[NodeFailure], *, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
-        self.errors = list(errors)
+        self.errors: list[NodeFailure] = list(errors)
 
 
 def _short(method: str | None) -> str:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -47,6 +47,7 @@ from ichor.client._errors import (
     MaintenanceModeError,
     RPCError,
 )
+from ichor.client._types import StageResult
 
 __all__ = [
     "CHECK_NAMES",
@@ -69,6 +70,7 @@ __all__ = [
     "plain_reason",
     "run_checks",
     "service_state",
+    "stages",
     "wait_for",
 ]
 
@@ -399,17 +401,18 @@ def _elapsed(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60}s" if seconds >= 60 else f"{seconds}s"
 
 
-async def wait_for(
+async def stages(
     checks: Iterable[Check],
     *,
     timeout: timedelta,
-    report: Callable[[str], object],
     interval: float = 1.0,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
-) -> None:
-    """Run ``checks`` in order, each until it passes; raise :class:`HealthCheckError` at the first
-    that cannot pass within ``timeout`` (for all of them together), with the last error behind it."""
+) -> AsyncIterator[StageResult]:
+    """Run ``checks`` in order, each until it passes, yielding a :class:`StageResult` whenever a
+    stage's reason changes and when it passes (``ok``) or is skipped; raise :class:`HealthCheckError`
+    (after yielding its last reason) at the first that cannot pass within ``timeout`` (for all of
+    them together), with the last error behind it."""
     start = clock()
     deadline = start + timeout.total_seconds()
     for check in checks:
@@ -418,7 +421,7 @@ async def wait_for(
             try:
                 await check.attempt()
             except CheckSkipped:
-                report(f"waiting for {check.name}: SKIP")
+                yield StageResult(check.name, "skip", line=f"waiting for {check.name}: SKIP")
                 break
             except (CheckFailed, ClientError) as exc:
                 failed = (
@@ -426,7 +429,14 @@ async def wait_for(
                 )
                 reason = str(failed)
                 if reason != last:
-                    report(f"waiting for {check.name}: {reason} ({_elapsed(clock() - start)})")
+                    elapsed = _elapsed(clock() - start)
+                    yield StageResult(
+                        check.name,
+                        "waiting",
+                        reason=reason,
+                        elapsed=elapsed,
+                        line=f"waiting for {check.name}: {reason} ({elapsed})",
+                    )
                     last = reason
                 if failed.final:
                     raise HealthCheckError(f"{check.name}: {reason}", hint=failed.hint) from None
@@ -439,8 +449,22 @@ async def wait_for(
                     ) from None
                 await sleep(interval)
                 continue
-            report(f"waiting for {check.name}: OK")
+            yield StageResult(check.name, "ok", line=f"waiting for {check.name}: OK")
             break
+
+
+async def wait_for(
+    checks: Iterable[Check],
+    *,
+    timeout: timedelta,
+    report: Callable[[str], object],
+    interval: float = 1.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], Awaitable[object]] = asyncio.sleep,
+) -> None:
+    """:func:`stages`, reporting each result's line (``waiting for <what>: ...``) to ``report``."""
+    async for result in stages(checks, timeout=timeout, interval=interval, clock=clock, sleep=sleep):
+        report(str(result))
 
 
 async def run_checks(
