@@ -126,11 +126,15 @@ def test_why_names_the_root_cause_of_six_faults(tmp_path: Path) -> None:
             rf'"ghcr\.io/siderolabs/kubelet:v[0-9.]+": mirror {re.escape(mirror)}: .*',
             found[0],
         ), found
-        assert found[1] == f'fix: bring up the registry mirror {mirror}, or fix machine.registries.mirrors["ghcr.io"]'
+        assert (
+            found[1]
+            == f'fix: bring up the registry mirror {mirror}, or fix machine.registries.mirrors["ghcr.io"]'
+        )
 
         # 2. No address of the worker in machine.kubelet.nodeIP.validSubnets.
         reason = (
-            f"no address of this node matches machine.kubelet.nodeIP.validSubnets ['10.9.0.0/16'] "
+            "no address of this node matches machine.kubelet.nodeIP.validSubnets ['10.9.0.0/16', "
+            "'!10.244.0.0/16', '!10.96.0.0/12'] "
             f"(node addresses: {worker}) (fix machine.kubelet.nodeIP.validSubnets to include one of the "
             "node's addresses)"
         )
@@ -176,7 +180,9 @@ def test_why_names_the_root_cause_of_six_faults(tmp_path: Path) -> None:
         patched = cluster.talosctl("-n", cp, "patch", "mc", "--patch",
                                    json.dumps({"cluster": {"apiServer": {"extraArgs": {"etcd-servers": "https://evil:2379"}}}}))  # fmt: skip
         assert patched.exit_code == 0, patched.stdout + patched.stderr
-        found = why.until_root(cp, ("staticpods", "kube-apiserver"), lambda ls: "etcd-servers" in "".join(ls), 90)
+        found = why.until_root(
+            cp, ("staticpods", "kube-apiserver"), lambda ls: "etcd-servers" in "".join(ls), 90
+        )
         assert found == [
             "k8s.ControlPlaneStaticPodController waits on control plane static pods (AGE): extra arg "
             "'etcd-servers' is not allowed: remove cluster.apiServer.extraArgs.etcd-servers from the machine config",
@@ -188,6 +194,8 @@ def test_why_names_the_root_cause_of_six_faults(tmp_path: Path) -> None:
         assert stopped.exit_code == 0, stopped.stdout + stopped.stderr
         found = why.until_root(cp, ("health",), lambda ls: "etcd to be healthy" in "".join(ls), 60)
         assert len(found) == 3, found
-        assert found[0].startswith(f'health stage "etcd to be healthy" fails: {cp}: service etcd is Finished'), found
+        assert found[0].startswith(
+            f'health stage "etcd to be healthy" fails: {cp}: service etcd is Finished'
+        ), found
         assert found[1].startswith(f"<- {cp}: etcd Finished (AGE): "), found
         assert found[2] == f"fix: start it: talosctl -n {cp} service etcd start"

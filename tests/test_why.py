@@ -5,14 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import ipaddress
+import re
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from controller_helpers import apply, config
 
 from ichor.client import why
 from ichor.client.why import Chain, Edge, NodeView, ResourceRef, ServiceView, Wait
+from ichor.machined.controllers.k8s import kubelet as area
 from ichor.machined.cosi import (
     WAIT_STATUSES,
     ControllerContext,
     Input,
+    Registry,
     ResourceType,
     Runtime,
     SkipReconcile,
@@ -21,7 +28,19 @@ from ichor.machined.cosi import (
     assert_no_resource,
     assert_resource,
 )
+from ichor.machined.platform import Layout
+from ichor.machined.resources import (
+    HOSTNAME_STATUS_ID,
+    HOSTNAME_STATUSES,
+    NODE_ADDRESS_ROUTED_ID,
+    NODE_ADDRESSES,
+    HostnameStatusSpec,
+    NodeAddressSpec,
+    register_node_types,
+)
+from ichor.machined.server._inspect import dependency_edges
 
+_AGE = re.compile(r"\((\d+h\d+m|\d+[sm])\)")
 NOW = datetime(2026, 11, 26, 12, 0, 0, tzinfo=UTC)
 NODE = "10.5.0.2"
 
@@ -269,6 +288,55 @@ def test_the_transform_runner_waits_on_a_missing_named_input_and_clears_it_when_
             state.create(INS.new("one", Spec("hi")))
             await assert_resource(state, OUTS, "out", lambda r: r.spec.text == "hi")
             await assert_no_resource(state, WAIT_STATUSES, "test.OutController")
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    asyncio.run(main())
+
+
+def test_real_kubelet_controllers_with_a_wrong_valid_subnet_chain_to_the_key(tmp_path: Path) -> None:
+    """The kubelet's controllers as a node runs them; the view read from their live state the way
+    :func:`ichor.client.why.gather` reads it over the API (graph edges, resources, waits)."""
+
+    async def main() -> None:
+        state = State()
+        registry = Registry()
+        register_node_types(registry)
+        runtime = Runtime(state, registry=registry)
+        for controller in area.kubelet_controllers(Layout(tmp_path, "10.5.0.2")):
+            runtime.register(controller)
+        task = asyncio.create_task(runtime.run())
+        try:
+            state.create(HOSTNAME_STATUSES.new(HOSTNAME_STATUS_ID, HostnameStatusSpec("cp-1", "lab")))
+            addresses = NodeAddressSpec((ipaddress.ip_interface("10.5.0.2/24"),))
+            state.create(NODE_ADDRESSES.new(f"{NODE_ADDRESS_ROUTED_ID}-no-k8s", addresses))
+            apply(state, config(extra_machine="  kubelet: {nodeIP: {validSubnets: ['10.9.0.0/16']}}\n"))
+            await assert_resource(state, WAIT_STATUSES, "k8s.NodeIPController", lambda r: True)
+            await assert_resource(
+                state,
+                WAIT_STATUSES,
+                "k8s.KubeletSpecController",
+                lambda r: r.spec.waiting_for == "NodeIPs/kubelet",
+            )
+            edges = why.edges_from(dependency_edges(runtime.registered()))
+            resources: dict[str, list[ResourceRef]] = {}
+            for ns, rtype in {(e.namespace, e.type) for e in edges}:
+                resources.setdefault(rtype, []).extend(
+                    ResourceRef(r.metadata.type, ns, r.id, r.metadata.owner or "") for r in state.list(ns, rtype)
+                )  # fmt: skip
+            waits = [Wait(w.id, w.metadata.owner or "", w.spec.waiting_for, w.spec.reason, w.spec.since)
+                     for w in state.list("runtime", WAIT_STATUSES)]  # fmt: skip
+            now = datetime.now(UTC)
+            chain = why.why_resource(NodeView(NODE, edges, resources, waits, {}, now), KSPEC, None)
+            assert [_AGE.sub("(AGE)", x) for x in why.render(chain, now)] == [
+                "k8s.KubeletSpecController waits on NodeIPs/kubelet (AGE)",
+                "<- k8s.NodeIPController waits on node IP (AGE): no address of this node matches "
+                "machine.kubelet.nodeIP.validSubnets ['10.9.0.0/16', '!10.244.0.0/16', '!10.96.0.0/12'] (node "
+                "addresses: 10.5.0.2) (fix "
+                "machine.kubelet.nodeIP.validSubnets to include one of the node's addresses)",
+                "fix: fix machine.kubelet.nodeIP.validSubnets to include one of the node's addresses",
+            ]
         finally:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
