@@ -143,7 +143,10 @@ def test_a_running_healthy_service_is_ok_and_a_failing_health_check_is_the_cause
     bad = why.why_service(
         view(services=[ServiceView("etcd", "Running", False, "Health check failed: x", ago(5))]), "etcd"
     )
-    assert not bad.ok and lines(bad) == ["etcd Running (Fail) (5s): Health check failed: x"]
+    assert not bad.ok and lines(bad) == [
+        "etcd Running (Fail) (5s): Health check failed: x",
+        f"fix: etcd on {NODE} fails its health check: see talosctl -n {NODE} logs etcd",
+    ]
 
 
 def test_an_extension_waiting_for_a_file_nothing_creates_names_the_file_and_its_depends() -> None:

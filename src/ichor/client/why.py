@@ -271,10 +271,14 @@ class _Walk:
         waiting = next((w for w in self.view.waits if w.id == f"service-{sid}"), None)
         if state != "Waiting" or waiting is None:
             self.hops.append(Hop(sid, state + health, svc.since, svc.message))
+            node = self.view.node
             if stopped:
-                self.fix = f"start it: talosctl -n {self.view.node} service {sid} start"
-            else:
-                self.fix = pull_fix(svc.message)
+                self.fix = f"start it: talosctl -n {node} service {sid} start"
+            elif pulled := pull_fix(svc.message):
+                self.fix = pulled
+            elif state == "Failed" or svc.healthy is False:
+                what = "failed" if state == "Failed" else "fails its health check"
+                self.fix = f"{sid} on {node} {what}: see talosctl -n {node} logs {sid}"
             return False
         since = waiting.since or svc.since
         self.hops.append(Hop(sid, "Waiting", since, svc.message))
@@ -526,6 +530,7 @@ async def gather(client: Any, node: str, *, now: datetime | None = None) -> Node
 
     from google.protobuf.empty_pb2 import Empty  # type: ignore[import-untyped]
 
+    from ichor.client._errors import RPCError
     from ichor.client._replies import node_replies
 
     bound = client.with_node(node)
@@ -536,7 +541,13 @@ async def gather(client: Any, node: str, *, now: datetime | None = None) -> Node
     listed.check("error listing services")
     services = services_from(svc for _, message in listed for svc in message.services)
     kinds = sorted({(e.namespace, e.type) for e in edges} | {(WAIT_NAMESPACE, WAIT_TYPE)})
-    found = await asyncio.gather(*(bound.list_resources(ns, t) for ns, t in kinds))
+    async def listed_or_none(namespace: str, rtype: str) -> list[Any]:
+        try:
+            return list(await bound.list_resources(namespace, rtype))
+        except RPCError:  # a type this role may not read (secrets): walked as if empty
+            return []
+
+    found = await asyncio.gather(*(listed_or_none(ns, t) for ns, t in kinds))
     resources: dict[str, list[ResourceRef]] = {}
     waits: list[Wait] = []
     for (_, rtype), items in zip(kinds, found, strict=True):
