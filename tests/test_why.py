@@ -48,7 +48,7 @@ KSPEC = "KubeletSpecs.kubernetes.talos.dev"
 NODEIPS = "NodeIPs.kubernetes.talos.dev"
 NODEIPCFG = "NodeIPConfigs.kubernetes.talos.dev"
 ADDRS = "NodeAddresses.net.talos.dev"
-TIME = "TimeStatuses.talos.dev"
+TIME = "TimeStatuses.v1alpha1.talos.dev"
 PODS = "StaticPods.kubernetes.talos.dev"
 APICFG = "APIServerConfigs.kubernetes.talos.dev"
 

@@ -53,13 +53,13 @@ WAIT_TYPE = "WaitStatuses.runtime.ichor.dev"
 WAIT_NAMESPACE = "runtime"
 
 CONDITION_RESOURCES: Mapping[str, tuple[str, str]] = {
-    "time sync": ("TimeStatuses.talos.dev", "node"),
-    "etcd spec": ("EtcdSpecs.etcd.talos.dev", "etcd"),
-    "api certificates": ("ApiCertificates.secrets.talos.dev", "api"),
-    "kubelet spec": ("KubeletSpecs.kubernetes.talos.dev", "kubelet"),
-    "network": ("NetworkStatuses.net.talos.dev", "status"),
+    "time sync": ("TimeStatuses", "node"),
+    "etcd spec": ("EtcdSpecs", "etcd"),
+    "api certificates": ("ApiCertificates", "api"),
+    "kubelet spec": ("KubeletSpecs", "kubelet"),
+    "network": ("NetworkStatuses", "status"),
 }
-"""Talos's service condition words -> the resource (type, id) that meets them."""
+"""Talos's service condition words -> the resource (type's plural, id) that meets them."""
 
 DAEMONS = frozenset({"apid", "trustd", "etcd", "containerd", "cri", "kubelet", "machined", "udevd"})
 """Services that run for as long as the node does: one of them Finished was stopped."""
@@ -144,11 +144,9 @@ class NodeView:
         own = [w for w in self.waits if w.owner == controller or w.id == controller]
         return sorted(own, key=lambda w: (w.id != controller, w.id))
 
-    def namespace_of(self, rtype: str) -> str:
-        for edge in self.edges:
-            if edge.type == rtype and edge.output:
-                return edge.namespace
-        return next((e.namespace for e in self.edges if e.type == rtype), "")
+    def type_named(self, plural: str) -> str:
+        """The full type whose plural is ``plural`` (``TimeStatuses`` -> ``TimeStatuses.v1alpha1.talos.dev``)."""
+        return next((e.type for e in self.edges if short_type(e.type) == plural), plural)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -297,8 +295,8 @@ class _Walk:
         if dep is not None:
             return not self.service(dep.group(1))
         if text in CONDITION_RESOURCES:
-            rtype, rid = CONDITION_RESOURCES[text]
-            return not self.resource(rtype, rid)
+            plural, rid = CONDITION_RESOURCES[text]
+            return not self.resource(self.view.type_named(plural), rid)
         path = _FILE_DEP.match(text)
         if path is not None:
             writer = FILE_WRITERS.get(path.group(1))
@@ -541,6 +539,7 @@ async def gather(client: Any, node: str, *, now: datetime | None = None) -> Node
     listed.check("error listing services")
     services = services_from(svc for _, message in listed for svc in message.services)
     kinds = sorted({(e.namespace, e.type) for e in edges} | {(WAIT_NAMESPACE, WAIT_TYPE)})
+
     async def listed_or_none(namespace: str, rtype: str) -> list[Any]:
         try:
             return list(await bound.list_resources(namespace, rtype))
