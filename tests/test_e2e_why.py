@@ -133,6 +133,15 @@ def test_why_names_the_root_cause_of_six_faults(tmp_path: Path) -> None:
             == f'fix: bring up the registry mirror {mirror}, or fix machine.registries.mirrors["ghcr.io"]'
         )
 
+        # ... which is also why `health` fails: its first failing stage is the kubelet's.
+        found = why.lines(cp, "health")
+        assert found[0].startswith('health stage "kubelet to be healthy" fails: '), found
+        assert found[1].startswith(f"<- {cp}: kubelet "), found
+        assert (
+            found[-1]
+            == f'fix: bring up the registry mirror {mirror}, or fix machine.registries.mirrors["ghcr.io"]'
+        )
+
         # 2. No address of the worker in machine.kubelet.nodeIP.validSubnets.
         reason = (
             "no address of this node matches machine.kubelet.nodeIP.validSubnets ['10.9.0.0/16', "
