@@ -9,9 +9,13 @@ import ipaddress
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 from controller_helpers import apply, config
+from google.protobuf import timestamp_pb2
 
+from ichor.api.gen.inspectapi import inspect_pb2
+from ichor.api.gen.machine import machine_pb2
 from ichor.client import why
 from ichor.client.why import Chain, Edge, NodeView, ResourceRef, ServiceView, Wait
 from ichor.machined.controllers.k8s import kubelet as area
@@ -38,6 +42,7 @@ from ichor.machined.resources import (
     NodeAddressSpec,
     register_node_types,
 )
+from ichor.machined.server._cosi import resource_to_proto
 from ichor.machined.server._inspect import dependency_edges
 
 _AGE = re.compile(r"\((\d+h\d+m|\d+[sm])\)")
@@ -299,8 +304,8 @@ def test_the_transform_runner_waits_on_a_missing_named_input_and_clears_it_when_
 
 
 def test_real_kubelet_controllers_with_a_wrong_valid_subnet_chain_to_the_key(tmp_path: Path) -> None:
-    """The kubelet's controllers as a node runs them; the view read from their live state the way
-    :func:`ichor.client.why.gather` reads it over the API (graph edges, resources, waits)."""
+    """The kubelet's controllers as a node runs them; the view read by :func:`ichor.client.why.gather`
+    from the answers the node's API handlers would give (graph edges, resources, waits, services)."""
 
     async def main() -> None:
         state = State()
@@ -322,16 +327,11 @@ def test_real_kubelet_controllers_with_a_wrong_valid_subnet_chain_to_the_key(tmp
                 "k8s.KubeletSpecController",
                 lambda r: r.spec.waiting_for == "NodeIPs/kubelet",
             )
-            edges = why.edges_from(dependency_edges(runtime.registered()))
-            resources: dict[str, list[ResourceRef]] = {}
-            for ns, rtype in {(e.namespace, e.type) for e in edges}:
-                resources.setdefault(rtype, []).extend(
-                    ResourceRef(r.metadata.type, ns, r.id, r.metadata.owner or "") for r in state.list(ns, rtype)
-                )  # fmt: skip
-            waits = [Wait(w.id, w.metadata.owner or "", w.spec.waiting_for, w.spec.reason, w.spec.since)
-                     for w in state.list("runtime", WAIT_STATUSES)]  # fmt: skip
-            now = datetime.now(UTC)
-            chain = why.why_resource(NodeView(NODE, edges, resources, waits, {}, now), KSPEC, None)
+            view = await why.gather(_FakeClient(state, runtime), NODE)
+            assert view.services["kubelet"] == ServiceView("kubelet", "Waiting", None, "Waiting for kubelet spec",
+                                                           datetime(2026, 11, 26, 11, 58, tzinfo=UTC))  # fmt: skip
+            now = view.now
+            chain = why.why_resource(view, KSPEC, None)
             assert [_AGE.sub("(AGE)", x) for x in why.render(chain, now)] == [
                 "k8s.KubeletSpecController waits on NodeIPs/kubelet (AGE)",
                 "<- k8s.NodeIPController waits on node IP (AGE): no address of this node matches "
@@ -345,3 +345,31 @@ def test_real_kubelet_controllers_with_a_wrong_valid_subnet_chain_to_the_key(tmp
             await asyncio.gather(task, return_exceptions=True)
 
     asyncio.run(main())
+
+
+class _FakeClient:
+    """The calls :func:`ichor.client.why.gather` makes, answered from a live state and runtime as
+    the node's handlers answer them (the same protos)."""
+
+    def __init__(self, state: State, runtime: Runtime) -> None:
+        self.state, self.runtime = state, runtime
+        self.inspect, self.machine = self, self
+
+    def with_node(self, node: str) -> _FakeClient:
+        return self
+
+    async def ControllerRuntimeDependencies(self, request: object) -> Any:
+        edges = dependency_edges(self.runtime.registered())
+        dependency = inspect_pb2.ControllerRuntimeDependency(edges=edges)
+        return inspect_pb2.ControllerRuntimeDependenciesResponse(messages=[dependency])
+
+    async def ServiceList(self, request: object) -> Any:
+        ts = timestamp_pb2.Timestamp()
+        ts.FromDatetime(datetime(2026, 11, 26, 11, 58))
+        event = machine_pb2.ServiceEvent(msg="Waiting for kubelet spec", state="Waiting", ts=ts)
+        info = machine_pb2.ServiceInfo(id="kubelet", state="Waiting", events=machine_pb2.ServiceEvents(events=[event]),
+                                       health=machine_pb2.ServiceHealth(unknown=True))  # fmt: skip
+        return machine_pb2.ServiceListResponse(messages=[machine_pb2.ServiceList(services=[info])])
+
+    async def list_resources(self, namespace: str, rtype: str) -> list[Any]:
+        return [resource_to_proto(r) for r in self.state.list(namespace, rtype)]
