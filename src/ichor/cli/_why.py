@@ -45,7 +45,12 @@ async def _chain(client: Any, node: str, what: str, rid: str | None) -> Any:
         what, rid = what.split("/", 1)
     elif rid is None and what in view.services:
         return view, why.why_service(view, what)
-    rtype, namespace = await _resolve_type(client.with_node(node), what)
+    try:
+        rtype, namespace = await _resolve_type(client.with_node(node), what)
+    except click.ClickException:
+        if rid is not None:
+            raise
+        return view, why.why_service(view, what)  # neither a type nor a service here: says so
     return view, why.why_resource(view, rtype, rid or None, namespace if rid else None)
 
 
