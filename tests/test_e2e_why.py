@@ -118,6 +118,8 @@ def test_why_names_the_root_cause_of_six_faults(tmp_path: Path) -> None:
             "--config-patch-worker", subnet_patch,
         )  # fmt: skip
         why = _Why(cluster)
+        for node in (cp, worker):  # for the record: what each node waits on right after create
+            print(f"--- get waits on {node}\n" + cluster.talosctl("-n", node, "get", "waits").stdout)
 
         # 1. The kubelet image through a mirror that is down.
         mirror = f"{gateway}:{port}"
