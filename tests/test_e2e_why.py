@@ -136,7 +136,9 @@ def test_why_names_the_root_cause_of_six_faults(tmp_path: Path) -> None:
         )
 
         # ... which is also why `health` fails: its first failing stage is the kubelet's.
-        found = why.lines(cp, "health")
+        found = why.until_root(
+            cp, ("health",), lambda ls: ls[-1].startswith("fix: bring up the registry mirror"), 60
+        )
         assert found[0].startswith('health stage "kubelet to be healthy" fails: '), found
         assert found[1].startswith(f"<- {cp}: kubelet "), found
         assert (
