@@ -212,7 +212,7 @@ def test_why_names_the_root_cause_of_six_faults(tmp_path: Path) -> None:
         finally:
             os.kill(etcd, signal.SIGCONT)
         assert len(found) == 3, found
-        assert found[0].startswith(f'health stage "etcd to be healthy" fails: {cp}: '), found
+        assert found[0].startswith('health stage "etcd to be healthy" fails: '), found
         assert found[1].startswith(f"<- {cp}: etcd Running (Fail) (AGE): Health check failed: "), found
         assert found[2] == f"fix: etcd on {cp} fails its health check: see talosctl -n {cp} logs etcd"
 
