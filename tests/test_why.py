@@ -373,3 +373,13 @@ class _FakeClient:
 
     async def list_resources(self, namespace: str, rtype: str) -> list[Any]:
         return [resource_to_proto(r) for r in self.state.list(namespace, rtype)]
+
+
+def test_every_health_stage_but_the_node_level_ones_says_what_to_walk_from() -> None:
+    from ichor.client.health import CHECK_NAMES, NODE_CHECKS, REACHABLE
+
+    self_explained = {REACHABLE, NODE_CHECKS[1], NODE_CHECKS[2]}  # the reason names the node and the fix
+    for stage in CHECK_NAMES:
+        assert bool(why.stage_subjects(stage)) is (stage not in self_explained), stage
+    alone = why.health_chain(REACHABLE, f"{NODE}: not answering yet", None)
+    assert lines(alone) == [f'health stage "{REACHABLE}" fails: {NODE}: not answering yet']
