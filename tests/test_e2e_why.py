@@ -26,6 +26,7 @@ import os
 import re
 import signal
 import socket
+import time
 from pathlib import Path
 
 import pytest
@@ -85,7 +86,9 @@ class _Why:
 
     def lines(self, node: str, *args: str) -> list[str]:
         """``talosctl -n node why args`` with every age replaced by ``(AGE)``."""
+        started = time.monotonic()
         shown = self.cluster.talosctl("-n", node, "why", *args, timeout=120)
+        print(f"why {' '.join(args)} on {node}: {time.monotonic() - started:.1f}s")
         self.last = shown.stdout + shown.stderr
         assert shown.exit_code == 0, self.last
         return [_AGE.sub("(AGE)", line) for line in shown.stdout.splitlines()]
