@@ -4,8 +4,9 @@ One 1+1 container cluster (its own name and CIDR), created with three faults alr
 given three more while it runs:
 
 1. a registry mirror that is down while the kubelet image is pulled (``--registry-mirror
-   ghcr.io=http://<gateway>:<closed port>``): ``why kubelet`` on the control plane names the mirror
-   and ``machine.registries.mirrors["ghcr.io"]``;
+   ghcr.io=http://<gateway>:<port>``, where a socket drops every connection): ``why kubelet`` on the
+   control plane follows the kubelet's pre stage to the failed pull, the mirror and
+   ``machine.registries.mirrors["ghcr.io"]``;
 2. a wrong ``machine.kubelet.nodeIP.validSubnets`` on the worker: ``why kubelet`` walks from the
    waiting kubelet through ``k8s.KubeletSpecController`` to ``k8s.NodeIPController`` and the key;
 3. an extension service whose ``depends`` path never appears: ``why ext-waiter`` names the file;
@@ -21,12 +22,15 @@ wait bounded).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import signal
 import socket
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -73,6 +77,28 @@ def _extension(root: Path) -> Path:
     return ext
 
 
+@contextlib.contextmanager
+def _dropping(address: str, port: int) -> Iterator[None]:
+    """A registry mirror that is down: it takes every connection and closes it at once."""
+    server = socket.create_server((address, port))
+    server.settimeout(0.5)
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            with contextlib.suppress(TimeoutError):
+                server.accept()[0].close()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join(5)
+        server.close()
+
+
 def _closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("0.0.0.0", 0))
@@ -111,7 +137,7 @@ class _Why:
 
 def test_why_names_the_root_cause_of_six_faults(tmp_path: Path) -> None:
     ext = _extension(tmp_path / "exts")
-    with container_cluster(tmp_path, NAME) as cluster:
+    with container_cluster(tmp_path, NAME) as cluster, contextlib.ExitStack() as stack:
         gateway, port = cluster.address(1), _closed_port()
         cp, worker = cluster.address(2), cluster.address(3)
         subnet_patch = json.dumps({"machine": {"kubelet": {"nodeIP": {"validSubnets": ["10.9.0.0/16"]}}}})
@@ -124,19 +150,18 @@ def test_why_names_the_root_cause_of_six_faults(tmp_path: Path) -> None:
         for node in (cp, worker):  # for the record: what each node waits on right after create
             print(f"--- get waits on {node}\n" + cluster.talosctl("-n", node, "get", "waits").stdout)
 
-        # 1. The kubelet image through a mirror that is down.
+        # 1. The kubelet image through a mirror that is down (it drops every connection at once).
         mirror = f"{gateway}:{port}"
-        found = why.until_root(cp, ("kubelet",), lambda ls: any(f"mirror {mirror}" in x for x in ls), 120)
-        assert len(found) == 2, found
+        stack.enter_context(_dropping(gateway, port))
+        found = why.until_root(cp, ("kubelet",), lambda ls: any(f"mirror {mirror}" in x for x in ls), 180)
+        assert len(found) == 3 and found[0].startswith("kubelet Preparing (AGE): "), found
         assert re.fullmatch(
-            r"kubelet (Preparing|Failed|Waiting) \(AGE\): .*failed to pull image "
-            rf'"ghcr\.io/siderolabs/kubelet:v[0-9.]+": mirror {re.escape(mirror)}: .*',
-            found[0],
+            r"<- kubelet waits on image ghcr\.io/siderolabs/kubelet:v[0-9.]+ \(AGE\): failed to pull image "
+            rf'"ghcr\.io/siderolabs/kubelet:v[0-9.]+": mirror {re.escape(mirror)}: .+',
+            found[1],
         ), found
-        assert (
-            found[1]
-            == f'fix: bring up the registry mirror {mirror}, or fix machine.registries.mirrors["ghcr.io"]'
-        )
+        fix = f'fix: bring up the registry mirror {mirror}, or fix machine.registries.mirrors["ghcr.io"]'
+        assert found[2] == fix, found
 
         # ... which is also why `health` fails: its first failing stage is the kubelet's.
         found = why.until_root(

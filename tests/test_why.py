@@ -192,6 +192,18 @@ def test_an_image_pull_through_a_mirror_that_is_down_names_the_mirror_and_its_ke
         f"kubelet Preparing (9s): {message}",
         'fix: bring up the registry mirror 10.5.0.1:5999, or fix machine.registries.mirrors["ghcr.io"]',
     ]
+    error = (
+        'failed to pull image "ghcr.io/siderolabs/kubelet:v1.30.3": mirror 10.5.0.1:5999: connection refused'
+    )
+    preparing = why.why_service(view(
+        services=[ServiceView("kubelet", "Preparing", None, "Running pre state", ago(130))],
+        waits=[Wait("kubelet", "", "image ghcr.io/siderolabs/kubelet:v1.30.3", error, ago(125))],
+    ), "kubelet")  # fmt: skip
+    assert lines(preparing) == [
+        "kubelet Preparing (2m): Running pre state",
+        f"<- kubelet waits on image ghcr.io/siderolabs/kubelet:v1.30.3 (2m): {error}",
+        'fix: bring up the registry mirror 10.5.0.1:5999, or fix machine.registries.mirrors["ghcr.io"]',
+    ]
     assert (
         why.registry_of("nginx:1") == "docker.io"
         and why.registry_of("localhost:5000/a/b") == "localhost:5000"

@@ -270,6 +270,9 @@ class _Walk:
         if state != "Waiting" or waiting is None:
             self.hops.append(Hop(sid, state + health, svc.since, svc.message))
             node = self.view.node
+            if any(w.id == sid and not w.owner for w in self.view.waits):  # its pre stage says why
+                self.wait_hops(sid)
+                return False
             if stopped:
                 self.fix = f"start it: talosctl -n {node} service {sid} start"
             elif pulled := pull_fix(svc.message):
@@ -388,6 +391,8 @@ class _Walk:
             self.fix = hint.group(1) if hint is not None else f"fix {key} in the machine config"
         elif wait.waiting_for == "time sync":
             self.fix = "make a time server in machine.time.servers reachable from the node"
+        elif pulled := pull_fix(wait.reason):
+            self.fix = pulled
 
 
 def _split_conditions(text: str) -> list[str]:
