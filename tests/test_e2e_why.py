@@ -210,7 +210,7 @@ def test_why_names_the_root_cause_of_six_faults(tmp_path: Path) -> None:
 
         # 4. The time server unreachable.
         nowhere = cluster.address(250)
-        patched = cluster.talosctl("-n", cp, "patch", "mc", "--patch",
+        patched = cluster.talosctl("-n", cp, "patch", "mc", "--mode", "no-reboot", "--patch",
                                    json.dumps({"machine": {"time": {"servers": [nowhere]}}}))  # fmt: skip
         assert patched.exit_code == 0, patched.stdout + patched.stderr
         found = why.until_root(cp, ("timestatus",), lambda ls: any(nowhere in x for x in ls), 90)
@@ -220,7 +220,7 @@ def test_why_names_the_root_cause_of_six_faults(tmp_path: Path) -> None:
         assert found[1] == "fix: make a time server in machine.time.servers reachable from the node"
 
         # 5. A forbidden extraArgs entry for the API server.
-        patched = cluster.talosctl("-n", cp, "patch", "mc", "--patch",
+        patched = cluster.talosctl("-n", cp, "patch", "mc", "--mode", "no-reboot", "--patch",
                                    json.dumps({"cluster": {"apiServer": {"extraArgs": {"etcd-servers": "https://evil:2379"}}}}))  # fmt: skip
         assert patched.exit_code == 0, patched.stdout + patched.stderr
         found = why.until_root(
