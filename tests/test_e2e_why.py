@@ -208,10 +208,10 @@ def test_why_names_the_root_cause_of_six_faults(tmp_path: Path) -> None:
             "(its spec in /usr/local/etc/containers)",
         ], found
 
-        # 4. The time server unreachable.
+        # 4. The time server unreachable (a JSON patch: a strategic merge would append to the list).
         nowhere = cluster.address(250)
         patched = cluster.talosctl("-n", cp, "patch", "mc", "--mode", "no-reboot", "--patch",
-                                   json.dumps({"machine": {"time": {"servers": [nowhere]}}}))  # fmt: skip
+                                   json.dumps([{"op": "replace", "path": "/machine/time/servers", "value": [nowhere]}]))  # fmt: skip
         assert patched.exit_code == 0, patched.stdout + patched.stderr
         found = why.until_root(cp, ("timestatus",), lambda ls: any(nowhere in x for x in ls), 90)
         assert len(found) == 2 and re.fullmatch(
