@@ -153,6 +153,7 @@ cli.add_lazy("bootstrap", f"{_CLI}._bootstrap:bootstrap", "Bootstrap the etcd cl
 cli.add_lazy("kubeconfig", f"{_CLI}._kubeconfig:kubeconfig", "Download the admin kubeconfig from the node")
 cli.add_lazy("health", f"{_CLI}._health:health", "Check cluster health")
 cli.add_lazy("inspect", f"{_CLI}._inspect:inspect", "Inspect internals of Talos")
+cli.add_lazy("why", f"{_CLI}._why:why", "Explain why a service, resource or health stage is not up (Ichor)")
 cli.add_lazy("edit", f"{_CLI}._edit:edit", "Edit a resource from the default editor.")
 cli.add_lazy("patch", f"{_CLI}._patch:patch", "Update field(s) of a resource using a JSON patch.")
 cli.add_lazy("netstat", f"{_CLI}._netstat:netstat", "Show network connections and sockets", ("ss",))

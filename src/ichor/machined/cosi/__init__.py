@@ -42,6 +42,7 @@ from ichor.machined.cosi._controller import (
     SkipReconcile,
     Sleep,
     TransformController,
+    missing_input_name,
 )
 from ichor.machined.cosi._definitions import (
     META_NAMESPACE,
@@ -167,6 +168,7 @@ __all__ = [
     "label_equal",
     "label_exists",
     "label_not_exists",
+    "missing_input_name",
     "publish_wait",
     "published_definition",
     "render_jsonpath",

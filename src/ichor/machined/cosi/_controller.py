@@ -43,6 +43,7 @@ __all__ = [
     "SkipReconcile",
     "Sleep",
     "TransformController",
+    "missing_input_name",
 ]
 
 S = TypeVar("S")
@@ -355,6 +356,11 @@ class ControllerContext:
         return retry_after
 
 
+def missing_input_name(rtype: str, id: str) -> str:
+    """How a wait names a missing input: ``NodeIPs/kubelet`` (the type's plural, then the id)."""
+    return f"{rtype.split('.', 1)[0]}/{id}"
+
+
 MapInputs = Callable[[ControllerContext], Mapping[str, S] | Awaitable[Mapping[str, S]]]
 
 
@@ -395,6 +401,7 @@ class TransformController(Controller, Generic[S]):
                 if inspect.isawaitable(result):
                     result = await result
             except SkipReconcile:
+                self._wait_for_missing_input(ctx)
                 continue
             except WaitingFor as wait:
                 ctx.waiting(wait.waiting_for, wait.reason, retry_after=wait.retry_after)
@@ -402,6 +409,20 @@ class TransformController(Controller, Generic[S]):
                 continue
             ctx.clear_waiting()
             self._write(ctx, result)
+
+    def _wait_for_missing_input(self, ctx: ControllerContext) -> None:
+        """A skipped pass with a named input missing waits on it (``<Type>/<id>``), so ``talosctl get
+        waits`` and ``talosctl why`` say what the controller lacks and since when; a skip for any
+        other reason keeps the wait it had."""
+        names = {missing_input_name(i.type.type, i.id) for i in self.inputs if i.id is not None}
+        for inp in self.inputs:
+            if inp.id is not None and ctx.get_or_none(inp.type, inp.id, namespace=inp.ns) is None:
+                name = missing_input_name(inp.type.type, inp.id)
+                ctx.waiting(name, f"{name} does not exist yet")
+                return
+        current = ctx.state.spec_of(WAIT_STATUSES, self.name)
+        if current is not None and current.waiting_for in names:
+            ctx.clear_waiting()
 
     def _write(self, ctx: ControllerContext, result: Mapping[str, S]) -> None:
         touched: set[str] = set()

@@ -153,6 +153,7 @@ async def pull_with_retry(
     mirrors: list[str],
     *,
     report: Callable[[str], None],
+    on_retry: Callable[[str], None] = lambda _error: None,
     timeout: float = PULL_TIMEOUT,
     interval: float = PULL_RETRY_INTERVAL,
     limit: float = PULL_RETRY_LIMIT,
@@ -160,7 +161,8 @@ async def pull_with_retry(
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> None:
     """Run ``attempt`` (one ``ctr images pull``) until it succeeds, fails for good (see the module
-    docstring), or ``timeout`` has passed; ``report`` gets "Pulling image ..." and each retry with its reason."""
+    docstring), or ``timeout`` has passed; ``report`` gets "Pulling image ..." and each retry with its reason,
+    ``on_retry`` the failed attempt's error alone."""
     report(f"Pulling image {reference}...")
     deadline = clock() + timeout
     failures = 0
@@ -180,6 +182,7 @@ async def pull_with_retry(
                     f"{error} (gave up after {failures} attempt(s) over {timeout:.0f}s)", hint=error.hint
                 ) from None
             report(f"retrying pull of image {reference} in {wait:.0f}s (attempt {failures} failed): {error}")
+            on_retry(str(error))
             await sleep(wait)
             continue
         report(f"Pulled image {reference}")

@@ -7,7 +7,9 @@ Talos runs the kubelet image as container ``kubelet`` in the CRI containerd
   in sync, the kubelet spec, and ``/etc/kubernetes/kubelet.yaml`` written (by
   ``k8s.KubeletServiceController``);
 * pre: the image pulled through the registry mirrors with Talos's retry, each attempt reported
-  ("Pulling image ...", :func:`ichor.machined.cri.pull_with_retry`), then mounted as the container's
+  ("Pulling image ...", :func:`ichor.machined.cri.pull_with_retry`) and, while attempts fail, the last
+  failure published as the wait ``kubelet`` (``talosctl get waits``, ``talosctl why kubelet``), then
+  mounted as the container's
   root (a writable snapshot); the bind mount sources created;
 * the runtime spec (:func:`runtime_spec`): ``/usr/local/bin/kubelet`` with the spec's args, the
   host's network and PID namespaces (own mount, IPC, UTS), privileged as far as the node itself is
@@ -42,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ichor.machined import cri
-from ichor.machined.cosi import State
+from ichor.machined.cosi import State, clear_wait, publish_wait, utc_now
 from ichor.machined.platform import Layout
 from ichor.machined.resources import ACTIVE_CONFIG_ID, MACHINE_CONFIGS
 from ichor.machined.resources._kubelet import KUBELET_ID, KUBELET_SPECS, KubeletMount, KubeletSpecSpec
@@ -247,10 +249,18 @@ def kubelet_service(
     async def pre() -> None:
         spec = current()
         hosts_dir = layout.path(cri.CRI_HOSTS_DIR)
-        await cri.pull_with_retry(
-            lambda: client.pull(NAMESPACE, spec.image, hosts_dir), spec.image,
-            cri.mirrors_for(hosts_dir, cri.registry_of(spec.image)), report=report,
-        )  # fmt: skip
+
+        def failed(error: str) -> None:  # `get waits` / `why kubelet`: why the pre stage takes so long
+            publish_wait(state, CONTAINER_ID, owner="", waiting_for=f"image {spec.image}", reason=error,
+                         now=utc_now())  # fmt: skip
+
+        try:
+            await cri.pull_with_retry(
+                lambda: client.pull(NAMESPACE, spec.image, hosts_dir), spec.image,
+                cri.mirrors_for(hosts_dir, cri.registry_of(spec.image)), report=report, on_retry=failed,
+            )  # fmt: skip
+        finally:
+            clear_wait(state, CONTAINER_ID, owner="")
         await client.mount_image(NAMESPACE, spec.image, layout.path(ROOTFS))
         await asyncio.to_thread(prepare_proc_view, layout)
         for mount in (*TALOS_MOUNTS, *spec.extra_mounts):
