@@ -86,5 +86,5 @@ def compress_xz(source: Path) -> Path:
         raise InputError(
             "xz is not installed (the metal profile's .raw.xz needs it)", hint="apt-get install xz-utils"
         )
-    proc.run(["xz", "-T2", "-6", "-k", "-f", str(source)], timeout=1800)
+    proc.run(["xz", "-T2", "-0", "-k", "-f", str(source)], timeout=1800)
     return source.with_name(source.name + ".xz")
