@@ -1,4 +1,4 @@
-"""The iso, metal (raw.xz) and installer outputs build byte-identically twice from the same inputs.
+"""The iso, metal (raw.xz) and installer outputs build byte-identically twice; the installer image installs.
 
 Both builds use the same (warm) layer cache: the layers' own reproducibility is
 tests/test_e2e_imager_reproducible.py's; what this proves is the assembly: the initramfs, GRUB's
@@ -11,13 +11,21 @@ layers must be built first.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import stat
 import time
 from pathlib import Path
 
 import pytest
 
 from ichor.imager._build import BuildOptions, Profile, build
+from ichor.imager._installer_image import open_installer_archive
+from ichor.images import unpack_image
+from ichor.machinery import proc
+from ichor.machinery.blockdev import probe, read_disk_table
+from ichor.machinery.meta import Meta, MetaValue, encode_values
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -41,3 +49,29 @@ def test_iso_metal_and_installer_are_byte_identical_across_builds(tmp_path: Path
             "installer-amd64.tar", "metal-amd64.iso", "metal-amd64.raw.xz"]  # fmt: skip
     assert {name: len(set(values)) for name, values in shas.items()} == {
         "metal-amd64.iso": 1, "metal-amd64.raw.xz": 1, "installer-amd64.tar": 1}  # fmt: skip
+
+
+@pytest.mark.root
+def test_the_installer_image_installs_a_disk_with_its_own_tools(tmp_path: Path) -> None:
+    """The archive unpacked (as a node would pull it) and its entry point run in its own root: the
+    image's Python, Ichor and mkfs.xfs/mkfs.vfat/mtools/xfs_db lay out a disk image. ~30 s."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root (chroot, mknod)")
+    artefact = build(Profile.INSTALLER, BuildOptions(output=tmp_path / "out"))
+    image = open_installer_archive(artefact.path, tmp_path / "layout")
+    root = unpack_image(image.layout, tmp_path / "root", tag=image.tag, max_bytes=1 << 30)
+    os.mknod(root / "dev/null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # subprocess opens it
+    with (root / "disk.raw").open("wb") as f:
+        f.truncate(2 << 30)
+    config = json.loads((image.layout / "blobs/sha256" / image.config_digest[7:]).read_text())["config"]
+    env = {"PATH": next(e for e in config["Env"] if e.startswith("PATH="))[5:]}
+    result = proc.run(["env", "-i", f"PATH={env['PATH']}", "INSTALLER_META_BASE64=" + encode_values([MetaValue(0x0C, "hi")]),
+                       "chroot", str(root), *config["Entrypoint"], "install", "--disk", "/disk.raw"])  # fmt: skip
+    assert "formatted BOOT (xfs) with slot A" in result.stdout, result.stdout + result.stderr
+    table = read_disk_table(root / "disk.raw")
+    assert table is not None and table.names() == ["EFI", "BIOS", "BOOT", "META", "STATE", "EPHEMERAL"]
+    boot, meta = table.by_name("BOOT"), table.by_name("META")
+    assert boot is not None and meta is not None
+    found = probe(root / "disk.raw", boot.offset())
+    assert found is not None and (found.type, found.label) == ("xfs", "BOOT")
+    assert Meta.open(root / "disk.raw", offset=meta.offset(), size=meta.size()).items() == {0x0C: b"hi"}
