@@ -9,11 +9,11 @@ checked: the firmware's GRUB starting the kernel with the image's command line (
 BOOT's grub.cfg: slot A, ``ichor.slot=A``), machined as PID 1 printing the exact ``apply-config
 --insecure`` command, and the maintenance API answering ``disks --insecure`` with ``/dev/vda``.
 
-Time budget per test, measured on 2 cores (QEMU TCG, 1 vCPU): the maintenance console line about
-45-70 s after QEMU starts (firmware and GRUB add 3-10 s to the direct-kernel boot's 41 s; loading
-the 63 MB initramfs through firmware I/O a few more), each test 60-90 s in all with a cached image.
-Each allows 300 s for maintenance mode (a loaded host slows TCG 3-5x). QEMU is stopped by its PID
-and the namespace removed afterwards, on failure too.
+Time budget per test, measured on 2 cores at load 3-5 (QEMU TCG, 1 vCPU, one VM at a time): the ISO
+under OVMF 61 s (kernel 16 s, switch_root 22 s, maintenance 60 s after QEMU starts), under SeaBIOS
+58 s; the metal disk under OVMF 101 s and under SeaBIOS 96 s (maintenance at 94-99 s: the same
+boot, on a busier host); the file took 5.4 min. Each allows 120 s to the kernel and 300 s to
+maintenance mode (a loaded host slows TCG 3-5x). QEMU is stopped by its PID and the namespace removed afterwards, on failure too.
 """
 
 from __future__ import annotations
