@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import shutil
 import stat
 import time
@@ -20,12 +21,14 @@ from pathlib import Path
 
 import pytest
 
+from ichor.imager.__main__ import push_installer
 from ichor.imager._build import BuildOptions, Profile, build
 from ichor.imager._installer_image import open_installer_archive
-from ichor.images import unpack_image
+from ichor.images import catalog, manifest_digest, parse_reference, unpack_image
 from ichor.machinery import proc
 from ichor.machinery.blockdev import probe, read_disk_table
 from ichor.machinery.meta import Meta, MetaValue, encode_values
+from ichor.provision._registry import start_registry
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -51,14 +54,21 @@ def test_iso_metal_and_installer_are_byte_identical_across_builds(tmp_path: Path
         "metal-amd64.iso": 1, "metal-amd64.raw.xz": 1, "installer-amd64.tar": 1}  # fmt: skip
 
 
+@pytest.fixture(scope="module")
+def installer(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    for tool in ("mksquashfs", "unsquashfs", "grub-mkimage"):
+        if shutil.which(tool) is None:
+            pytest.skip(f"needs {tool} (scripts/os-packages.txt)")
+    return build(Profile.INSTALLER, BuildOptions(output=tmp_path_factory.mktemp("installer"))).path
+
+
 @pytest.mark.root
-def test_the_installer_image_installs_a_disk_with_its_own_tools(tmp_path: Path) -> None:
+def test_the_installer_image_installs_a_disk_with_its_own_tools(installer: Path, tmp_path: Path) -> None:
     """The archive unpacked (as a node would pull it) and its entry point run in its own root: the
     image's Python, Ichor and mkfs.xfs/mkfs.vfat/mtools/xfs_db lay out a disk image. ~30 s."""
     if os.geteuid() != 0:
         pytest.skip("needs root (chroot, mknod)")
-    artefact = build(Profile.INSTALLER, BuildOptions(output=tmp_path / "out"))
-    image = open_installer_archive(artefact.path, tmp_path / "layout")
+    image = open_installer_archive(installer, tmp_path / "layout")
     root = unpack_image(image.layout, tmp_path / "root", tag=image.tag, max_bytes=1 << 30)
     os.mknod(root / "dev/null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # subprocess opens it
     with (root / "disk.raw").open("wb") as f:
@@ -75,3 +85,21 @@ def test_the_installer_image_installs_a_disk_with_its_own_tools(tmp_path: Path) 
     found = probe(root / "disk.raw", boot.offset())
     assert found is not None and (found.type, found.label) == ("xfs", "BOOT")
     assert Meta.open(root / "disk.raw", offset=meta.offset(), size=meta.size()).items() == {0x0C: b"hi"}
+
+
+def test_imager_push_puts_the_installer_in_a_registry(installer: Path, tmp_path: Path) -> None:
+    """``push_installer`` (``python -m ichor.imager installer --push``) copies it with ichor.images'
+    push to a registry like the cluster's; the registry serves the same manifest. ~20 s."""
+    if shutil.which("docker-registry") is None or shutil.which("skopeo") is None:
+        pytest.skip("needs docker-registry and skopeo (scripts/os-packages.txt)")
+    state_dir = tmp_path / "registry-state"
+    state_dir.mkdir()
+    endpoint, child = start_registry(state_dir, f"127.{random.randint(100, 199)}.{random.randint(0, 255)}.1")
+    try:
+        reference = parse_reference(f"{endpoint}/siderolabs/installer:v1.7.6")
+        push_installer(installer, reference)
+        expected = open_installer_archive(installer, tmp_path / "layout").manifest_digest
+        assert manifest_digest(endpoint, reference) == expected
+        assert catalog(endpoint) == ["siderolabs/installer"]
+    finally:
+        child.stop(timeout=5)

@@ -325,3 +325,18 @@ def test_a_wheel_without_a_hash_names_the_wheel_and_writes_nothing(
     with pytest.raises(InputError, match=re.escape("wheel grpclib==0.4.7 has no --hash=sha256")):
         _build._Builder(_options(out, wheels_lock=lock)).pydeps_layer()
     assert not out.exists() or os.listdir(out) == []
+
+
+def test_push_is_for_the_installer_and_needs_a_registry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    code, err = _run_main(
+        ["iso", "--output", str(out), "--push", "10.5.0.1:5000/siderolabs/installer:v1"], capsys
+    )
+    assert code == 1 and "--push applies to the installer profile, not iso" in err
+    code, err = _run_main(["installer", "--output", str(out), "--push", "siderolabs/installer:v1"], capsys)
+    assert code == 1 and "--push 'siderolabs/installer:v1' names no registry" in err
+    code, err = _run_main(["installer", "--output", str(out), "--push", "10.5.0.1:5000/x@sha256:00"], capsys)
+    assert code == 1 and "names a digest" in err
+    assert not out.exists()

@@ -4,7 +4,8 @@ Profiles (Talos's names): ``kernel`` -> ``vmlinuz-amd64``, ``initramfs`` -> ``in
 ``cmdline`` -> ``cmdline-amd64`` (the kernel command line a bootloader passes, with the extra
 arguments applied), ``iso`` -> ``metal-amd64.iso`` (boots under UEFI and BIOS), ``metal`` ->
 ``metal-amd64.raw.xz`` (an installed disk; ``--out-format raw`` leaves it uncompressed),
-``installer`` -> ``installer-amd64.tar`` (an OCI image archive for install and upgrade). ``--meta``
+``installer`` -> ``installer-amd64.tar`` (an OCI image archive for install and upgrade; ``--push
+REGISTRY/REPOSITORY:TAG`` copies it to a registry with skopeo). ``--meta``
 values go into META (``metal``) or onto the command line as
 ``talos.environment=INSTALLER_META_BASE64=...`` (the others), as Talos's imager does. File times in
 ``iso`` and ``metal`` are ``SOURCE_DATE_EPOCH`` (default 2024-01-01). Progress goes to stderr; the
@@ -18,10 +19,13 @@ import argparse
 import logging
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from ichor.imager import ImagerError, InputError
 from ichor.imager._build import DEFAULT_EPOCH, BuildOptions, OutFormat, Profile, build, default_cache
+from ichor.imager._installer_image import open_installer_archive
+from ichor.images import DOCKER_HUB, Reference, parse_reference, push
 from ichor.machinery.errors import MachineryError
 from ichor.machinery.meta import MetaValue
 
@@ -46,6 +50,27 @@ def _epoch() -> int:
     return int(text)
 
 
+def _push_target(text: str | None, profile: Profile) -> Reference | None:
+    if text is None:
+        return None
+    if profile is not Profile.INSTALLER:
+        raise InputError(f"--push applies to the installer profile, not {profile}", hint="drop --push")
+    reference = parse_reference(text, what="--push")
+    if reference.registry == DOCKER_HUB:
+        raise InputError(
+            f"--push {text!r} names no registry",
+            hint="name it: --push 10.5.0.1:5000/siderolabs/installer:TAG",
+        )
+    return reference
+
+
+def push_installer(archive: Path, reference: Reference) -> None:
+    """Copy the installer archive to ``reference``'s registry with :func:`ichor.images.push`."""
+    with tempfile.TemporaryDirectory(prefix="ichor-installer-push-") as work:
+        image = open_installer_archive(archive, Path(work) / "layout")
+        push(image, reference.registry, reference)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ichor.imager", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -63,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         "--out-format", type=OutFormat, choices=list(OutFormat), default=OutFormat.XZ,
         help="the metal image's format: xz (default, metal-amd64.raw.xz) or raw (metal-amd64.raw)",
     )  # fmt: skip
+    parser.add_argument(
+        "--push", metavar="REGISTRY/REPOSITORY:TAG",
+        help="installer only: push the built image there (e.g. 10.5.0.1:5000/siderolabs/installer:v1.7.6)",
+    )  # fmt: skip
     parser.add_argument("--cache-dir", type=Path, default=default_cache(), help=argparse.SUPPRESS)
     parser.add_argument("--debug", action="store_true", help="log every command the imager runs")
     args = parser.parse_args(argv)
@@ -77,7 +106,11 @@ def main(argv: list[str] | None = None) -> int:
             output=args.output, cache=args.cache_dir, extra_kernel_args=tuple(args.extra_kernel_arg),
             meta=tuple(_meta(m) for m in args.meta), out_format=args.out_format, epoch=_epoch(), say=say,
         )  # fmt: skip
+        push_to = _push_target(args.push, args.profile)
         artefact = build(args.profile, options)
+        if push_to is not None:
+            say(f"pushing {artefact.path.name} to {push_to}")
+            push_installer(artefact.path, push_to)
     except (ImagerError, MachineryError) as err:
         print(f"error: {err}", file=sys.stderr)
         if err.hint:
