@@ -340,3 +340,12 @@ def test_push_is_for_the_installer_and_needs_a_registry(
     code, err = _run_main(["installer", "--output", str(out), "--push", "10.5.0.1:5000/x@sha256:00"], capsys)
     assert code == 1 and "names a digest" in err
     assert not out.exists()
+
+
+def test_a_command_line_the_kernel_would_cut_is_refused_naming_the_argument() -> None:
+    long_arg = "ichor.note=" + "x" * 2000
+    with pytest.raises(
+        InputError, match=r"would be 2\d\d\d bytes; the kernel keeps only 2047.*ichor\.note=xxx"
+    ):
+        _cmdline.assemble(["console=ttyS0", long_arg])
+    assert len(_cmdline.assemble(["ichor.note=" + "x" * 1000])) < 2047

@@ -23,6 +23,8 @@ META_ENV = "INSTALLER_META_BASE64"
 
 # Whitespace splits an argument; quotes and backslashes the kernel's parser and GRUB's script read.
 _BAD = re.compile(r"[\s\"'\\]")
+COMMAND_LINE_SIZE = 2048
+"""x86's ``COMMAND_LINE_SIZE``: the kernel keeps this many bytes, the NUL included, and drops the rest."""
 
 
 def check_arg(arg: str) -> None:
@@ -39,4 +41,13 @@ def assemble(extra: Sequence[str], meta: Sequence[MetaValue] = ()) -> str:
     for arg in extra:
         check_arg(arg)
     environment = [f"{META_ENV}={encode_values(meta)}"] if meta else []
-    return str(installer_cmdline(platform="metal", arch="amd64", extra_args=extra, environment=environment))
+    line = str(installer_cmdline(platform="metal", arch="amd64", extra_args=extra, environment=environment))
+    if len(line.encode()) >= COMMAND_LINE_SIZE:
+        what = "the --meta values and " if meta else ""
+        raise InputError(
+            f"the kernel command line would be {len(line.encode())} bytes; the kernel keeps only "
+            f"{COMMAND_LINE_SIZE - 1}, so {what}the last --extra-kernel-arg ({extra[-1] if extra else 'none'}) "
+            "would be cut off",
+            hint="pass fewer or shorter --extra-kernel-arg/--meta values (the metal profile puts --meta into META)",
+        )
+    return line
