@@ -6,8 +6,9 @@ the OS's own root filesystem plus those assets, so the new version lays out the 
 code: one layer per squashfs layer of the OS (base, pydeps, ichor: unpacked with ``unsquashfs``, in
 the order the node overlays them), then a layer with ``/usr/install/amd64/{vmlinuz, initramfs.xz,
 grub/BOOTX64.EFI, grub/core.img, grub/boot.img}`` (what ``python -m ichor.installer install`` reads by
-default). The entry point is ``python3.11 -m ichor.installer``. Layers are uncompressed tars (their
-content is mostly squashfs and Python bytecode; gzip would cost time for little), every entry
+default). The entry point is ``python3.11 -m ichor.installer``. Layers are gzip'd tars (level 1:
+their content is mostly squashfs-sized Python and binaries; a registry push with skopeo would
+compress an uncompressed layer itself and change the manifest's digest), every entry
 root-owned with mtime 0, the config without a ``created`` time, so the same inputs give the same
 digests. The archive is an ``oci-archive`` (a tar of an image layout, tagged with the Talos version):
 :func:`open_installer_archive` unpacks it into a layout that :func:`ichor.images.push` copies to a
@@ -16,6 +17,7 @@ registry.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import os
@@ -34,7 +36,7 @@ from ichor.machinery import proc
 __all__ = ["INSTALL_DIR", "make_installer_image", "open_installer_archive"]
 
 INSTALL_DIR = "usr/install/amd64"
-LAYER_TYPE = "application/vnd.oci.image.layer.v1.tar"
+LAYER_TYPE = "application/vnd.oci.image.layer.v1.tar+gzip"
 MANIFEST_TYPE = "application/vnd.oci.image.manifest.v1+json"
 CONFIG_TYPE = "application/vnd.oci.image.config.v1+json"
 INDEX_TYPE = "application/vnd.oci.image.index.v1+json"
@@ -66,6 +68,20 @@ def _tar_tree(root: Path, target: Path) -> None:
                     tar.addfile(entry, f)
             else:
                 raise InputError(f"{path}: only files, directories and links go into the installer image")
+
+
+def _gzip(source: Path) -> Path:
+    """``source.gz``, no name and mtime 0 in the header (the same bytes every time), ``source`` removed."""
+    target = source.with_name(source.name + ".gz")
+    with (
+        source.open("rb") as src,
+        target.open("wb") as raw,
+        gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0, compresslevel=1) as out,
+    ):
+        while chunk := src.read(1 << 20):
+            out.write(chunk)
+    source.unlink()
+    return target
 
 
 def _assets_tree(root: Path, kernel: Path, initramfs: Path, grub: GrubImages) -> Path:
@@ -115,11 +131,12 @@ def make_installer_image(
     for n, tree in enumerate(trees):
         layer_tar = work / f"layer-{n}.tar"
         _tar_tree(tree, layer_tar)
-        digest = sha256_file(layer_tar)
-        size = layer_tar.stat().st_size
-        os.replace(layer_tar, blobs / digest)
+        diff_ids.append(f"sha256:{sha256_file(layer_tar)}")
+        packed = _gzip(layer_tar)
+        digest = sha256_file(packed)
+        size = packed.stat().st_size
+        os.replace(packed, blobs / digest)
         descriptors.append({"mediaType": LAYER_TYPE, "digest": f"sha256:{digest}", "size": size})
-        diff_ids.append(f"sha256:{digest}")  # uncompressed: the diff id is the blob's digest
 
     def blob(document: dict[str, Any]) -> dict[str, Any]:
         data = _canonical(document)
