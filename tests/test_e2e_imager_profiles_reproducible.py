@@ -4,9 +4,10 @@ Both builds use the same (warm) layer cache: the layers' own reproducibility is
 tests/test_e2e_imager_reproducible.py's; what this proves is the assembly: the initramfs, GRUB's
 images, the ISO's El Torito/EFI/FAT structures and dates (xorriso), the metal disk's GPT, xfs, FAT
 and META (pinned GUIDs, volume ids and file times), xz with a fixed thread count, and the OCI
-archive. The sha256 compared is the artefact's own, over every byte. Slow by design: ~2-4 min on
-2 busy cores with a warm cache (xz of the 1.2 GiB disk image is most of it), several more when the
-layers must be built first.
+archive. The sha256 compared is the artefact's own, over every byte. Measured on 2 cores with a
+warm cache: the file 1.9 min (this test 78 s: iso 1-5 s, metal .raw.xz 23-25 s, installer 12-13 s
+per build; the installer install 15 s; the push 2 s), several minutes more when the layers must be
+built first, and xz alone ~65 s on a host at load 5.
 """
 
 from __future__ import annotations
