@@ -12,7 +12,8 @@ BOOT's grub.cfg: slot A, ``ichor.slot=A``), machined as PID 1 printing the exact
 Time budget per test, measured on 2 cores at load 3-5 (QEMU TCG, 1 vCPU, one VM at a time): the ISO
 under OVMF 61 s (kernel 16 s, switch_root 22 s, maintenance 60 s after QEMU starts), under SeaBIOS
 58 s; the metal disk under OVMF 101 s and under SeaBIOS 96 s (maintenance at 94-99 s: the same
-boot, on a busier host); the file took 5.4 min. Each allows 120 s to the kernel and 300 s to
+boot, on a busier host); the file took 5.4 min. Again with the disk tools in the base layer:
+ISO 77 s under either firmware, metal 66-67 s (maintenance at 65-76 s); 4.9 min. Each allows 120 s to the kernel and 300 s to
 maintenance mode (a loaded host slows TCG 3-5x). QEMU is stopped by its PID and the namespace removed afterwards, on failure too.
 """
 
