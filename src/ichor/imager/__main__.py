@@ -1,21 +1,74 @@
-"""``python -m ichor.imager <profile> [--output DIR] [--extra-kernel-arg ARG]...``: build an OS artefact.
+"""``python -m ichor.imager <profile> [--output DIR] [--extra-kernel-arg ARG]... [--meta K=V]...``: build an OS artefact.
 
 Profiles (Talos's names): ``kernel`` -> ``vmlinuz-amd64``, ``initramfs`` -> ``initramfs-amd64.xz``,
 ``cmdline`` -> ``cmdline-amd64`` (the kernel command line a bootloader passes, with the extra
-arguments applied). Progress goes to stderr; the artefact's sha256 and path to stdout
-(``sha256sum`` format). Exit code 1 with ``error:``/``hint:`` on a bad input or output.
+arguments applied), ``iso`` -> ``metal-amd64.iso`` (boots under UEFI and BIOS), ``metal`` ->
+``metal-amd64.raw.xz`` (an installed disk; ``--out-format raw`` leaves it uncompressed),
+``installer`` -> ``installer-amd64.tar`` (an OCI image archive for install and upgrade; ``--push
+REGISTRY/REPOSITORY:TAG`` copies it to a registry with skopeo). ``--meta``
+values go into META (``metal``) or onto the command line as
+``talos.environment=INSTALLER_META_BASE64=...`` (the others), as Talos's imager does. File times in
+``iso`` and ``metal`` are ``SOURCE_DATE_EPOCH`` (default 2024-01-01). Progress goes to stderr; the
+artefact's sha256 and path to stdout (``sha256sum`` format). Exit code 1 with ``error:``/``hint:``
+on a bad input or output.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
+import tempfile
 from pathlib import Path
 
-from ichor.imager import ImagerError
-from ichor.imager._build import BuildOptions, Profile, build, default_cache
+from ichor.imager import ImagerError, InputError
+from ichor.imager._build import DEFAULT_EPOCH, BuildOptions, OutFormat, Profile, build, default_cache
+from ichor.imager._installer_image import open_installer_archive
+from ichor.images import DOCKER_HUB, Reference, parse_reference, push
 from ichor.machinery.errors import MachineryError
+from ichor.machinery.meta import MetaValue
+
+
+def _meta(text: str) -> MetaValue:
+    try:
+        return MetaValue.parse(text)
+    except MachineryError as err:
+        raise InputError(
+            f"--meta {text!r}: {err}", hint="pass --meta KEY=VALUE, KEY a number 0-255 (0xa=...)"
+        ) from None
+
+
+def _epoch() -> int:
+    text = os.environ.get("SOURCE_DATE_EPOCH", "")
+    if not text:
+        return DEFAULT_EPOCH
+    if not text.isdigit():
+        raise InputError(
+            f"SOURCE_DATE_EPOCH={text!r} is not a number of seconds", hint="unset it or give seconds"
+        )
+    return int(text)
+
+
+def _push_target(text: str | None, profile: Profile) -> Reference | None:
+    if text is None:
+        return None
+    if profile is not Profile.INSTALLER:
+        raise InputError(f"--push applies to the installer profile, not {profile}", hint="drop --push")
+    reference = parse_reference(text, what="--push")
+    if reference.registry == DOCKER_HUB:
+        raise InputError(
+            f"--push {text!r} names no registry",
+            hint="name it: --push 10.5.0.1:5000/siderolabs/installer:TAG",
+        )
+    return reference
+
+
+def push_installer(archive: Path, reference: Reference) -> None:
+    """Copy the installer archive to ``reference``'s registry with :func:`ichor.images.push`."""
+    with tempfile.TemporaryDirectory(prefix="ichor-installer-push-") as work:
+        image = open_installer_archive(archive, Path(work) / "layout")
+        push(image, reference.registry, reference)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -27,6 +80,18 @@ def main(argv: list[str] | None = None) -> int:
         "--extra-kernel-arg", action="append", default=[], metavar="ARG",
         help="an extra kernel argument (repeatable); -ARG drops ARG from the defaults (Talos's rule)",
     )  # fmt: skip
+    parser.add_argument(
+        "--meta", action="append", default=[], metavar="KEY=VALUE",
+        help="a META value (repeatable): into META for metal, else talos.environment=INSTALLER_META_BASE64",
+    )  # fmt: skip
+    parser.add_argument(
+        "--out-format", type=OutFormat, choices=list(OutFormat), default=OutFormat.XZ,
+        help="the metal image's format: xz (default, metal-amd64.raw.xz) or raw (metal-amd64.raw)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--push", metavar="REGISTRY/REPOSITORY:TAG",
+        help="installer only: push the built image there (e.g. 10.5.0.1:5000/siderolabs/installer:v1.7.6)",
+    )  # fmt: skip
     parser.add_argument("--cache-dir", type=Path, default=default_cache(), help=argparse.SUPPRESS)
     parser.add_argument("--debug", action="store_true", help="log every command the imager runs")
     args = parser.parse_args(argv)
@@ -36,11 +101,16 @@ def main(argv: list[str] | None = None) -> int:
     def say(line: str) -> None:
         print(f"imager: {line}", file=sys.stderr, flush=True)
 
-    options = BuildOptions(
-        output=args.output, cache=args.cache_dir, extra_kernel_args=tuple(args.extra_kernel_arg), say=say
-    )
     try:
+        options = BuildOptions(
+            output=args.output, cache=args.cache_dir, extra_kernel_args=tuple(args.extra_kernel_arg),
+            meta=tuple(_meta(m) for m in args.meta), out_format=args.out_format, epoch=_epoch(), say=say,
+        )  # fmt: skip
+        push_to = _push_target(args.push, args.profile)
         artefact = build(args.profile, options)
+        if push_to is not None:
+            say(f"pushing {artefact.path.name} to {push_to}")
+            push_installer(artefact.path, push_to)
     except (ImagerError, MachineryError) as err:
         print(f"error: {err}", file=sys.stderr)
         if err.hint:

@@ -2,12 +2,16 @@
 
 ``kernel`` is the Debian kernel's ``vmlinuz`` as ``vmlinuz-amd64``; ``initramfs`` is a newc cpio
 (stage 1, its modules, busybox and the three layers) as ``initramfs-amd64.xz`` (Talos's name; left
-uncompressed, which the kernel accepts under any name). :func:`build` returns each artefact with its
-sha256.
+uncompressed, which the kernel accepts under any name); ``iso`` (:mod:`._iso`), ``metal``
+(:mod:`._metal`) and ``installer`` (:mod:`._installer_image`) are made from those two. Intermediate
+files live in a hidden scratch directory inside the output directory, removed whatever happens, so
+the finished artefact is renamed into place and a failure leaves the directory as it was.
+:func:`build` returns each artefact with its sha256.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -23,11 +27,30 @@ from pathlib import Path
 import ichor
 from ichor.imager import InputError, OutputError, _cmdline, _inputs, _layers, _modules
 from ichor.imager._cpio import Entry, write_newc
+from ichor.imager._installer_image import make_installer_image
+from ichor.imager._iso import GRUB_LIB, make_iso
+from ichor.imager._metal import compress_xz, make_metal
 from ichor.imager._stage1 import INIT_SCRIPT
+from ichor.installer._grub_images import build_grub_images
 from ichor.machinery import proc
 from ichor.machinery.constants import TALOS_VERSION
+from ichor.machinery.meta import MetaValue
 
-__all__ = ["Artefact", "BuildOptions", "Profile", "build", "default_cache", "write_output"]
+__all__ = [
+    "DEFAULT_EPOCH",
+    "Artefact",
+    "BuildOptions",
+    "OutFormat",
+    "Profile",
+    "build",
+    "default_cache",
+    "output_name",
+    "write_output",
+    "write_output_path",
+]
+
+DEFAULT_EPOCH = 1_704_067_200
+"""File times in the iso and metal outputs (2024-01-01 UTC) unless ``SOURCE_DATE_EPOCH`` says otherwise."""
 
 # Bump when the way a layer is assembled changes, so cached layers are rebuilt.
 BUILDER_VERSION = "1"
@@ -58,13 +81,32 @@ class Profile(StrEnum):
     KERNEL = "kernel"
     INITRAMFS = "initramfs"
     CMDLINE = "cmdline"
+    ISO = "iso"
+    METAL = "metal"
+    INSTALLER = "installer"
+
+
+class OutFormat(StrEnum):
+    """A disk image's ``outFormat`` (Talos's profile field): ``xz`` is the metal profile's default."""
+
+    RAW = "raw"
+    XZ = "xz"
 
 
 OUTPUT_NAMES = {
     Profile.KERNEL: "vmlinuz-amd64",
     Profile.INITRAMFS: "initramfs-amd64.xz",
     Profile.CMDLINE: "cmdline-amd64",
+    Profile.ISO: "metal-amd64.iso",
+    Profile.METAL: "metal-amd64.raw",
+    Profile.INSTALLER: "installer-amd64.tar",
 }
+
+
+def output_name(profile: Profile, out_format: OutFormat = OutFormat.XZ) -> str:
+    """Talos's file name for ``profile`` (``metal-amd64.raw.xz`` when the metal image is compressed)."""
+    name = OUTPUT_NAMES[profile]
+    return name + ".xz" if profile is Profile.METAL and out_format is OutFormat.XZ else name
 
 
 def default_cache() -> Path:
@@ -77,6 +119,12 @@ class BuildOptions:
     output: Path
     cache: Path = field(default_factory=default_cache)
     extra_kernel_args: tuple[str, ...] = ()
+    meta: tuple[MetaValue, ...] = ()
+    """``--meta``: written into META by ``metal``, passed as ``talos.environment=INSTALLER_META_BASE64``
+    by the outputs that have no META (Talos's imager rule)."""
+    out_format: OutFormat = OutFormat.XZ
+    epoch: int = DEFAULT_EPOCH
+    grub_lib: Path = GRUB_LIB
     source: Path = Path(ichor.__file__).parent
     """The ``ichor`` package directory that becomes the top layer."""
     debs_lock: Path = _inputs.PINS / "debs.lock"
@@ -104,14 +152,14 @@ def check_output_dir(output: Path) -> None:
         ) from None
 
 
-def write_output(output: Path, name: str, write: Callable[[io.BufferedWriter], None]) -> Artefact:
-    """Write ``name`` in ``output`` through a temporary file renamed into place (removed on failure)."""
+def write_output_path(output: Path, name: str, make: Callable[[Path], None]) -> Artefact:
+    """Have ``make`` write a temporary path in ``output``, then rename it to ``name`` (removed on failure)."""
     fd, partial = tempfile.mkstemp(dir=output, prefix=f".{name}.partial-")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as out:
-            write(out)
-            out.flush()
-            os.fsync(out.fileno())
+        make(Path(partial))
+        with open(partial, "rb+") as done:
+            os.fsync(done.fileno())
         os.chmod(partial, 0o644)
         target = output / name
         os.replace(partial, target)
@@ -119,6 +167,27 @@ def write_output(output: Path, name: str, write: Callable[[io.BufferedWriter], N
         Path(partial).unlink(missing_ok=True)
         raise
     return Artefact(target, _inputs.sha256_file(target), target.stat().st_size)
+
+
+def write_output(output: Path, name: str, write: Callable[[io.BufferedWriter], None]) -> Artefact:
+    """Write ``name`` in ``output`` through a temporary file renamed into place (removed on failure)."""
+
+    def make(path: Path) -> None:
+        with path.open("wb") as out:
+            write(out)
+
+    return write_output_path(output, name, make)
+
+
+@contextlib.contextmanager
+def _scratch(output: Path) -> Iterator[Path]:
+    """A hidden directory in ``output`` for intermediate files (same filesystem: artefacts are renamed
+    out of it), removed on success and failure alike."""
+    work = Path(tempfile.mkdtemp(dir=output, prefix=".imager-work-"))
+    try:
+        yield work
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 class _Builder:
@@ -172,6 +241,11 @@ class _Builder:
                 shutil.rmtree(scratch, ignore_errors=True)
                 raise
         return target
+
+    def vmlinuz(self) -> Path:
+        kernel_root, kver = self.kernel()
+        self.say(f"kernel {kver}")
+        return kernel_root / "boot" / f"vmlinuz-{kver}"
 
     def kernel(self) -> tuple[Path, str]:
         """The unpacked kernel package (fully depmod-indexed) and its version."""
@@ -299,25 +373,71 @@ def _write_bytes(out: io.BufferedWriter, data: bytes) -> None:
 
 def build(profile: Profile, options: BuildOptions) -> Artefact:
     """Build ``profile`` into ``options.output``; returns the artefact with its sha256."""
-    cmdline = _cmdline.assemble(options.extra_kernel_args)
+    # Talos: META values go into META where the output has one, else onto the command line.
+    cmdline = _cmdline.assemble(
+        options.extra_kernel_args, options.meta if profile is not Profile.METAL else ()
+    )
     check_output_dir(options.output)
     builder = _Builder(options)
-    name = OUTPUT_NAMES[profile]
+    name = output_name(profile, options.out_format)
     if profile is Profile.CMDLINE:
         return write_output(options.output, name, lambda out: _write_bytes(out, (cmdline + "\n").encode()))
     if profile is Profile.KERNEL:
-        kernel_root, kver = builder.kernel()
-        vmlinuz = kernel_root / "boot" / f"vmlinuz-{kver}"
-        builder.say(f"kernel {kver}")
+        vmlinuz = builder.vmlinuz()
 
         def copy_kernel(out: io.BufferedWriter) -> None:
             with vmlinuz.open("rb") as src:
                 shutil.copyfileobj(src, out)
 
         artefact = write_output(options.output, name, copy_kernel)
-    else:
+    elif profile is Profile.INITRAMFS:
         entries = list(builder.initramfs_entries())
         builder.say("writing the initramfs")
         artefact = write_output(options.output, name, lambda out: write_newc(out, entries))
+    else:
+        with _scratch(options.output) as work:
+            artefact = _build_from_boot_files(profile, name, cmdline, builder, work)
     builder.say(f"{artefact.path.name}: {artefact.size / 1e6:.1f} MB")
     return artefact
+
+
+def _build_from_boot_files(
+    profile: Profile, name: str, cmdline: str, builder: _Builder, work: Path
+) -> Artefact:
+    """``iso``, ``metal`` and ``installer``: made from the kernel and an initramfs written to ``work``."""
+    options = builder.options
+    kernel = builder.vmlinuz()
+    initramfs = work / "initramfs.xz"
+    entries = list(builder.initramfs_entries())
+    with initramfs.open("wb") as out:
+        write_newc(out, entries)
+    if profile is Profile.ISO:
+        builder.say("writing the ISO (GRUB for BIOS and UEFI)")
+        return write_output_path(
+            options.output, name,
+            lambda path: make_iso(path, kernel=kernel, initramfs=initramfs, cmdline=cmdline, work=work / "iso",
+                                  epoch=options.epoch, version=TALOS_VERSION, grub_lib=options.grub_lib),
+        )  # fmt: skip
+    grub = build_grub_images(work / "grub", grub_lib=options.grub_lib)
+    if profile is Profile.INSTALLER:
+        builder.say("writing the installer image (OCI archive)")
+        layers = [builder.base_layer(), builder.pydeps_layer(), builder.ichor_layer()]
+        return write_output_path(
+            options.output, name,
+            lambda path: make_installer_image(path, kernel=kernel, initramfs=initramfs, grub=grub, layers=layers,
+                                              work=work / "installer", version=TALOS_VERSION),
+        )  # fmt: skip
+    meta = {value.key: value.value.encode() for value in options.meta}
+
+    def metal(path: Path) -> None:
+        builder.say(f"installing onto {path.name} (EFI, BIOS, BOOT slot A, META, STATE, EPHEMERAL)")
+        make_metal(path, kernel=kernel, initramfs=initramfs, cmdline=cmdline, grub=grub, version=TALOS_VERSION,
+                   epoch=options.epoch, meta=meta, say=lambda line: builder.say(f"  {line}"))  # fmt: skip
+
+    if options.out_format is OutFormat.RAW:
+        return write_output_path(options.output, name, metal)
+    raw = work / "metal-amd64.raw"
+    metal(raw)
+    builder.say("compressing with xz")
+    packed = compress_xz(raw)
+    return write_output_path(options.output, name, lambda path: os.replace(packed, path))

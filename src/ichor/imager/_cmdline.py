@@ -1,64 +1,53 @@
-"""The kernel command line of a metal image: Talos 1.7's defaults plus ``--extra-kernel-arg``.
+"""The kernel command line of an image: :func:`ichor.machinery.kernelargs.installer_cmdline` (Talos
+1.7's installer and imager assembly: ``talos.platform=metal``, the metal consoles,
+``kernel.DefaultArgs``, then ``--extra-kernel-arg`` with ``console``/``talos.platform`` replacing and
+``-arg`` dropping, 002:670), after refusing an argument a command line cannot carry.
 
-As Talos's installer assembles it (``cmd/installer/pkg/install``): ``talos.platform=metal``, the
-metal platform's consoles, ``kernel.DefaultArgs``, then the extra arguments, where ``console`` and
-``talos.platform`` replace what was there, any other key adds a value, and ``-key`` drops the key
-(002:670). An argument the command line cannot carry (empty, whitespace, quotes) is refused.
+META values for outputs that have no META partition (``iso``, ``cmdline``, ``kernel``) travel as
+``talos.environment=INSTALLER_META_BASE64=<values>``, as Talos's imager passes them.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 from ichor.imager import InputError
+from ichor.machinery.kernelargs import installer_cmdline
+from ichor.machinery.meta import MetaValue, encode_values
 
-__all__ = ["DEFAULT_ARGS", "assemble"]
+__all__ = ["META_ENV", "assemble", "check_arg"]
 
-DEFAULT_ARGS: tuple[str, ...] = (
-    "talos.platform=metal",
-    "console=ttyS0",
-    "console=tty0",
-    "init_on_alloc=1",
-    "slab_nomerge=",
-    "pti=on",
-    "consoleblank=0",
-    "nvme_core.io_timeout=4294967295",
-    "printk.devkmsg=on",
-    "ima_template=ima-ng",
-    "ima_appraise=fix",
-    "ima_hash=sha512",
-)
+META_ENV = "INSTALLER_META_BASE64"
+"""Talos's ``constants.MetaValuesEnvVar``."""
 
-_OVERWRITE = ("console", "talos.platform")
+# Whitespace splits an argument; quotes and backslashes the kernel's parser and GRUB's script read.
 _BAD = re.compile(r"[\s\"'\\]")
+COMMAND_LINE_SIZE = 2048
+"""x86's ``COMMAND_LINE_SIZE``: the kernel keeps this many bytes, the NUL included, and drops the rest."""
 
 
-def _split(arg: str) -> tuple[str, str | None]:
-    key, sep, value = arg.partition("=")
-    return key, (value if sep else None)
+def check_arg(arg: str) -> None:
+    """Refuse what the command line cannot pass as one argument (InputError naming it)."""
+    if not arg or _BAD.search(arg) or arg in ("-", "=") or arg.startswith("="):
+        raise InputError(
+            f"kernel argument {arg!r} cannot be passed on the kernel command line",
+            hint="one key or key=value per --extra-kernel-arg, without spaces, quotes or backslashes",
+        )
 
 
-def assemble(extra: tuple[str, ...] | list[str], base: tuple[str, ...] = DEFAULT_ARGS) -> str:
-    """``base`` with ``extra`` applied, as one command line."""
-    keys: dict[str, list[str | None]] = {}
-    for arg in base:
-        key, value = _split(arg)
-        keys.setdefault(key, []).append(value)
-    overwritten: set[str] = set()
+def assemble(extra: Sequence[str], meta: Sequence[MetaValue] = ()) -> str:
+    """Talos's metal command line with ``extra`` applied (and ``meta`` as ``talos.environment``)."""
     for arg in extra:
-        if not arg or _BAD.search(arg) or arg in ("-", "=") or arg.startswith("="):
-            raise InputError(
-                f"kernel argument {arg!r} cannot be passed on the kernel command line",
-                hint="one key or key=value per --extra-kernel-arg, without spaces or quotes",
-            )
-        if arg.startswith("-"):
-            keys.pop(arg[1:].partition("=")[0], None)
-            continue
-        key, value = _split(arg)
-        if key in _OVERWRITE and key not in overwritten:
-            keys[key] = []
-            overwritten.add(key)
-        keys.setdefault(key, []).append(value)
-    return " ".join(
-        key if value is None else f"{key}={value}" for key, values in keys.items() for value in values
-    )
+        check_arg(arg)
+    environment = [f"{META_ENV}={encode_values(meta)}"] if meta else []
+    line = str(installer_cmdline(platform="metal", arch="amd64", extra_args=extra, environment=environment))
+    if len(line.encode()) >= COMMAND_LINE_SIZE:
+        what = "the --meta values and " if meta else ""
+        raise InputError(
+            f"the kernel command line would be {len(line.encode())} bytes; the kernel keeps only "
+            f"{COMMAND_LINE_SIZE - 1}, so {what}the last --extra-kernel-arg ({extra[-1] if extra else 'none'}) "
+            "would be cut off",
+            hint="pass fewer or shorter --extra-kernel-arg/--meta values (the metal profile puts --meta into META)",
+        )
+    return line

@@ -143,8 +143,12 @@ def installer_cmdline(
     config_url: str | None = None,
     extra_args: Sequence[str] = (),
     board_args: Sequence[str] = (),
+    environment: Sequence[str] = (),
 ) -> Cmdline:
-    """The command line Talos 1.7's installer writes for every boot entry (``install.go``)."""
+    """The command line Talos 1.7's installer writes for every boot entry (``install.go``).
+
+    ``environment`` values become ``talos.environment=`` arguments before the extra ones: how
+    Talos's imager passes ``INSTALLER_META_BASE64=...`` in outputs with no META (``out.go``)."""
     cmdline = Cmdline()
     cmdline.append("talos.platform", platform)
     if config_url:
@@ -152,5 +156,7 @@ def installer_cmdline(
     cmdline.set_all(PLATFORM_CONSOLE_ARGS.get((platform, arch), ()))
     cmdline.append_all(DEFAULT_ARGS)
     cmdline.set_all(board_args)
+    for value in environment:
+        cmdline.append("talos.environment", value)
     cmdline.append_all(extra_args, overwrite=("console", "talos.platform"), delete_negated=True)
     return cmdline
