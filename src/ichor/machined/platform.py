@@ -45,6 +45,11 @@ class Platform(StrEnum):
         return self is not Platform.PROCESS
 
     @property
+    def installs_to_disk(self) -> bool:
+        """A config applied to an uninstalled node installs Talos's system disk first (metal)."""
+        return self is Platform.METAL
+
+    @property
     def mode(self) -> str:
         """Talos's runtime mode (``metal``, ``cloud``, ``container``): a node sharing the host's
         kernel runs in ``container`` mode, as Talos does in docker."""
