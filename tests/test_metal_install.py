@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import io
 import os
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from grpclib.exceptions import GRPCError
 from ichor.api.gen.machine import machine_pb2
 from ichor.imager._cpio import write_newc
 from ichor.imager._initramfs import GRUB_IMAGES, InitramfsFiles, entries, kept_files
+from ichor.imager._stage1 import KEEP
 from ichor.machined.configstore import ConfigStore, LoadedConfig
 from ichor.machined.configstore import load as load_config
 from ichor.machined.cosi import WAIT_STATUSES, Source, State
@@ -305,7 +307,7 @@ def _image_files(root: Path) -> InitramfsFiles:
                        ("core.img", bytes(2048))):  # fmt: skip
         (root / name).write_bytes(data)
     return InitramfsFiles(
-        busybox=root / "busybox", init=b"#!/bin/busybox sh\n",
+        busybox=Path(shutil.which("busybox") or root / "busybox"), init=b"#!/bin/busybox sh\n",
         modules=[("kernel/drivers/block/loop.ko", root / "loop.ko"), ("kernel/fs/squashfs/squashfs.ko",
                                                                       root / "squashfs.ko")],
         rootfs=root / "rootfs.sqsh", layers=[("10-pydeps.sqsh", root / "p.sqsh"), ("20-ichor.sqsh", root / "i.sqsh")],
@@ -313,25 +315,26 @@ def _image_files(root: Path) -> InitramfsFiles:
     )  # fmt: skip
 
 
-def _keep(files: InitramfsFiles, assets: Path) -> None:
-    """What stage 1 does with the initramfs before switching root (imager/_stage1.py)."""
-    kept = assets / "initramfs"
-    (kept / "bin").mkdir(parents=True)
-    (kept / "layers").mkdir()
-    (assets / "grub").mkdir()
-    assert files.kernel is not None and files.grub is not None
-    os.link(files.kernel, assets / "vmlinuz")
-    for name, path in files.grub.items():
-        os.link(path, assets / "grub" / name)
-    (kept / "init").write_bytes(files.init)
-    (kept / "modules.load").write_text("".join(m + "\n" for m, _ in files.modules))
-    os.link(files.busybox, kept / "bin/busybox")
-    for module, path in files.modules:
-        (kept / "lib/modules" / module).parent.mkdir(parents=True, exist_ok=True)
-        os.link(path, kept / "lib/modules" / module)
-    os.link(files.rootfs, kept / "rootfs.sqsh")
-    for name, path in files.layers:
-        os.link(path, kept / "layers" / name)
+def _keep_by_stage1(files: InitramfsFiles, root: Path) -> Path:
+    """Unpack the initramfs ``files`` make into ``root`` and run stage 1's keeping (imager/_stage1.py)
+    there with a static busybox, as the kernel would (less the tmpfs: ``root`` is one already)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root: chroot into an unpacked initramfs")
+    need("cpio", "busybox")
+    busybox = Path(shutil.which("busybox") or "")
+    if b"statically linked" not in proc.run(["file", "-L", str(busybox)], check=False).stdout.encode():
+        pytest.skip("needs a statically linked busybox (busybox-static)")
+    root.mkdir()
+    archive = root.with_suffix(".cpio")
+    archive.write_bytes(_cpio(files))
+    proc.run(["cpio", "-idm", "--quiet", "-D", str(root), "-F", str(archive)])
+    script = '/bin/busybox --install -s /bin\nexport PATH=/bin\nfail() { echo "$*"; exit 1; }\n'
+    script += KEEP.replace("mount -t tmpfs -o mode=0755 tmpfs /keep", ":") + 'echo "$from"\n'
+    (root / "keep.sh").write_text(script)
+    kept = proc.run(["chroot", str(root), "/bin/busybox", "sh", "/keep.sh"])
+    assert kept.stdout.strip() == "/keep/amd64/initramfs", kept.stdout + kept.stderr
+    assert not (root / "rootfs.sqsh").exists(), "the layers are moved, not copied"
+    return root / "keep/amd64"
 
 
 def _cpio(files: InitramfsFiles) -> bytes:
@@ -342,8 +345,8 @@ def _cpio(files: InitramfsFiles) -> bytes:
 
 def test_the_installed_initramfs_is_the_bytes_the_imager_wrote(tmp_path: Path) -> None:
     files = _image_files(tmp_path / "inputs")
-    _keep(files, tmp_path / "usr/install/amd64")
-    assert _cpio(kept_files(tmp_path / "usr/install/amd64")) == _cpio(files)
+    assets = _keep_by_stage1(files, tmp_path / "initramfs")
+    assert _cpio(kept_files(assets)) == _cpio(files)
     with pytest.raises(FileNotFoundError) as missing:
         kept_files(tmp_path / "nothing")
     assert missing.value.filename == str(tmp_path / "nothing/vmlinuz")
@@ -366,8 +369,7 @@ def test_an_image_without_install_assets_says_so(bundle: SecretsBundle, tmp_path
 def test_install_on_a_loop_device_as_machined_drives_it(bundle: SecretsBundle, tmp_path: Path) -> None:
     need("mkfs.xfs", "mkfs.vfat", "mcopy", "mmd", "xfs_db")
     files = _image_files(tmp_path / "inputs")
-    assets = tmp_path / "assets"
-    _keep(files, assets)
+    assets = _keep_by_stage1(files, tmp_path / "initramfs")
     with loop_device(
         sparse(tmp_path / "loop.raw", 2 * GIB), "installs to a loop device and mounts STATE"
     ) as dev:

@@ -14,10 +14,27 @@ from __future__ import annotations
 
 from ichor.imager._initramfs import ASSETS, KEPT
 
-__all__ = ["INIT_SCRIPT", "MARKER"]
+__all__ = ["INIT_SCRIPT", "KEEP", "MARKER"]
 
 MARKER = "ichor-stage1: switching root"
 """Printed on the console just before ``switch_root`` (boot timing starts machined's share here)."""
+
+KEEP = f"""from=""
+if [ -f /{ASSETS}/vmlinuz ]; then
+    # Keep the install assets and the files this initramfs boots from (imager/_initramfs.py).
+    mkdir -p /keep
+    mount -t tmpfs -o mode=0755 tmpfs /keep || fail "cannot mount a tmpfs for the install files"
+    from=/keep/amd64/{KEPT}
+    mkdir -p "$from/bin" "$from/layers"
+    mv /{ASSETS}/vmlinuz /{ASSETS}/grub /keep/amd64/ || fail "cannot keep the install assets"
+    cp /init /modules.load "$from/" && cp /bin/busybox "$from/bin/" && cp -a /lib "$from/" || fail "cannot keep stage 1's files"
+    for layer in /rootfs.sqsh /layers/*.sqsh; do
+        [ -f "$layer" ] || continue
+        mv "$layer" "$from${{layer%/*}}/" || fail "cannot keep $layer"
+    done
+fi
+"""
+"""Stage 1's keeping of the install assets and its own files (``$from`` is where the layers are then)."""
 
 INIT_SCRIPT = f"""#!/bin/busybox sh
 # Ichor stage 1 (ichor.imager._stage1): mount the squashfs layers, overlay them, exec machined.
@@ -37,21 +54,7 @@ echo "ichor-stage1: loading modules"
 while read -r module; do
     insmod "/lib/modules/$module" || fail "insmod $module failed"
 done < /modules.load
-from=""
-if [ -f /{ASSETS}/vmlinuz ]; then
-    # Keep the install assets and the files this initramfs boots from (imager/_initramfs.py).
-    mkdir -p /keep
-    mount -t tmpfs -o mode=0755 tmpfs /keep || fail "cannot mount a tmpfs for the install files"
-    from=/keep/amd64/{KEPT}
-    mkdir -p "$from/bin" "$from/layers"
-    mv /{ASSETS}/vmlinuz /{ASSETS}/grub /keep/amd64/ || fail "cannot keep the install assets"
-    cp /init /modules.load "$from/" && cp /bin/busybox "$from/bin/" && cp -a /lib "$from/" || fail "cannot keep stage 1's files"
-    for layer in /rootfs.sqsh /layers/*.sqsh; do
-        [ -f "$layer" ] || continue
-        mv "$layer" "$from${{layer%/*}}/" || fail "cannot keep $layer"
-    done
-fi
-lower=""
+{KEEP}lower=""
 n=0
 for layer in "$from/rootfs.sqsh" "$from"/layers/*.sqsh; do
     [ -f "$layer" ] || continue
