@@ -199,7 +199,8 @@ def test_apply_config_installs_and_the_node_boots_configured_from_disk(
             netns, tmp_path, "--talosconfig", talosconfig, "-e", NODE_IP, "-n", NODE_IP, "mounts"
         )
         assert mounts.exit_code == 0, mounts.stderr
-        assert "/system/state" in mounts.stdout and "/var" in mounts.stdout, mounts.stdout
+        assert re.search(r"/dev/vda5\s.*\s/system/state\n", mounts.stdout), mounts.stdout
+        assert re.search(r"/dev/vda6\s.*\s/var\n", mounts.stdout), mounts.stdout
         if firmware == "uefi":  # etcd on the installed disk (EPHEMERAL): bootstrap, then healthy
             boot_started = time.monotonic()
             node = ("--talosconfig", talosconfig, "-e", NODE_IP, "-n", NODE_IP)

@@ -32,6 +32,7 @@ from ichor.machined.installation import DiskInstallation, system_disk_of
 from ichor.machined.platform import EXIT_REBOOT, Layout, Platform
 from ichor.machined.resources import MachineStage
 from ichor.machined.sequencer import NodeParts, Sequencer
+from ichor.machined.server._files import mounts
 from ichor.machinery import proc
 from ichor.machinery.blockdev import (
     Disk,
@@ -412,3 +413,15 @@ def test_install_on_a_loop_device_as_machined_drives_it(bundle: SecretsBundle, t
             proc.run(["umount", str(mountpoint)])
         with dev.open("rb") as raw:
             assert raw.read(512)[446] == 0x80, "legacyBIOSSupport marks the MBR's entry bootable"
+
+
+def test_mounts_on_a_machine_of_its_own_lists_its_mount_table(tmp_path: Path) -> None:
+    (tmp_path / "state").mkdir()
+    table = tmp_path / "mounts"
+    table.write_text(
+        f"/dev/vda5 {tmp_path / 'state'} xfs rw 0 0\nproc /proc proc rw 0 0\n/dev/vda6 {tmp_path / 'gone'} xfs rw 0 0\n"
+    )
+    layout = Layout(root=tmp_path / "node", address="127.5.0.3", platform=Platform.METAL, mount_table=table)
+    rows = mounts(layout)
+    assert [(r.filesystem, r.mounted_on) for r in rows] == [("/dev/vda5", str(tmp_path / "state"))]
+    assert rows[0].size > 0

@@ -85,6 +85,9 @@ class Layout:
     kernel_log: Path | None = None
     """The node's own kernel log (``/dev/kmsg`` on metal), what ``talosctl dmesg`` reads; None when
     the kernel is the host's and ``dmesg`` shows the node's console log."""
+    mount_table: Path | None = None
+    """The node's own mount table (``/proc/self/mounts`` on metal), what ``talosctl mounts`` lists;
+    None when the mounts are the host's and ``mounts`` shows the system partitions' directories."""
 
     def path(self, talos_path: str) -> Path:
         """``/system/state/config.yaml`` -> ``<root>/system/state/config.yaml``.
