@@ -95,6 +95,9 @@ def _configs(tmp_path: Path, *, legacy_bios: bool) -> Path:
         "machine:\n  install:\n    disk: /dev/vda\n"
         f"    legacyBIOSSupport: {'true' if legacy_bios else 'false'}\n"
         f'    extraKernelArgs: ["-console=tty0", "{IP_ARG}"]\n'
+        # No time server or discovery service is reachable from the test's namespace.
+        "  time:\n    disabled: true\n"
+        "cluster:\n  discovery:\n    enabled: false\n"
     )
     out = tmp_path / "configs"
     made = proc.run(
