@@ -182,12 +182,13 @@ def test_maintenance_apply_replies_the_install_errors_and_dry_run_prints_the_pla
 
 
 class _Store:
-    def __init__(self) -> None:
+    def __init__(self, source: LoadedConfig | None = None) -> None:
         self.request_reboot: Any = None
         self.activated: list[LoadedConfig] = []
+        self.source = source
 
-    async def acquire(self) -> None:
-        return None
+    async def acquire(self) -> LoadedConfig | None:
+        return self.source
 
     def activate(self, loaded: LoadedConfig) -> None:
         self.activated.append(loaded)
@@ -253,6 +254,18 @@ def test_an_install_that_succeeds_reboots_into_the_installed_system(
     assert parts.stage.value is MachineStage.REBOOTING
     assert not parts.state.list(WAIT_STATUSES.default_namespace, WAIT_STATUSES)
     assert parts.store.activated == []  # type: ignore[attr-defined]
+
+
+def test_a_config_from_talos_config_installs_without_maintenance_mode(
+    bundle: SecretsBundle, tmp_path: Path
+) -> None:
+    config = _config(bundle, "    install:\n        disk: /dev/vda\n")
+    ran: list[str] = []
+    sequencer, parts, said, _ = _sequencer(tmp_path, [], lambda loaded, printf: ran.append(loaded.text))
+    parts.store = _Store(source=config)  # type: ignore[assignment]
+    assert asyncio.run(sequencer.run()) == EXIT_REBOOT
+    assert ran == [config.text]
+    assert said[-1] == "installation complete: rebooting into the installed system"
 
 
 def test_a_failed_install_stays_in_maintenance_mode_saying_why(bundle: SecretsBundle, tmp_path: Path) -> None:
