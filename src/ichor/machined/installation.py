@@ -26,6 +26,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ichor.imager._initramfs import ASSETS as INITRAMFS_ASSETS
 from ichor.machined.metal import COLDPLUG_DONE
 from ichor.machinery import TALOS_VERSION
 from ichor.machinery.blockdev import (
@@ -50,7 +51,7 @@ __all__ = [
     "system_disk_of",
 ]
 
-ASSETS = Path("/usr/install/amd64")
+ASSETS = Path("/") / INITRAMFS_ASSETS
 """Where stage 1 keeps the image's own kernel, GRUB images and initramfs files."""
 
 _libc = ctypes.CDLL(None, use_errno=True)
