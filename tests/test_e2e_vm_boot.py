@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from vm_helpers import talosctl_in, vm_netns
 
 from ichor.imager.vm import SerialLog, VMSpec, qemu_command
 from ichor.machinery import proc
@@ -59,33 +60,11 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 
 @pytest.fixture
 def netns() -> Iterator[str]:
-    name = f"ichor-vm-{os.getpid()}"
-    proc.run(["ip", "netns", "add", name])
-    try:
-        for command in (
-            ["link", "add", "br0", "type", "bridge"],
-            ["addr", "add", f"{GATEWAY}/24", "dev", "br0"],
-            ["link", "set", "br0", "up"],
-            ["link", "set", "lo", "up"],
-            ["tuntap", "add", "tap0", "mode", "tap"],
-            ["link", "set", "tap0", "master", "br0", "up"],
-        ):
-            proc.run(["ip", "-n", name, *command])
+    with vm_netns("ichor-vm", GATEWAY) as name:
         yield name
-    finally:
-        proc.run(["ip", "netns", "delete", name], check=False)
 
 
-def _talosctl(netns: str, home: Path, *args: str) -> proc.Completed:
-    env = {"HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    if "PYTHONPATH" in os.environ:
-        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    return proc.run(
-        ["ip", "netns", "exec", netns, sys.executable, "-m", "ichor", *args],
-        env=env,
-        check=False,
-        timeout=120,
-    )
+_talosctl = talosctl_in
 
 
 def test_the_image_boots_into_maintenance_mode_on_metal(

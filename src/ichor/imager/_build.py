@@ -1,12 +1,13 @@
 """The profiles: what each output is made of, and writing it into the output directory atomically.
 
 ``kernel`` is the Debian kernel's ``vmlinuz`` as ``vmlinuz-amd64``; ``initramfs`` is a newc cpio
-(stage 1, its modules, busybox and the three layers) as ``initramfs-amd64.xz`` (Talos's name; left
-uncompressed, which the kernel accepts under any name); ``iso`` (:mod:`._iso`), ``metal``
-(:mod:`._metal`) and ``installer`` (:mod:`._installer_image`) are made from those two. Intermediate
-files live in a hidden scratch directory inside the output directory, removed whatever happens, so
-the finished artefact is renamed into place and a failure leaves the directory as it was.
-:func:`build` returns each artefact with its sha256.
+(stage 1, its modules, busybox, the three layers and the installer's kernel and GRUB images,
+:mod:`._initramfs`) as ``initramfs-amd64.xz`` (Talos's name; left uncompressed, which the kernel
+accepts under any name); ``iso`` (:mod:`._iso`), ``metal`` (:mod:`._metal`) and ``installer``
+(:mod:`._installer_image`) are made from those two. Intermediate files live in a hidden scratch
+directory inside the output directory, removed whatever happens, so the finished artefact is renamed
+into place and a failure leaves the directory as it was. :func:`build` returns each artefact with
+its sha256.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from enum import StrEnum
 from pathlib import Path
 
 import ichor
-from ichor.imager import InputError, OutputError, _cmdline, _inputs, _layers, _modules
+from ichor.imager import InputError, OutputError, _cmdline, _initramfs, _inputs, _layers, _modules
 from ichor.imager._cpio import Entry, write_newc
 from ichor.imager._installer_image import make_installer_image
 from ichor.imager._iso import GRUB_LIB, make_iso
@@ -321,6 +322,8 @@ class _Builder:
             target = tree / _layers.SITE / "ichor"
             shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
             (tree / "sbin").mkdir()
+            # Stage 1 mounts what the installer needs here (imager/_initramfs.py).
+            (tree / "usr/install").mkdir(parents=True)
             (tree / "sbin/init").write_text(_INIT)
             (tree / "sbin/init").chmod(0o755)
             (tree / "etc").mkdir()
@@ -336,6 +339,35 @@ class _Builder:
 
     # outputs ------------------------------------------------------------------------------
 
+    def grub_images(self) -> dict[str, Path]:
+        """GRUB's BOOTX64.EFI, core.img and boot.img from the pinned GRUB packages (cached by their hashes)."""
+        from ichor.installer import build_grub_images
+
+        entries = {deb.package: (path, sha) for deb, path, sha in self.of_layer("grub")}
+        wanted = {"grub-efi-amd64-bin": "x86_64-efi", "grub-pc-bin": "i386-pc"}
+        missing = sorted(set(wanted) - set(entries))
+        if missing:
+            raise InputError(f"{self.options.debs_lock}: layer 'grub' lacks {', '.join(missing)}")
+        key = hashlib.sha256(
+            f"{BUILDER_VERSION} {sorted(sha for _, sha in entries.values())}".encode()
+        ).hexdigest()[:16]
+        target = self.cache / "grub" / key
+        if not target.is_dir():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=".g-"))
+            try:
+                lib = scratch / "lib"
+                lib.mkdir()
+                for package, platform in wanted.items():
+                    path, sha = entries[package]
+                    (lib / platform).symlink_to(self.extracted(path, sha) / "usr/lib/grub" / platform)
+                self.say("building GRUB's EFI and BIOS images (grub-mkimage)")
+                build_grub_images(scratch / "out", grub_lib=lib)
+                os.replace(scratch / "out", target)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+        return {name: target / name for name in _initramfs.GRUB_IMAGES}
+
     def initramfs_entries(self) -> Iterator[Entry]:
         kernel_root, kver = self.kernel()
         busybox_entries = self.of_layer("initramfs")
@@ -348,23 +380,16 @@ class _Builder:
         moddir = kernel_root / "lib/modules" / kver
         order = _modules.load_order(_modules.read_modules_dep(moddir), _modules.STAGE1_MODULES)
         layers = [self.base_layer(), self.pydeps_layer(), self.ichor_layer()]
-        yield from (Entry(d) for d in ("bin", "dev", "layers", "lib", "lib/modules", "proc", "root", "sys"))
-        yield Entry("dev/console", mode=0o600, char_device=(5, 1))
-        yield Entry("bin/busybox", path=str(busybox))
-        yield Entry("init", data=INIT_SCRIPT.encode())
-        yield Entry("modules.load", mode=0o644, data="".join(m + "\n" for m in order).encode())
-        made: set[str] = {"lib/modules"}
-        for module in order:
-            parts = Path(module).parts[:-1]
-            for i in range(1, len(parts) + 1):
-                directory = "lib/modules/" + "/".join(parts[:i])
-                if directory not in made:
-                    made.add(directory)
-                    yield Entry(directory)
-            yield Entry(f"lib/modules/{module}", mode=0o644, path=str(moddir / module))
-        yield Entry("rootfs.sqsh", mode=0o644, path=str(layers[0]))
-        yield Entry("layers/10-pydeps.sqsh", mode=0o644, path=str(layers[1]))
-        yield Entry("layers/20-ichor.sqsh", mode=0o644, path=str(layers[2]))
+        files = _initramfs.InitramfsFiles(
+            busybox=busybox,
+            init=INIT_SCRIPT.encode(),
+            modules=[(module, moddir / module) for module in order],
+            rootfs=layers[0],
+            layers=[("10-pydeps.sqsh", layers[1]), ("20-ichor.sqsh", layers[2])],
+            kernel=kernel_root / "boot" / f"vmlinuz-{kver}",
+            grub=self.grub_images(),
+        )
+        yield from _initramfs.entries(files)
 
 
 def _write_bytes(out: io.BufferedWriter, data: bytes) -> None:

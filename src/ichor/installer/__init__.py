@@ -16,15 +16,18 @@ config's ``machine.install.disk`` does) and never reboots.
 """
 
 from ichor.installer._filesystems import format_if_blank
+from ichor.installer._grub_images import GrubImages, build_grub_images
 from ichor.installer._install import InstallResult, InstallSpec, install
 from ichor.installer._reset import reset_partitions
 from ichor.installer._upgrade import upgrade_disk
 from ichor.machinery.errors import InstallError
 
 __all__ = [
+    "GrubImages",
     "InstallError",
     "InstallResult",
     "InstallSpec",
+    "build_grub_images",
     "format_if_blank",
     "install",
     "reset_partitions",

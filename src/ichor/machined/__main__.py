@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
             own_uts=args.own_uts or args.platform.owns_kernel,
             block_devices=Path("/sys/block") if args.platform is Platform.METAL else None,
             kernel_log=Path("/dev/kmsg") if args.platform is Platform.METAL else None,
+            mount_table=Path("/proc/self/mounts") if args.platform is Platform.METAL else None,
         ),
         config_source=args.config,
     )

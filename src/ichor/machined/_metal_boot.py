@@ -5,7 +5,9 @@ before any controller runs, picks the node's address (``ip=``'s, else the first 
 a link has after a short wait, else ``0.0.0.0``: maintenance mode then listens on every address),
 fetches ``talos.config=<url>`` when given (Talos's ``${uuid}``, ``${serial}``, ``${mac}``,
 ``${hostname}`` substituted; retried with the reason on the console for up to 5 minutes, then
-maintenance mode) and runs ``python -m ichor.machined --root / --platform metal [--config FILE]``.
+maintenance mode), mounts an installed disk's STATE on ``/system/state`` and EPHEMERAL on ``/var``
+(formatted on first mount; ``installation.mount_system_partitions``) and runs
+``python -m ichor.machined --root / --platform metal [--config FILE]``.
 
 Addresses set here are the kernel's, not a layer's: the address controllers leave what they did
 not add (``controllers/network/apply.py``), so ``get addresses`` shows them and nothing removes
@@ -128,8 +130,12 @@ async def _bring_up(ip: IPArg | None, say: object) -> str:
 def run(args: KernelArgs) -> int:
     """Bring the network up as the kernel arguments say, then run machined; its exit code."""
     address = asyncio.run(_bring_up(args.ip, print))
+    from ichor.machined.installation import mount_system_partitions
+
+    # An installed machine: STATE (the config) and EPHEMERAL (/var) before machined looks for them.
+    mount_system_partitions(print)
     argv = ["--root", "/", "--address", address, "--platform", "metal"]
-    if args.config_url:
+    if args.config_url and not Path("/system/state/config.yaml").exists():
         url = config_url(
             args.config_url, uuid=_read("/sys/class/dmi/id/product_uuid"),
             serial=_read("/sys/class/dmi/id/product_serial"), mac=asyncio.run(_first_mac()),

@@ -272,8 +272,13 @@ class ConfigStore:
         say: Callable[[str], None],
         clock: Callable[[], datetime],
         source: Path | None = None,
+        install_check: Callable[[LoadedConfig], str | None] | None = None,
     ) -> None:
         self.layout = layout
+        self.install_check = install_check
+        """Maintenance mode only, on nodes that install to disk: what the install of a config would
+        do (printed by ``--dry-run``; None when nothing is installed), or MachineryError saying why
+        it cannot; run before the apply replies (``installation.DiskInstallation.plan``)."""
         self.state = state
         self.events = events
         self.say = say
@@ -348,7 +353,19 @@ class ConfigStore:
                 Status.INVALID_ARGUMENT, f"configuration validation failed: {exc}{detail}"
             ) from None
         if self._maintenance is not None:
-            return self._apply_in_maintenance(request, new)
+            install = None
+            if self.install_check is not None:
+                try:
+                    install = await asyncio.to_thread(self.install_check, new)
+                except MachineryError as exc:
+                    hint = f"\n{exc.hint}" if exc.hint else ""
+                    raise GRPCError(
+                        Status.INVALID_ARGUMENT,
+                        f"configuration validation failed: 1 error occurred:\n\t* {exc}\n\n{hint}".rstrip(
+                            "\n"
+                        ),
+                    ) from None
+            return self._apply_in_maintenance(request, new, install)
         assert self.active is not None
         old = self.active
         check = await asyncio.to_thread(_compare, old, new)
@@ -420,7 +437,7 @@ class ConfigStore:
         self._try_revert = asyncio.get_running_loop().call_later(timeout.total_seconds(), revert)
 
     def _apply_in_maintenance(
-        self, request: machine_pb2.ApplyConfigurationRequest, new: LoadedConfig
+        self, request: machine_pb2.ApplyConfigurationRequest, new: LoadedConfig, install: str | None = None
     ) -> machine_pb2.ApplyConfiguration:
         assert self._maintenance is not None
         if request.mode not in (APPLY_MODES.AUTO, APPLY_MODES.REBOOT, APPLY_MODES.TRY):
@@ -432,7 +449,8 @@ class ConfigStore:
         if request.dry_run:
             return machine_pb2.ApplyConfiguration(
                 mode=request.mode,
-                mode_details="Dry run summary:\nNode is running in maintenance mode and does not have a config yet.",
+                mode_details="Dry run summary:\nNode is running in maintenance mode and does not have a config yet."
+                + (f"\nThe config would install to disk:\n{install}" if install else ""),
             )
         reply = machine_pb2.ApplyConfiguration(mode=request.mode, mode_details="Applied configuration with a reboot",
                                                warnings=list(new.warnings))  # fmt: skip

@@ -8,7 +8,8 @@ What a kernel expects of init and what Talos's machined does before its controll
   so machined can write ``hosts``/``resolv.conf`` over the read-only image;
 * load the modules the hardware asks for (coldplug: every ``modalias`` under ``/sys/devices``
   through kmod's ``modprobe``, which honours softdeps, repeated while new devices appear), in a
-  thread while machined starts;
+  thread while machined starts, then ``/run/ichor/coldplug-done`` (machined's start waits for it
+  before looking for an installed disk);
 * read the kernel command line (:mod:`ichor.machined.kernelargs`); unknown ``talos.*`` arguments
   are reported, never fatal;
 * run machined (``python -m ichor.machined --platform metal``) as its child, forward SIGTERM/SIGINT
@@ -41,8 +42,10 @@ from pathlib import Path
 
 from ichor.machined.kernelargs import KernelArgs
 
-__all__ = ["MARKER", "MOUNTS", "coldplug_aliases", "main"]
+__all__ = ["COLDPLUG_DONE", "MARKER", "MOUNTS", "coldplug_aliases", "coldplug_then_mark", "main"]
 
+COLDPLUG_DONE = "/run/ichor/coldplug-done"
+"""Written once module coldplug has finished (:func:`coldplug_then_mark`)."""
 MARKER = "ichor-metal: PID 1 up"
 """The first line PID 1 prints (boot benchmarks time the rootfs's start by it)."""
 
@@ -148,6 +151,19 @@ def coldplug(say: Callable[[str], None], rounds: int = 4) -> int:
     loaded = _loaded_modules() - loaded_before
     say(f"coldplug: {len(seen)} devices, loaded {len(loaded)} modules: {' '.join(sorted(loaded))}")
     return len(loaded)
+
+
+def coldplug_then_mark(say: Callable[[str], None], done: Path = Path(COLDPLUG_DONE)) -> None:
+    """:func:`coldplug`, then :data:`COLDPLUG_DONE` (machined's start waits for it before it looks
+    for an installed disk: the disks' drivers are loaded by then), whatever coldplug did."""
+    try:
+        coldplug(say)
+    except Exception as err:  # PID 1 reports and goes on
+        say(f"coldplug failed: {err}")
+    finally:
+        with contextlib.suppress(OSError):
+            done.parent.mkdir(parents=True, exist_ok=True)
+            done.write_text("")
 
 
 def _loaded_modules() -> set[str]:
@@ -305,7 +321,7 @@ def main() -> int:
             say(f"ichor-metal: talos.platform={args.platform} is not supported here; running as metal")
         # Coldplug runs while machined imports its stack: probing disks and links sleeps a lot
         # (SATA link detection), importing is CPU; machined waits for the links it needs.
-        code = _supervise(args, kmsg, lambda: coldplug(say))
+        code = _supervise(args, kmsg, lambda: coldplug_then_mark(say))
         say(f"ichor-metal: machined exited with code {code}")
     except BaseException as err:  # PID 1 never exits: anything unexpected is a fatal reboot
         for line in traceback.format_exception(err):

@@ -113,7 +113,9 @@ class Node:
         for controller in controllers:
             runtime.register(controller)
         say(f"Ichor {TALOS_VERSION}-compatible node booting on {layout.address} (root {layout.root})")
-        store = ConfigStore(layout, state, self.events, say=say, clock=self.clock, source=self.config_source)
+        install, install_check = self._installation()
+        store = ConfigStore(layout, state, self.events, say=say, clock=self.clock, source=self.config_source,
+                            install_check=install_check)  # fmt: skip
         try:
             async with (
                 _running(runtime.run(), "controller-runtime"),
@@ -129,13 +131,36 @@ class Node:
                         layout, state, store, hostname=default_hostname(layout.address), say=say, clock=self.clock
                     ),
                     leave_etcd=system.etcd_ops.leave_before_reset,
-                    background=system.background,
+                    background=system.background, install=install,
                 ))  # fmt: skip
                 system.lifecycle = self.sequencer
                 return await self.sequencer.run()
         finally:
             say("node process exiting")
             console.close()
+
+    def _installation(
+        self,
+    ) -> tuple[
+        Callable[[LoadedConfig, Callable[[str], None]], None] | None,
+        Callable[[LoadedConfig], str | None] | None,
+    ]:
+        """The install step and its check, on a platform that installs to disk and is not installed."""
+        layout = self.layout
+        if not layout.platform.installs_to_disk or layout.block_devices is None:
+            return None, None
+        from ichor.machined.installation import DiskInstallation
+
+        disks = DiskInstallation(sys_block=layout.block_devices, state_dir=layout.state_dir)
+        if disks.installed():
+            return None, None
+
+        def install(loaded: LoadedConfig, printf: Callable[[str], None]) -> None:
+            plan = disks.plan(loaded.config)
+            printf(plan.summary())
+            disks.install(plan, loaded.text, printf)
+
+        return install, lambda loaded: disks.plan(loaded.config).summary()
 
 
 @contextlib.asynccontextmanager

@@ -66,6 +66,11 @@ class Platform(StrEnum):
         )
 
     @property
+    def installs_to_disk(self) -> bool:
+        """A config applied to an uninstalled node installs Talos's system disk first (metal)."""
+        return self is Platform.METAL
+
+    @property
     def mode(self) -> str:
         """Talos's runtime mode (``metal``, ``cloud``, ``container``): a node sharing the host's
         kernel runs in ``container`` mode, as Talos does in docker."""
@@ -101,6 +106,9 @@ class Layout:
     kernel_log: Path | None = None
     """The node's own kernel log (``/dev/kmsg`` on metal), what ``talosctl dmesg`` reads; None when
     the kernel is the host's and ``dmesg`` shows the node's console log."""
+    mount_table: Path | None = None
+    """The node's own mount table (``/proc/self/mounts`` on metal), what ``talosctl mounts`` lists;
+    None when the mounts are the host's and ``mounts`` shows the system partitions' directories."""
 
     def kernel_param_refusal(self, path: PurePosixPath) -> str | None:
         """Why this node may not write the kernel parameter file ``path``; None when it may: the

@@ -12,7 +12,10 @@ and ``reset`` trackers wait for); a reset runs Talos's ``leave``/``leaveEtcd``,
 with chosen partitions). Events of a requested sequence carry the request's actor id.
 
 * **boot**: acquire the config (STATE, else the node's config source) -> maintenance mode when
-  there is none -> save and activate it -> load and start the services -> running;
+  there is none -> on a node that installs to disk and is not installed yet, **install** (Talos's
+  ``install`` sequence, in a worker thread; success reboots into the installed system, failure
+  returns to maintenance mode saying why) -> save and activate it -> load and start the services
+  -> running;
 * **reboot** / **shutdown**: stop every service, then :meth:`Sequencer.run` returns the launcher's
   exit code (:data:`~ichor.machined.platform.EXIT_REBOOT` / ``EXIT_POWEROFF``);
 * **reset**: leave etcd when graceful (a failure stops the reset: nothing is wiped), write
@@ -36,7 +39,7 @@ from typing import Any
 from ichor.api.gen.common import common_pb2
 from ichor.api.gen.machine import machine_pb2
 from ichor.machined.configstore import ConfigStore, LoadedConfig
-from ichor.machined.cosi import EmptySpec, EventType, Source, State
+from ichor.machined.cosi import EmptySpec, EventType, Source, State, clear_wait, publish_wait
 from ichor.machined.events import EventBus
 from ichor.machined.platform import EXIT_POWEROFF, EXIT_REBOOT, Layout
 from ichor.machined.resources import (
@@ -47,12 +50,15 @@ from ichor.machined.resources import (
     MachineStage,
 )
 from ichor.machined.services import Service, Supervisor
+from ichor.machinery.errors import MachineryError
 
 __all__ = ["NodeParts", "Sequencer"]
 
 REQUEST_DELAY = 0.2
 """Seconds between an accepted reboot/shutdown/reset request and its start: the reply leaves first."""
 DISCOVERY_LEAVE_TIMEOUT = 5.0
+INSTALL_WAIT_ID = "install"
+"""The ``waits`` resource an install in progress (or its failure) is reported in."""
 RESET_KEEPS = ("apid", "machined")
 """Services a reset leaves running while it wipes (the API answers until the node stops)."""
 
@@ -77,6 +83,9 @@ class NodeParts:
     """Graceful reset: leave etcd; returns why it could not, if so."""
     background: Callable[[], Sequence[Callable[[], Coroutine[Any, Any, None]]]] = lambda: ()
     """Long-lived tasks to run while the node runs (e.g. etcd following its spec)."""
+    install: Callable[[LoadedConfig, Callable[[str], None]], None] | None = None
+    """Install to disk with a config (blocking: run in a worker thread; it reports progress lines
+    through its second argument), on a node that installs to disk and is not installed yet."""
 
 
 class Sequencer:
@@ -125,11 +134,28 @@ class Sequencer:
         self._stage(MachineStage.BOOTING)
         self._sequence_event("initialize", "")
         loaded = await parts.store.acquire()
-        if loaded is None:
-            self._stage(MachineStage.MAINTENANCE)
-            loaded = await self._race_stop(parts.maintenance())
+        while True:
             if loaded is None:
-                return await self._stop
+                self._stage(MachineStage.MAINTENANCE)
+                loaded = await self._race_stop(parts.maintenance())
+                if loaded is None:
+                    return await self._stop
+            if parts.install is None:
+                break
+            problem = await self._install(loaded, parts.install)
+            if problem is None:
+                parts.say("installation complete: rebooting into the installed system")
+                self._stage(MachineStage.REBOOTING)
+                self._sequence_event("reboot", "")
+                return EXIT_REBOOT
+            # A failed install leaves the node in maintenance mode, saying why (console and waits).
+            parts.say(
+                f"installation failed: {problem}; staying in maintenance mode "
+                "(fix machine.install and apply the config again)"
+            )
+            publish_wait(parts.state, INSTALL_WAIT_ID, owner="", waiting_for="a machine config that installs",
+                         reason=f"installation failed: {problem}", now=parts.clock())  # fmt: skip
+            loaded = None
         self._sequence_event("initialize", "", stop=True)
         self._sequence_event("boot", "")
         parts.store.activate(loaded)
@@ -161,6 +187,39 @@ class Sequencer:
             with self._phase("stopEverything", "stopAllServices"):
                 await parts.supervisor.stop_all()
         return code
+
+    async def _install(
+        self, loaded: LoadedConfig, install: Callable[[LoadedConfig, Callable[[str], None]], None]
+    ) -> str | None:
+        """Talos's install sequence: the installer's disk step and the config saved to STATE, in a
+        worker thread (the API keeps answering), progress on the console and as the ``install``
+        wait; the reason when it failed."""
+        parts = self.parts
+        loop = asyncio.get_running_loop()
+        self._stage(MachineStage.INSTALLING)
+        self._sequence_event("install", "")
+
+        def progress(line: str) -> None:
+            parts.say(f"install: {line}")
+            publish_wait(parts.state, INSTALL_WAIT_ID, owner="", waiting_for="the installation to disk",
+                         reason=line.splitlines()[0] if line else line, now=parts.clock())  # fmt: skip
+
+        def printf(line: str) -> None:
+            loop.call_soon_threadsafe(progress, line)
+
+        try:
+            with self._phase("install", "install"):
+                await asyncio.to_thread(install, loaded, printf)
+        except MachineryError as err:
+            problem = f"{err}" + (f" ({err.hint})" if err.hint else "")
+        except Exception as err:  # any failure must leave the node in maintenance mode
+            problem = f"{type(err).__name__}: {err}"
+        else:
+            clear_wait(parts.state, INSTALL_WAIT_ID, owner="")
+            self._sequence_event("install", "", stop=True)
+            return None
+        self._sequence_event("install", "", stop=True, error=problem)
+        return problem
 
     def _hostname(self, loaded: LoadedConfig) -> str:
         from ichor.machined.controllers.network import hostname_of

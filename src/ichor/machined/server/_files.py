@@ -336,7 +336,10 @@ def copy_tar_gz(layout: Layout, talos_path: str) -> Iterator[bytes]:
 
 
 def mounts(layout: Layout) -> list[machine_pb2.MountStat]:
-    """``talosctl mounts``: the node's system partitions and the filesystem each lives on."""
+    """``talosctl mounts``: the node's system partitions and the filesystem each lives on; on a
+    machine of its own, every mount of its mount table with a size (``/dev/vda5 ... /system/state``)."""
+    if layout.mount_table is not None:
+        return _mount_table(layout.mount_table)
     stats = []
     for label, directory in PARTITIONS.items():
         mounted_on = f"/{directory}"
@@ -351,6 +354,30 @@ def mounts(layout: Layout) -> list[machine_pb2.MountStat]:
                 size=fs.f_blocks * fs.f_frsize,
                 available=fs.f_bavail * fs.f_frsize,
                 mounted_on=mounted_on,
+            )
+        )
+    return stats
+
+
+def _mount_table(table: Path) -> list[machine_pb2.MountStat]:
+    stats = []
+    for line in table.read_text().splitlines():
+        fields = line.split()
+        if len(fields) < 2:
+            continue
+        source, target = fields[0], fields[1].replace("\\040", " ")
+        try:
+            fs = os.statvfs(target)
+        except OSError:
+            continue
+        if fs.f_blocks == 0:  # proc, sysfs, cgroup...: nothing to report, as Talos skips them
+            continue
+        stats.append(
+            machine_pb2.MountStat(
+                filesystem=source,
+                size=fs.f_blocks * fs.f_frsize,
+                available=fs.f_bavail * fs.f_frsize,
+                mounted_on=target,
             )
         )
     return stats

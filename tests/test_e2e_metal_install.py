@@ -1,0 +1,232 @@
+"""V2/V5, install to disk: maintenance mode -> ``apply-config --insecure`` -> installed -> reboot from disk.
+
+Boots the imager's kernel + initramfs (``-kernel``/``-initrd``) with a blank 3 GiB virtio disk, in
+a network namespace the test makes (bridge + tap, static ``ip=``), under UEFI (OVMF) or legacy BIOS
+(SeaBIOS). In maintenance mode it checks Talos's refusal of a missing install disk (listing
+``/dev/vda``) and the ``--dry-run`` plan, then applies a control-plane config with
+``machine.install.disk: /dev/vda`` and ``extraKernelArgs`` (the node's ``ip=`` and ``-console=tty0``,
+so the installed entries keep the serial console). QEMU runs with ``-no-reboot``: the guest's reboot
+after the install ends it, and the test relaunches it from the disk alone (no ``-kernel``), so
+GRUB (BOOTX64.EFI, or boot.img + core.img) boots slot A. The installed node must come up
+configured from STATE with EPHEMERAL on ``/var``: ``talosctl version`` with the generated
+talosconfig answers and ``mounts`` shows both; under UEFI, ``bootstrap`` then brings etcd to
+``HEALTH OK`` (its data on EPHEMERAL).
+
+Time budget, measured on 2 cores (QEMU TCG, 1 vCPU, other VMs queued on the lock): UEFI 206 s
+(maintenance 68 s, installed 85 s -- the install itself 16 s in the guest --, after the relaunch
+config loaded from STATE 82 s and the API answering 100 s, bootstrap to etcd healthy 15 s); legacy
+BIOS 179 s (maintenance 44 s, installed 61 s, config loaded 92 s, API 112 s after the relaunch); the
+file with both and a warm image build took 414 s. Each test allows about 15 min. Everything is removed afterwards, on failure too: QEMU by PID,
+then the namespace (its bridge and tap go with it).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from vm_helpers import talosctl_in, vm_netns
+
+from ichor.imager.vm import SerialLog, VMSpec, qemu_command
+from ichor.machinery import proc
+
+pytestmark = [pytest.mark.e2e, pytest.mark.vm, pytest.mark.root, pytest.mark.slow]
+
+NODE_IP = "10.78.0.2"
+GATEWAY = "10.78.0.1"
+OVMF_CODE = Path("/usr/share/OVMF/OVMF_CODE_4M.fd")
+OVMF_VARS = Path("/usr/share/OVMF/OVMF_VARS_4M.fd")
+IP_ARG = f"ip={NODE_IP}::{GATEWAY}:255.255.255.0::eth0:off"
+
+
+def _skip_reasons() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespace, bridge, tap)"
+    for tool in ("qemu-system-x86_64", "mksquashfs", "ip", "apt-get", "dpkg-deb", "depmod", "grub-mkimage"):
+        if shutil.which(tool) is None:
+            return f"needs {tool} (scripts/os-packages.txt)"
+    if not OVMF_CODE.exists():
+        return f"needs {OVMF_CODE} (ovmf)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    reason = _skip_reasons()
+    if reason:
+        pytest.skip(reason)
+    out = tmp_path_factory.mktemp("image")
+    for profile in ("kernel", "initramfs"):
+        proc.run([sys.executable, "-m", "ichor.imager", profile, "--output", str(out)], timeout=1200)
+    return out / "vmlinuz-amd64", out / "initramfs-amd64.xz"
+
+
+@pytest.fixture
+def netns() -> Iterator[str]:
+    with vm_netns("ichor-inst", GATEWAY) as name:
+        yield name
+
+
+_talosctl = talosctl_in
+
+
+def _without_direct_kernel(command: list[str]) -> list[str]:
+    """The same QEMU, booting from its disk: ``-kernel``/``-initrd``/``-append`` dropped."""
+    out: list[str] = []
+    skip = False
+    for arg in command:
+        if skip:
+            skip = False
+            continue
+        if arg in ("-kernel", "-initrd", "-append"):
+            skip = True
+            continue
+        out.append(arg)
+    return out
+
+
+def _configs(tmp_path: Path, *, legacy_bios: bool) -> Path:
+    patch = tmp_path / "install.yaml"
+    patch.write_text(
+        "machine:\n  install:\n    disk: /dev/vda\n"
+        f"    legacyBIOSSupport: {'true' if legacy_bios else 'false'}\n"
+        f'    extraKernelArgs: ["-console=tty0", "{IP_ARG}"]\n'
+        # No time server or discovery service is reachable from the test's namespace.
+        "  time:\n    disabled: true\n"
+        "cluster:\n  discovery:\n    enabled: false\n"
+    )
+    out = tmp_path / "configs"
+    made = proc.run(
+        [sys.executable, "-m", "ichor", "gen", "config", "metal-install", f"https://{NODE_IP}:6443",
+         "--install-disk", "/dev/vda", "--config-patch", f"@{patch}", "--output", str(out)],
+        env={**os.environ, "HOME": str(tmp_path)}, check=False,
+    )  # fmt: skip
+    assert made.exit_code == 0, made.stdout + made.stderr
+    return out
+
+
+@pytest.mark.parametrize("firmware", ["uefi", "bios"])
+def test_apply_config_installs_and_the_node_boots_configured_from_disk(
+    image: tuple[Path, Path], netns: str, tmp_path: Path, firmware: str
+) -> None:
+    kernel, initrd = image
+    disk = tmp_path / "disk0.raw"
+    with disk.open("wb") as f:
+        f.truncate(3 << 30)
+    firmware_args: list[str] = []
+    if firmware == "uefi":
+        vars_copy = tmp_path / "OVMF_VARS.fd"
+        shutil.copyfile(OVMF_VARS, vars_copy)
+        firmware_args = [
+            "-drive", f"if=pflash,format=raw,unit=0,readonly=on,file={OVMF_CODE}",
+            "-drive", f"if=pflash,format=raw,unit=1,file={vars_copy}",
+        ]  # fmt: skip
+    configs = _configs(tmp_path, legacy_bios=firmware == "bios")
+    serial = tmp_path / "serial-1.log"
+    spec = VMSpec(
+        kernel=kernel, initrd=initrd, serial=serial, disk=disk, tap="tap0", memory_mb=1536,
+        cmdline=f"console=ttyS0 talos.platform=metal printk.devkmsg=on {IP_ARG}",
+    )  # fmt: skip
+    command = [*qemu_command(spec), *firmware_args]
+    started = time.monotonic()
+    vm = proc.start(
+        ["ip", "netns", "exec", netns, "nice", "-n", "10", *command], output=tmp_path / "qemu-1.log"
+    )
+    log = SerialLog(serial, started)
+    relaunched = None
+    try:
+        alive = lambda: vm.poll() is None  # noqa: E731
+        maintenance = log.wait_for(
+            rf"talosctl apply-config --insecure --nodes {NODE_IP} --file", 300, alive=alive
+        )
+
+        # Talos's refusal, listing the disks the node has, and nothing installed.
+        wrong = tmp_path / "wrong.yaml"
+        wrong.write_text(
+            (configs / "controlplane.yaml").read_text().replace("disk: /dev/vda", "disk: /dev/sda")
+        )
+        refused = _talosctl(
+            netns, tmp_path, "apply-config", "--insecure", "-n", NODE_IP, "--file", str(wrong)
+        )
+        assert refused.exit_code != 0
+        assert 'specified install disk does not exist: "/dev/sda"' in refused.stderr, refused.stderr
+        assert "/dev/vda" in refused.stderr, refused.stderr
+        dry = _talosctl(netns, tmp_path, "apply-config", "--insecure", "-n", NODE_IP, "--dry-run",
+                        "--file", str(configs / "controlplane.yaml"))  # fmt: skip
+        assert dry.exit_code == 0, dry.stdout + dry.stderr
+        assert "install disk: /dev/vda" in dry.stdout and "machine.install.disk is /dev/vda" in dry.stdout, (
+            dry.stdout
+        )
+        assert "it holds no partitions" in dry.stdout
+
+        applied = _talosctl(netns, tmp_path, "apply-config", "--insecure", "-n", NODE_IP,
+                            "--file", str(configs / "controlplane.yaml"))  # fmt: skip
+        assert applied.exit_code == 0, applied.stdout + applied.stderr
+        installed = log.wait_for(
+            "installation complete: rebooting into the installed system", 600, alive=alive
+        )
+        console = log.text()
+        assert "install: partitioning /dev/vda: EFI, BIOS, BOOT, META, STATE, EPHEMERAL" in console
+        assert "install: saved the machine config to STATE" in console
+        assert vm.wait(timeout=120) == 0, "QEMU (-no-reboot) did not exit on the guest's reboot"
+        print(f"{firmware}: maintenance {maintenance:.1f} s, installed {installed:.1f} s")
+
+        # The second boot: firmware -> GRUB on the disk -> slot A -> the installed system.
+        serial2 = tmp_path / "serial-2.log"
+        second = [a if a != f"file:{serial}" else f"file:{serial2}" for a in _without_direct_kernel(command)]
+        restarted = time.monotonic()
+        relaunched = proc.start(["ip", "netns", "exec", netns, "nice", "-n", "10", *second],
+                                output=tmp_path / "qemu-2.log")  # fmt: skip
+        log2 = SerialLog(serial2, restarted)
+        alive2 = lambda: relaunched.poll() is None  # noqa: E731
+        loaded = log2.wait_for("Talos machine config loaded successfully from STATE", 400, alive=alive2)
+        boot = log2.text()
+        assert re.search(r"mounted STATE \(/dev/vda5\) on /system/state", boot), boot[-3000:]
+        assert re.search(r"mounted EPHEMERAL \(/dev/vda6\) on /var", boot), boot[-3000:]
+        talosconfig = str(configs / "talosconfig")
+        deadline = time.monotonic() + 300
+        while True:
+            version = _talosctl(netns, tmp_path, "--talosconfig", talosconfig, "-e", NODE_IP, "-n", NODE_IP,
+                                "version")  # fmt: skip
+            if version.exit_code == 0 or time.monotonic() > deadline:
+                break
+            time.sleep(5)
+        assert version.exit_code == 0, version.stdout + version.stderr + log2.text()[-3000:]
+        assert "Server:" in version.stdout and NODE_IP in version.stdout
+        answered = time.monotonic() - restarted
+        mounts = _talosctl(
+            netns, tmp_path, "--talosconfig", talosconfig, "-e", NODE_IP, "-n", NODE_IP, "mounts"
+        )
+        assert mounts.exit_code == 0, mounts.stderr
+        assert re.search(r"/dev/vda5\s.*\s/system/state\n", mounts.stdout), mounts.stdout
+        assert re.search(r"/dev/vda6\s.*\s/var\n", mounts.stdout), mounts.stdout
+        if firmware == "uefi":  # etcd on the installed disk (EPHEMERAL): bootstrap, then healthy
+            boot_started = time.monotonic()
+            node = ("--talosconfig", talosconfig, "-e", NODE_IP, "-n", NODE_IP)
+            bootstrap = _talosctl(netns, tmp_path, *node, "bootstrap")
+            assert bootstrap.exit_code == 0, bootstrap.stdout + bootstrap.stderr
+            deadline = time.monotonic() + 300
+            etcd = _talosctl(netns, tmp_path, *node, "service", "etcd")
+            while "HEALTH   OK" not in etcd.stdout and time.monotonic() < deadline:
+                time.sleep(5)
+                etcd = _talosctl(netns, tmp_path, *node, "service", "etcd")
+            assert "STATE    Running" in etcd.stdout and "HEALTH   OK" in etcd.stdout, (
+                etcd.stdout + etcd.stderr
+            )
+            print(f"uefi: bootstrap to etcd healthy {time.monotonic() - boot_started:.1f} s")
+        print(
+            f"{firmware}: second boot: config loaded {loaded:.1f} s, API answering {answered:.1f} s; "
+            f"total {time.monotonic() - started:.1f} s"
+        )
+    finally:
+        vm.stop(timeout=5)
+        if relaunched is not None:
+            relaunched.stop(timeout=5)
+            print(SerialLog(tmp_path / "serial-2.log", 0).text()[-5000:])
+        print(log.text()[-5000:])
