@@ -40,6 +40,14 @@ class NodeRecord:
     """Its eth1 address on the cluster's ``--extra-cidr`` ("" without one)."""
     extra_mac: str = ""
     """Its eth1 MAC (that address's DHCP reservation)."""
+    taps: list[str] = field(default_factory=list)
+    """A VM's tap devices on the cluster bridge, one per NIC (qemu nodes)."""
+    macs: list[str] = field(default_factory=list)
+    """A VM's NICs' MACs, in order (the first is :attr:`mac`)."""
+    disks: list[str] = field(default_factory=list)
+    """A VM's disk image files, the system disk first (qemu nodes)."""
+    uuid: str = ""
+    """A VM's SMBIOS system UUID (Talos's machine UUID, ``${uuid}`` in ``talos.config=``)."""
 
 
 @dataclass
