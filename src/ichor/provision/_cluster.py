@@ -150,7 +150,7 @@ def create(
             hint=f"destroy it first: talosctl cluster destroy {cluster_flags(state, name)}",
         )
     provider = provisioner_for(provisioner)
-    container = provider.owns_network
+    bridged = provider.owns_network
     provider.check_host()
     addresses = provider.addresses(cidr, controlplanes + workers)
     provider.check_flags({"extra_cidr": extra_cidr, "nodes": controlplanes + workers, **(vm_flags or {})})
@@ -183,11 +183,11 @@ def create(
         with_registry = ",".join(dict.fromkeys([*hosts, *wanted])) or with_registry
     if with_registry is not None:
         check_registry_installed()
-        mirrors += mirrors_for(with_registry, net.gateway(cidr) if container else discovery_address(cidr))
-    if container:
+        mirrors += mirrors_for(with_registry, net.gateway(cidr) if bridged else discovery_address(cidr))
+    if bridged:
         nameservers = list(nameservers) or [net.gateway(cidr)]
         net.check_nameservers(cidr, nameservers)
-    for server in () if container else nameservers:
+    for server in () if bridged else nameservers:
         try:
             ipaddress.ip_address(server)
         except ValueError:
@@ -216,6 +216,7 @@ def create(
         vip=vip, endpoint=endpoint, init_node_as_endpoint=init_node_as_endpoint,
         input_dir=str(Path(input_dir).expanduser().resolve()) if input_dir else "", cpus=cpus, memory_mb=memory_mb,
         kubeconfig=str(kubeconfig.expanduser()) if kubeconfig is not None else "",
+        vm=dict(vm_flags or {}) if provider.name is ProvisionerName.QEMU else {},
     )  # fmt: skip
     for i in range(controlplanes + workers):
         kind = "controlplane" if i < controlplanes else "worker"
@@ -228,7 +229,7 @@ def create(
     try:
         provider.create_network(record, progress)
         if with_registry is not None:
-            _start_registry(record, container, progress)
+            _start_registry(record, bridged, progress)
         if local_kubernetes:
             _serve_kubernetes(record, progress)
         if extension_sources:
@@ -363,8 +364,8 @@ def _serve_kubernetes(record: ClusterRecord, progress: Callable[[str], None]) ->
                 shutil.copy2(plugin, target / plugin.name)
 
 
-def _start_registry(record: ClusterRecord, container: bool, progress: Callable[[str], None]) -> None:
-    address = net.gateway(record.cidr) if container else discovery_address(record.cidr)
+def _start_registry(record: ClusterRecord, bridged: bool, progress: Callable[[str], None]) -> None:
+    address = net.gateway(record.cidr) if bridged else discovery_address(record.cidr)
     state_dir = Path(record.state_dir)
     record.registry, child = start_registry(state_dir, address)
     record.registry_pid = child.pid

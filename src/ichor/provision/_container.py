@@ -303,6 +303,9 @@ class ContainerProvisioner:
         check_host()
 
     def check_flags(self, flags: dict[str, object]) -> None:
+        from ichor.provision._qemu import refuse_vm_flags
+
+        refuse_vm_flags(flags, "container nodes")
         extra_cidr, count = str(flags.get("extra_cidr") or ""), int(str(flags.get("nodes", 0)))
         if extra_cidr:
             net.node_addresses(extra_cidr, count, flag="--extra-cidr")

@@ -52,6 +52,9 @@ class ProcessProvisioner:
         return None
 
     def check_flags(self, flags: dict[str, object]) -> None:
+        from ichor.provision._qemu import refuse_vm_flags
+
+        refuse_vm_flags(flags, "process nodes")
         if flags.get("extra_cidr"):
             raise MachineryError(
                 "--extra-cidr needs container nodes (a process node has no network of its own)",

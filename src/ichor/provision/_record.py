@@ -129,6 +129,10 @@ class ClusterRecord:
     """Where create merges the cluster's admin kubeconfig once its waits pass ("": ``--skip-kubeconfig``)."""
     kube_context: str = ""
     """The context create merged there ("" until it did)."""
+    vm: dict[str, Any] = field(default_factory=dict)
+    """VM nodes: create's VM flags (``--disk``, ``--vmlinuz-path``, ...; :class:`~._qemu.VMOptions`)."""
+    accel: str = ""
+    """VM nodes: QEMU's accelerator, ``tcg`` or ``kvm`` (chosen by a canary boot; "" until chosen)."""
 
     @property
     def file(self) -> Path:

@@ -72,9 +72,11 @@ _EXTRA = " (--extra-cidr)"
 def recorded(record: ClusterRecord) -> HostParts:
     """What the record says the cluster made (create records each part before making it)."""
     found = HostParts(cgroups=[Path(d) for d in _unique(record.cgroups)])
-    if record.provisioner == "container":
+    if record.bridge:  # a node on the bridge without taps (a VM's) has veths
         networks = (1, 2) if record.extra_cidr else (1,)
-        found.veths = _unique(net.veth_name(record.name, n.name, i) for n in record.nodes for i in networks)
+        found.veths = _unique(
+            net.veth_name(record.name, n.name, i) for n in record.nodes if not n.taps for i in networks
+        )
     found.taps = _unique(tap for n in record.nodes for tap in n.taps)
     found.bridges = _unique([record.extra_bridge, record.bridge])
     found.firewalls = _unique([record.firewall])

@@ -170,8 +170,9 @@ def _destroy(
     if record is not None:
         forget_context(record, progress)
     if not survivors:
-        # Without a record the provisioner is unknown: the container one's parts are the widest.
-        provider = provisioner_for(record.provisioner if record else ProvisionerName.CONTAINER)
+        # Without a record the provisioner is unknown: the qemu one's parts are the widest (the
+        # container one's network, and taps).
+        provider = provisioner_for(record.provisioner if record else ProvisionerName.QEMU)
         found = provider.host_parts(record, name, state_dir, host)
         kept: MachineryError | None = None
         try:
