@@ -258,3 +258,35 @@ def test_destroy_removes_the_taps_before_the_bridge_even_without_a_record(tmp_pa
     assert order.index(bridge) > max(order.index(t) for n in record.nodes for t in n.taps)
     assert order[-1] == "10.5.0.0/24" and not host.everything()
     assert _remains.recorded(record).taps == [t for n in record.nodes for t in n.taps]
+
+
+def test_the_cli_hands_the_vm_flags_to_the_qemu_provisioner_only(
+    talosctl: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from ichor.provision import _cluster
+
+    calls: list[dict[str, Any]] = []
+    monkeypatch.setattr(_cluster, "create", lambda **kw: calls.append(kw))
+    r = talosctl("cluster", "create", "--provisioner", "qemu", "--disk", "2048", "--with-uefi=false",
+                 "--with-nics", "2", "--cpus", "1", "--memory", "1024", "--extra-disks", "1",
+                 "--extra-boot-kernel-args", "talos.dashboard.disabled=1", "--iso-path", "x.iso",
+                 "--with-apply-config", "--masters", "1", cwd=tmp_path)  # fmt: skip
+    assert r.exit_code == 0, r.stderr
+    (kw,) = calls
+    assert kw["provisioner"] == "qemu" and kw["cidr"] == "10.5.0.0/24"
+    assert kw["cpus"] == {} and kw["memory_mb"] == {}  # a VM's size, not a cgroup limit
+    vm = kw["vm_flags"]
+    assert (vm["disk_mb"], vm["with_uefi"], vm["nics"], vm["cpus"], vm["memory_mb"], vm["extra_disks"]) == (
+        2048, False, 2, "1", 1024, 1,
+    )  # fmt: skip
+    assert vm["with_apply_config"] is True and vm["with_bootloader"] is True
+    assert (
+        vm["iso_path"] == str(tmp_path / "x.iso")
+        and vm["extra_boot_kernel_args"] == "talos.dashboard.disabled=1"
+    )
+    r = talosctl("cluster", "create", "--provisioner", "container", "--with-apply-config")
+    assert r.exit_code == 1 and len(calls) == 1
+    assert "--with-apply-config is not supported by Ichor's cluster create" in r.stderr
+    assert "VM nodes take it (--provisioner qemu)" in r.stderr
+    r = talosctl("cluster", "create", "--provisioner=qemu", "--with-tpm2")
+    assert r.exit_code == 1 and "--with-tpm2 is not supported" in r.stderr
