@@ -290,3 +290,17 @@ def test_the_cli_hands_the_vm_flags_to_the_qemu_provisioner_only(
     assert "VM nodes take it (--provisioner qemu)" in r.stderr
     r = talosctl("cluster", "create", "--provisioner=qemu", "--with-tpm2")
     assert r.exit_code == 1 and "--with-tpm2 is not supported" in r.stderr
+
+
+def test_a_direct_boot_carries_the_nodes_reserved_address_as_ip(tmp_path: Path) -> None:
+    record = _record(tmp_path)
+    cp, worker = record.nodes
+    assert _qemu.ip_argument(record, cp) == "ip=10.5.0.2::10.5.0.1:255.255.255.0:c-controlplane-1::off"
+    from ichor.machined.kernelargs import parse_ip
+
+    parsed = parse_ip(_qemu.ip_argument(record, worker).removeprefix("ip="))
+    assert parsed is not None and (parsed.ip, parsed.gateway, parsed.hostname) == (
+        "10.5.0.3",
+        "10.5.0.1",
+        "c-worker-1",
+    )

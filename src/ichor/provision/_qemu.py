@@ -18,8 +18,8 @@ variables, with ``--with-uefi``) and ``<node>.vm.json`` (what the launcher runs)
 Talos's rules kept: the first boot loads ``--vmlinuz-path``/``--initrd-path`` directly (or boots
 ``--iso-path``) while the system disk has no partitions or ``--with-bootloader=false``; otherwise the
 firmware boots the disk. The kernel command line is Talos's ``kernel.DefaultArgs``, ``console=ttyS0
-reboot=k panic=1 talos.shutdown=halt talos.platform=metal``, ``--extra-boot-kernel-args``, then
-``talos.config=`` (unless ``--with-apply-config``: the config then goes over the insecure
+reboot=k panic=1 talos.shutdown=halt talos.platform=metal``, ``--extra-boot-kernel-args``, ``ip=``
+with the node's reserved address (Ichor's: :func:`ip_argument` says why), then ``talos.config=`` (unless ``--with-apply-config``: the config then goes over the insecure
 maintenance API once the node answers there). The configs install to ``/dev/vda`` with the same
 arguments, get DHCP on every virtio NIC, and with ``--with-bootloader=false`` have kexec disabled.
 Acceleration is TCG unless a short KVM canary boot succeeds (:func:`choose_accel`).
@@ -59,6 +59,7 @@ __all__ = [
     "boot_cmdline",
     "choose_accel",
     "disk_bootable",
+    "ip_argument",
     "qemu_command",
     "tap_name",
 ]
@@ -165,6 +166,16 @@ def boot_cmdline(extra: str) -> str:
     cmdline.append("talos.platform", "metal")
     cmdline.append_all(extra.split())
     return str(cmdline)
+
+
+def ip_argument(record: ClusterRecord, node: NodeRecord) -> str:
+    """``ip=`` with the node's reserved address, gateway and name (first NIC), for direct boots.
+
+    Talos's provisioner passes none: Talos fetches ``talos.config`` once its network controllers
+    have a DHCP lease. Ichor's metal boot fetches it before machined starts, with only ``ip=``'s
+    address (:mod:`ichor.machined._metal_boot`), so the provisioner gives the address DHCP would."""
+    served = net.network(record.cidr)
+    return f"ip={node.address}::{net.gateway(record.cidr)}:{served.netmask}:{node.name}::off"
 
 
 @dataclass
@@ -428,10 +439,10 @@ class QemuProvisioner:
             record.accel = accel
             record.save()
             progress(f"acceleration: {accel}" + (f" ({why})" if why else ""))
-        cmdline = boot_cmdline(options.extra_boot_kernel_args)
-        if not options.with_apply_config:
-            cmdline += f" talos.config={CONFIG_URL}"
         for node in record.nodes:
+            cmdline = boot_cmdline(options.extra_boot_kernel_args) + " " + ip_argument(record, node)
+            if not options.with_apply_config:
+                cmdline += f" talos.config={CONFIG_URL}"
             for i, disk in enumerate(node.disks):
                 size = options.disk_mb if i == 0 else options.extra_disks_size_mb
                 with open(disk, "ab") as f:  # sparse: only what the guest writes takes space
