@@ -19,8 +19,9 @@ Talos's rules kept: the first boot loads ``--vmlinuz-path``/``--initrd-path`` di
 ``--iso-path``) while the system disk has no partitions or ``--with-bootloader=false``; otherwise the
 firmware boots the disk. The kernel command line is Talos's ``kernel.DefaultArgs``, ``console=ttyS0
 reboot=k panic=1 talos.shutdown=halt talos.platform=metal``, ``--extra-boot-kernel-args``, ``ip=``
-with the node's reserved address (Ichor's: :func:`ip_argument` says why), then ``talos.config=`` (unless ``--with-apply-config``: the config then goes over the insecure
-maintenance API once the node answers there). The configs install to ``/dev/vda`` with the same
+with the node's reserved address (Ichor's: :func:`ip_argument` says why), then ``talos.config=``
+(unless ``--with-apply-config``: the config then goes over the insecure maintenance API once the
+node answers there). The configs install to ``/dev/vda`` with the same
 arguments, get DHCP on every virtio NIC, and with ``--with-bootloader=false`` have kexec disabled.
 Acceleration is TCG unless a short KVM canary boot succeeds (:func:`choose_accel`).
 """
