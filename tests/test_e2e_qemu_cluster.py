@@ -23,12 +23,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from container_helpers import free_cidr
 
 from ichor.machinery import proc
 from ichor.provision import _network as net
 from ichor.provision._processes import find
 from ichor.provision._qemu import tap_name
-from tests.container_helpers import free_cidr
 
 pytestmark = [pytest.mark.e2e, pytest.mark.vm, pytest.mark.root, pytest.mark.slow]
 
@@ -57,6 +57,8 @@ def cluster() -> Iterator[tuple[str, Path, str, dict[str, str]]]:
     try:
         yield name, work / "st", free_cidr(), env
     finally:
+        for log in sorted((work / "st" / name).glob("*.log")):
+            print(f"--- {log.name} (last 3000 characters)\n{log.read_text(errors='replace')[-3000:]}")
         _talosctl(env, "cluster", "destroy", "--name", name, "--state", str(work / "st"), timeout=300)
         shutil.rmtree(work, ignore_errors=True)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_destroy_order import FakeHost
 
 from ichor.machined.platform import EXIT_REBOOT
 from ichor.machinery.blockdev import write_disk_table
@@ -24,7 +25,6 @@ from ichor.provision import _qemu, _remains
 from ichor.provision._configs import Patches, node_configs
 from ichor.provision._record import ClusterRecord, NodeRecord
 from ichor.provision.launcher import Launcher
-from tests.test_destroy_order import FakeHost
 
 _BUNDLE = SecretsBundle.generate()
 
@@ -304,3 +304,18 @@ def test_a_direct_boot_carries_the_nodes_reserved_address_as_ip(tmp_path: Path) 
         "10.5.0.1",
         "c-worker-1",
     )
+
+
+def test_cluster_show_lists_each_vm_with_its_disks_console_and_monitor(tmp_path: Path) -> None:
+    record = _record(tmp_path, extra_disks=1)
+    record.accel = "tcg"
+    cp = record.nodes[0]
+    for i, disk in enumerate(cp.disks):
+        with open(disk, "wb") as f:
+            f.truncate((i + 1) * 2**20)
+    header, first, second = _qemu.PROVISIONER.show_rows(record)
+    assert header == ["NAME", "QEMU PID", "ACCEL", "DISKS", "CONSOLE LOG", "MONITOR"]
+    assert first[:3] == [cp.name, "-", "tcg"]  # no QEMU of this cluster runs
+    assert first[3] == "c-controlplane-1-0.disk:1MiB(0MiB used),c-controlplane-1-1.disk:2MiB(0MiB used)"
+    assert first[4:] == [str(tmp_path / f"{cp.name}.log"), str(tmp_path / f"{cp.name}.monitor")]
+    assert "gone" in second[3]  # the worker's disks were never made
