@@ -219,7 +219,7 @@ class LaunchConfig:
 def disk_bootable(path: str | Path) -> bool:
     """Talos's ``checkPartitions``: the system disk has a GPT with partitions (an installed node)."""
     from ichor.machinery.blockdev import read_disk_table
-    from ichor.machinery.blockdev._gpt import PartitionTableError
+    from ichor.machinery.errors import PartitionTableError
 
     try:
         table = read_disk_table(path)
