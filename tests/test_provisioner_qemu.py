@@ -133,6 +133,8 @@ def test_vcpus_are_talos_cpu_share_rounded_to_even_and_at_least_one() -> None:
         ({"memory_mb": 256}, "--memory 256 MB is too little for a VM node"),
         ({"vmlinuz_path": "/nonexistent/vmlinuz"}, "--vmlinuz-path /nonexistent/vmlinuz: no such file"),
         ({"extra_cidr": "10.6.0.0/24"}, "VM nodes take --with-nics"),
+        ({"extensions": ["/x"]}, "--extension layers into container nodes"),
+        ({"static_addresses": True}, "--static-addresses is for container nodes"),
         ({"extra_boot_kernel_args": 'a="b c"'}, "cannot be passed on the kernel command line"),
     ],
 )

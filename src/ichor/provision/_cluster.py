@@ -153,7 +153,8 @@ def create(
     bridged = provider.owns_network
     provider.check_host()
     addresses = provider.addresses(cidr, controlplanes + workers)
-    provider.check_flags({"extra_cidr": extra_cidr, "nodes": controlplanes + workers, **(vm_flags or {})})
+    provider.check_flags({"extra_cidr": extra_cidr, "nodes": controlplanes + workers, "static_addresses": static_addresses,
+                          "extensions": list(extensions), **(vm_flags or {})})  # fmt: skip
     if not 68 <= mtu <= 65535:
         raise MachineryError(
             f"--mtu {mtu} is out of range", hint="pass --mtu between 68 and 65535 (default 1500)"

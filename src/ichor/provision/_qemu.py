@@ -354,6 +354,11 @@ class QemuProvisioner:
             )
         if flags.get("static_addresses"):
             raise MachineryError("--static-addresses is for container nodes", hint="leave it out")
+        if flags.get("extensions"):
+            raise MachineryError(
+                "--extension layers into container nodes; a VM boots its image, whose extensions the imager bakes in",
+                hint="leave --extension out (extensions in VM images come with the imager)",
+            )
         options = VMOptions.of(flags)
         for name, value in (("--disk", options.disk_mb), ("--extra-disks-size", options.extra_disks_size_mb)):
             if value < 1:
