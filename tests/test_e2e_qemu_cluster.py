@@ -67,6 +67,27 @@ def _talosctl(env: dict[str, str], *args: str, timeout: float = 120) -> proc.Com
     return proc.run([sys.executable, "-m", "ichor", *args], env=env, check=False, timeout=timeout)
 
 
+def _monitor(path: Path, command: bytes) -> bytes:
+    """Send ``command`` to the QEMU monitor at ``path`` as ``echo q | socat - unix-connect:...`` does:
+    after QEMU's banner, and reading until QEMU closes (a peer that hangs up at once may lose it)."""
+    seen = b""
+    with socket.socket(socket.AF_UNIX) as monitor:
+        monitor.settimeout(30)
+        monitor.connect(str(path))
+        while b"(qemu)" not in seen:
+            chunk = monitor.recv(4096)
+            if not chunk:
+                break
+            seen += chunk
+        monitor.sendall(command)
+        try:
+            while chunk := monitor.recv(4096):
+                seen += chunk
+        except TimeoutError:
+            pass
+    return seen
+
+
 def _wait_version(env: dict[str, str], address: str, limit: float) -> float:
     started = time.monotonic()
     while True:
@@ -117,9 +138,7 @@ def test_a_qemu_node_boots_configured_reboots_through_its_monitor_and_is_destroy
 
     # The docs' quick reboot (001:405): `q` on the monitor; QEMU exits 0 and the launcher relaunches it.
     boots = (state_dir / f"{node}.log").read_text(errors="replace").count("ichor-stage1: switching root")
-    with socket.socket(socket.AF_UNIX) as monitor:
-        monitor.connect(str(state_dir / f"{node}.monitor"))
-        monitor.sendall(b"q\n")
+    _monitor(state_dir / f"{node}.monitor", b"q\n")
     deadline = time.monotonic() + 60
     while [p for p in find(state_dir) if p.role == "qemu-system-x86_64" and p.id == qemu[0].id]:
         assert time.monotonic() < deadline, "QEMU did not quit on the monitor's q"
