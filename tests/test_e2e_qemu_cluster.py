@@ -138,11 +138,7 @@ def test_a_qemu_node_boots_configured_reboots_through_its_monitor_and_is_destroy
 
     # The docs' quick reboot (001:405): `q` on the monitor; QEMU exits 0 and the launcher relaunches it.
     boots = (state_dir / f"{node}.log").read_text(errors="replace").count("ichor-stage1: switching root")
-    monitor = state_dir / f"{node}.monitor"
-    if shutil.which("socat"):  # the docs' own line
-        proc.run(["sh", "-c", f"echo q | socat - unix-connect:{monitor}"], timeout=60)
-    else:
-        _monitor(monitor, b"q\n")
+    _monitor(state_dir / f"{node}.monitor", b"q\n")
     deadline = time.monotonic() + 60
     while [p for p in find(state_dir) if p.role == "qemu-system-x86_64" and p.id == qemu[0].id]:
         assert time.monotonic() < deadline, "QEMU did not quit on the monitor's q"
