@@ -13,6 +13,7 @@ at load ~6, create returned with etcd bootstrapped after 108 s, the API answered
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -164,3 +165,27 @@ def test_a_qemu_node_boots_configured_reboots_through_its_monitor_and_is_destroy
     links = proc.run(["ip", "-o", "link", "show"]).stdout
     assert tap_name(name, node, 0) not in links and net.bridge_name(name) not in links
     assert not net.has_blackhole(cidr) and not net.has_firewall(net.firewall_table(net.bridge_name(name)))
+
+
+def test_with_apply_config_a_seabios_vm_waits_in_maintenance_and_takes_its_config_over_the_api(
+    cluster: tuple[str, Path, str, dict[str, str]],
+) -> None:
+    """``--with-apply-config --with-uefi=false``: no ``talos.config=`` on the command line, SeaBIOS;
+    create waits for the node's insecure maintenance API and applies the config there, as Talos's
+    ``ApplyConfig`` step does; the node then answers ``version`` with the cluster's talosconfig."""
+    name, state, cidr, env = cluster
+    node = f"{name}-controlplane-1"
+    address = net.node_addresses(cidr, 1)[0]
+    created = _talosctl(
+        env, "cluster", "create", "--provisioner", "qemu", "--name", name, "--state", str(state),
+        "--cidr", cidr, "--workers", "0", "--cpus", "1", "--memory", "1024", "--disk", "512",
+        "--with-apply-config", "--with-uefi=false", "--no-wait", "--wait-timeout", "10m", "--skip-kubeconfig",
+        timeout=900,
+    )  # fmt: skip
+    assert created.exit_code == 0, created.stderr[-3000:]
+    assert "applying configuration to each node over the insecure maintenance API" in created.stderr
+    launch = json.loads((state / name / f"{node}.vm.json").read_text())
+    assert "talos.config=" not in launch["cmdline"] and launch["uefi_vars"] == "" and launch["config"] == ""
+    console = (state / name / f"{node}.log").read_text(errors="replace")
+    assert f"talosctl apply-config --insecure --nodes {address} --file" in console  # maintenance mode first
+    _wait_version(env, address, BOOT_LIMIT)
