@@ -1,5 +1,5 @@
 """``talosctl cluster create|show|destroy``: provisioners ``container`` (root; ``docker``, the name Talos's
-docs use, is served by it) and ``process``.
+docs use, is served by it), ``process`` and ``qemu`` (root: VMs booting Ichor's image).
 
 create takes Talos 1.7's flags (its ``create.go``) where they mean something for nodes on this machine's
 kernel, and refuses the others naming why (:mod:`._cluster_flags`).
@@ -32,9 +32,10 @@ _NAME = click.option("--name", default="talos-default", show_default=True, help=
 _STATE = click.option(
     "--state", default="~/.talos/clusters", show_default=True, help="directory path to store cluster state"
 )
-_PROVISIONER = click.option("--provisioner", type=click.Choice(["container", "docker", "process"]),
+_PROVISIONER = click.option("--provisioner", type=click.Choice(["container", "docker", "process", "qemu"]),
                             help="Talos cluster provisioner to use (default: container as root, else process; "
-                            "'docker', Talos's default, is served by Ichor's container provisioner)")  # fmt: skip
+                            "'docker', Talos's default, is served by Ichor's container provisioner; 'qemu' "
+                            "runs each node as a QEMU VM booting Ichor's image, as root)")  # fmt: skip
 DOCKER_NOTE = (
     "'docker', the name Talos's docs use: Ichor's container provisioner serves it, each node in namespaces of "
     "its own on a bridge as Talos's docker nodes are containers on one; no Docker involved"
@@ -110,8 +111,8 @@ def _limits(
 )
 @click.option(
     "--cidr",
-    help="CIDR of the cluster network (default 10.5.0.0/24 for container nodes, 127.5.0.0/24 for process "
-    "nodes, which each own one loopback address)",
+    help="CIDR of the cluster network (default 10.5.0.0/24 for container and VM nodes, 127.5.0.0/24 for "
+    "process nodes, which each own one loopback address)",
 )
 @click.option(
     "--extra-cidr",
@@ -284,6 +285,59 @@ def _limits(
 @click.option(
     "--memory-workers", default=None, type=int, help="the limit on memory usage in MB (each worker)"
 )
+@click.option(
+    "--vmlinuz-path",
+    default="",
+    help="the compressed kernel image to use (qemu; default: the imager's vmlinuz-amd64, built if missing)",
+)
+@click.option(
+    "--initrd-path",
+    default="",
+    help="initramfs image to use (qemu; default: the imager's initramfs-amd64.xz, built if missing)",
+)
+@click.option("--iso-path", default="", help="the ISO path to use for the initial boot (VM only)")
+@click.option(
+    "--disk", default=6 * 1024, show_default=True, type=int, help="default limit on disk size in MB (each VM)"
+)
+@click.option(
+    "--extra-disks",
+    default=0,
+    show_default=True,
+    type=int,
+    help="number of extra disks to create for each VM",
+)
+@click.option(
+    "--extra-disks-size",
+    default=5 * 1024,
+    show_default=True,
+    type=int,
+    help="default limit on disk size in MB (each VM)",
+)
+@click.option(
+    "--with-bootloader/--no-with-bootloader",
+    default=True,
+    help="enable bootloader to load kernel and initramfs from disk image after install (qemu)",
+)
+@click.option(
+    "--with-uefi/--no-with-uefi", default=True, help="enable UEFI on x86_64 architecture (qemu: OVMF)"
+)
+@click.option(
+    "--with-apply-config/--no-with-apply-config",
+    default=False,
+    help="enable apply config when the VM is starting in maintenance mode (else the VM fetches it: talos.config=)",
+)
+@click.option(
+    "--extra-boot-kernel-args",
+    default="",
+    help="add extra kernel args to the initial boot from vmlinuz and initramfs (QEMU only)",
+)
+@click.option(
+    "--with-nics",
+    default=1,
+    show_default=True,
+    type=int,
+    help="(Ichor) NICs per VM, each a tap device on the cluster bridge (qemu; 2 for bonds)",
+)
 def create(name: str, state: str, provisioner: str | None, controlplanes: int, workers: int, cidr: str | None,
            extra_cidr: str, mtu: int, nameservers: str, registry_mirror: tuple[str, ...], with_registry: str | None, static_addresses: bool,
            config_patch: tuple[str, ...], config_patch_control_plane: tuple[str, ...], config_patch_worker: tuple[str, ...],
@@ -302,12 +356,13 @@ def create(name: str, state: str, provisioner: str | None, controlplanes: int, w
     signal.signal(signal.SIGINT, signal.default_int_handler)
     chosen, why = _choose_provisioner(provisioner)
     click.echo(f"provisioner {chosen} ({why})", err=True)
+    vm_flags = _vm_flags(chosen, flags)
     cpus, memory_mb = _limits(
         flags.pop("cpus"), flags.pop("cpus_workers"), flags.pop("memory"), flags.pop("memory_workers")
     )
     kubeconfig = None if flags.pop("skip_kubeconfig") else default_kubeconfig_path()
     create_cluster(
-        name=name, cidr=cidr or ("10.5.0.0/24" if chosen == "container" else "127.5.0.0/24"),
+        name=name, cidr=cidr or ("127.5.0.0/24" if chosen == "process" else "10.5.0.0/24"),
         controlplanes=controlplanes, workers=workers, state=Path(state),
         talosconfig=_talosconfig_path(), config_patches=config_patch, cp_patches=config_patch_control_plane,
         worker_patches=config_patch_worker, wait_timeout=timeout.total_seconds(), wait=wait,
@@ -321,8 +376,45 @@ def create(name: str, state: str, provisioner: str | None, controlplanes: int, w
         use_vip=flags["use_vip"], endpoint=flags["endpoint"], init_node_as_endpoint=flags["init_node_as_endpoint"],
         input_dir=flags["input_dir"], cpus=cpus, memory_mb=memory_mb, kubeconfig=kubeconfig,
         skip_boot_phase_finished=flags["skip_boot_phase_finished_check"],
-        skip_node_readiness=flags["skip_k8s_node_readiness_check"],
+        skip_node_readiness=flags["skip_k8s_node_readiness_check"], vm_flags=vm_flags,
     )  # fmt: skip
+
+
+_VM_OPTIONS = {
+    "vmlinuz_path": "vmlinuz_path", "initrd_path": "initrd_path", "iso_path": "iso_path", "disk": "disk_mb",
+    "extra_disks": "extra_disks", "extra_disks_size": "extra_disks_size_mb", "with_bootloader": "with_bootloader",
+    "with_uefi": "with_uefi", "with_apply_config": "with_apply_config",
+    "extra_boot_kernel_args": "extra_boot_kernel_args", "with_nics": "nics",
+}  # fmt: skip
+"""create's VM options -> the qemu provisioner's names (:class:`ichor.provision._qemu.VMOptions`)."""
+
+
+def _vm_flags(chosen: str, flags: dict[str, Any]) -> dict[str, Any]:
+    """The VM flags, taken out of ``flags``: every one for qemu nodes (with ``--cpus``/``--memory``
+    as the VM's size, taken out too); for other nodes only those given, which create refuses."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    values = {ours: flags.pop(name) for name, ours in _VM_OPTIONS.items()}
+    if chosen != "qemu":
+        given = {
+            name for name in _VM_OPTIONS if ctx.get_parameter_source(name) is ParameterSource.COMMANDLINE
+        }
+        return {ours: values[ours] for name, ours in _VM_OPTIONS.items() if name in given}
+    sizes = {
+        "cpus": "cpus",
+        "cpus_workers": "cpus_workers",
+        "memory": "memory_mb",
+        "memory_workers": "memory_workers_mb",
+    }
+    for name, ours in sizes.items():
+        if flags[name] is not None:
+            values[ours] = flags[name]
+        flags[name] = None
+    for key in ("vmlinuz_path", "initrd_path", "iso_path"):
+        if values[key]:
+            values[key] = str(Path(values[key]).expanduser().resolve())
+    return values
 
 
 _GEN_FLAGS = (
@@ -354,8 +446,12 @@ def _refuse_gen_flags_with_input_dir(input_dir: str) -> None:
 def show(name: str, state: str, provisioner: str | None) -> None:
     from ichor.client import render_table
     from ichor.provision._teardown import show as show_cluster
+    from ichor.provision._teardown import show_more
 
     click.echo(render_table(show_cluster(Path(state), name)), nl=False)
+    if more := show_more(Path(state), name):
+        click.echo("")
+        click.echo(render_table(more), nl=False)
 
 
 @cluster.command("destroy", help="Destroys a local provisioned cluster")

@@ -3,7 +3,7 @@
 Talos 1.7.6's ``cmd/talosctl/cmd/mgmt/cluster/create.go`` is the list. A flag here is refused before
 anything starts, naming it and the reason (``error: --with-kubespan is not supported ...``); a few are
 accepted when their value is what Ichor does anyway (``--ipv4``, ``--ipv6=false``, ``--arch`` of this
-machine). ``--masters`` is Talos's deprecated alias of ``--controlplanes``: it works and prints cobra's
+machine). The QEMU flags of :data:`QEMU_TAKES` pass with ``--provisioner qemu`` only. ``--masters`` is Talos's deprecated alias of ``--controlplanes``: it works and prints cobra's
 deprecation notice.
 """
 
@@ -15,12 +15,28 @@ from dataclasses import dataclass
 
 from ichor.machinery.errors import MachineryError
 
-__all__ = ["MASTERS_DEPRECATED", "UNSUPPORTED", "Unsupported", "refuse_unsupported", "refused_help"]
+__all__ = [
+    "MASTERS_DEPRECATED",
+    "QEMU_TAKES",
+    "UNSUPPORTED",
+    "Unsupported",
+    "refuse_unsupported",
+    "refused_help",
+]
 
 MASTERS_DEPRECATED = "Flag --masters has been deprecated, use --controlplanes instead"
 """What cobra prints (to stderr) when a deprecated flag is used (pflag's ``Deprecated``)."""
 
-_VM = "Talos's QEMU provisioner's; Ichor's nodes are processes on this machine's kernel (no VMs yet)"
+_VM = "Talos's QEMU provisioner's, which Ichor's (--provisioner qemu) does not take"
+_VM_NODES = (
+    "Talos's QEMU provisioner's: container and process nodes are processes on this machine's kernel; "
+    "VM nodes take it (--provisioner qemu)"
+)
+QEMU_TAKES = frozenset({
+    "vmlinuz-path", "initrd-path", "iso-path", "extra-boot-kernel-args", "with-apply-config", "with-uefi",
+    "with-bootloader", "disk", "extra-disks", "extra-disks-size",
+})  # fmt: skip
+"""Talos's QEMU flags Ichor takes with ``--provisioner qemu`` (refused, with why, for the others)."""
 _PORTS = (
     "Talos's docker provisioner's port mapping; Ichor maps no ports: each node's address on the cluster "
     "bridge (--cidr) is reachable from this machine as it is"
@@ -55,9 +71,6 @@ UNSUPPORTED: dict[str, Unsupported] = {
     **{
         name: Unsupported(_VM, takes_value=True)
         for name in (
-            "vmlinuz-path",
-            "iso-path",
-            "initrd-path",
             "disk-image-path",
             "ipxe-boot-script",
             "extra-uefi-search-paths",
@@ -65,7 +78,6 @@ UNSUPPORTED: dict[str, Unsupported] = {
             "cni-conf-dir",
             "cni-cache-dir",
             "cni-bundle-url",
-            "extra-boot-kernel-args",
             "control-plane-port",
             "with-network-jitter",
             "with-network-latency",
@@ -80,8 +92,6 @@ UNSUPPORTED: dict[str, Unsupported] = {
     **{
         name: Unsupported(_VM)
         for name in (
-            "with-apply-config",
-            "with-uefi",
             "with-tpm2",
             "bad-rtc",
             "disable-dhcp-hostname",
@@ -89,7 +99,14 @@ UNSUPPORTED: dict[str, Unsupported] = {
             "with-uuid-hostnames",
         )
     },
-    "with-bootloader": Unsupported(_VM + "; a container node boots machined directly, with no bootloader"),
+    **{
+        name: Unsupported(_VM_NODES, takes_value=True)
+        for name in ("vmlinuz-path", "iso-path", "initrd-path", "extra-boot-kernel-args")
+    },
+    **{name: Unsupported(_VM_NODES) for name in ("with-apply-config", "with-uefi")},
+    "with-bootloader": Unsupported(
+        "a container node boots machined directly, with no bootloader; VM nodes take it (--provisioner qemu)"
+    ),
     "ipv6": Unsupported(
         "Talos's QEMU provisioner only; Ichor's cluster network is IPv4", accept=_is("false", "0", "f")
     ),
@@ -100,9 +117,10 @@ UNSUPPORTED: dict[str, Unsupported] = {
     "with-kubespan": Unsupported("KubeSpan: " + _WIREGUARD),
     # disks
     **{
-        name: Unsupported(_DISKS, takes_value=True)
-        for name in ("disk", "user-disk", "extra-disks", "extra-disks-size")
+        name: Unsupported(_DISKS + "; VM nodes have disks (--provisioner qemu)", takes_value=True)
+        for name in ("disk", "extra-disks", "extra-disks-size")
     },
+    "user-disk": Unsupported(_DISKS, takes_value=True),
     "disk-preallocate": Unsupported(_DISKS),
     "encrypt-state": Unsupported(_DISKS + ", so there is no partition to encrypt"),
     "encrypt-ephemeral": Unsupported(_DISKS + ", so there is no partition to encrypt"),
@@ -143,9 +161,20 @@ UNSUPPORTED: dict[str, Unsupported] = {
 _SHORT = {"-p": "exposed-ports"}
 
 
+def _asks_qemu(args: list[str]) -> bool:
+    for i, arg in enumerate(args):
+        if arg == "--":
+            break
+        if arg == "--provisioner=qemu" or (arg == "--provisioner" and args[i + 1 : i + 2] == ["qemu"]):
+            return True
+    return False
+
+
 def refuse_unsupported(args: list[str]) -> list[str]:
     """``args`` without the flags of :data:`UNSUPPORTED` whose value Ichor accepts (it does that
-    anyway); the first other one is refused, naming it and why."""
+    anyway); the first other one is refused, naming it and why. With ``--provisioner qemu`` the
+    flags of :data:`QEMU_TAKES` are kept."""
+    qemu = _asks_qemu(args)
     kept: list[str] = []
     i = 0
     while i < len(args):
@@ -155,7 +184,7 @@ def refuse_unsupported(args: list[str]) -> list[str]:
         name, eq, value = arg.partition("=")
         key = _SHORT.get(name) or (name[2:] if name.startswith("--") else "")
         entry = UNSUPPORTED.get(key)
-        if entry is None:
+        if entry is None or (qemu and key in QEMU_TAKES):
             kept.append(arg)
             i += 1
             continue
@@ -178,7 +207,7 @@ def refused_help() -> str:
     """The help epilog naming every refused flag, as a paragraph click does not rewrap (``\\b``)."""
     import textwrap
 
-    text = (
-        "Talos 1.7 flags Ichor refuses, saying why: " + ", ".join(f"--{n}" for n in sorted(UNSUPPORTED)) + "."
-    )
+    refused = ", ".join(f"--{n}" for n in sorted(UNSUPPORTED) if n not in QEMU_TAKES)
+    vm = ", ".join(f"--{n}" for n in sorted(QEMU_TAKES))
+    text = f"Talos 1.7 flags Ichor refuses, saying why: {refused}. Only with --provisioner qemu: {vm}."
     return "\b\n" + textwrap.fill(text, width=78, break_on_hyphens=False, break_long_words=False)

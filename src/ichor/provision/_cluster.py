@@ -26,11 +26,10 @@ from ichor.machinery.clientconfig import GlobalOptions
 from ichor.machinery.constants import DEFAULT_DNS_DOMAIN, DEFAULT_KUBERNETES_VERSION, KUBEPRISM_PORT
 from ichor.machinery.errors import MachineryError
 from ichor.machinery.files import write_atomic
-from ichor.provision import _cgroups, _container
+from ichor.provision import _cgroups, _remains
 from ichor.provision import _network as net
-from ichor.provision._addresses import DISCOVERY_PORT, allocate_addresses, check_free, discovery_address
+from ichor.provision._addresses import DISCOVERY_PORT, discovery_address
 from ichor.provision._configs import (
-    CONTAINER,
     PROCESS,
     Patches,
     check_kubernetes_version_flag,
@@ -41,8 +40,10 @@ from ichor.provision._configs import (
     node_configs,
 )
 from ichor.provision._extension_images import fetch_extensions, plan_extensions
-from ichor.provision._processes import ProcessId, tags
-from ichor.provision._record import ClusterRecord, NodeRecord, cluster_flags, launcher_state_file
+from ichor.provision._process import start_launcher  # noqa: F401 (the e2e tests start single nodes with it)
+from ichor.provision._processes import tags
+from ichor.provision._provisioner import ProvisionerName, provisioner_for
+from ichor.provision._record import ClusterRecord, NodeRecord, cluster_flags
 from ichor.provision._registry import check_installed as check_registry_installed
 from ichor.provision._registry import mirrors_for, registry_log, start_registry
 from ichor.provision._teardown import context_digest, forget_context, stop_all
@@ -58,23 +59,6 @@ VIP_OFFSET = 50
 DISCOVERY_TIMEOUT = 30.0
 MAINTENANCE_TIMEOUT = timedelta(seconds=60)
 """How long a new node process may take to answer on its maintenance API."""
-
-
-def start_launcher(node: NodeRecord, state_dir: Path) -> None:
-    """Start the node's launcher, marked as the node's (:func:`._processes.tags`), and record it."""
-    from ichor.provision._rootfs import ship_empty_dirs
-
-    root = Path(node.root)
-    if root.is_dir() or not root.exists():  # a root that is no directory: machined says so when it starts
-        ship_empty_dirs(root)  # what Talos's root filesystem ships, as a container node's root has
-    log = state_dir / f"{node.name}.log"
-    background = proc.start(
-        [sys.executable, "-m", "ichor.provision.launcher", "--root", node.root, "--address", node.address,
-         "--log", str(log), "--state-file", str(launcher_state_file(state_dir, node.name))],
-        output=state_dir / f"{node.name}.launcher.log", env=tags(state_dir, node.name),
-    )  # fmt: skip
-    identity = ProcessId.of(background.pid)
-    node.launcher_pid, node.launcher_start = background.pid, identity.start if identity else 0
 
 
 def create(
@@ -119,6 +103,7 @@ def create(
     kubeconfig: Path | None = None,
     skip_boot_phase_finished: bool = False,
     skip_node_readiness: bool = False,
+    vm_flags: dict[str, object] | None = None,
 ) -> ClusterRecord:
     """Create a cluster of process nodes, as a user would: boot, apply configs, merge talosconfig,
     bootstrap; then (``wait``) wait until every node's API answers and the cluster passes
@@ -144,6 +129,8 @@ def create(
     ``cpus``/``memory_mb`` (by node type) limit each container node's cgroup (:mod:`._cgroups`).
     ``kubeconfig``: where the admin kubeconfig is merged once the waits passed (None: not merged,
     ``--skip-kubeconfig``); ``skip_*``: the health stages left out (:func:`._wait.narrow`).
+    ``vm_flags``: the VM flags (``--disk``, ``--vmlinuz-path``, ... by keyword name) the qemu
+    provisioner takes (:mod:`._qemu`) and the others refuse.
 
     Everything a user can get wrong (counts, CIDR, patches, an address in use) is refused before
     anything starts. A create that fails later stops every process it started and takes its context
@@ -162,20 +149,12 @@ def create(
             f"cluster {name!r} already exists in {state_dir}",
             hint=f"destroy it first: talosctl cluster destroy {cluster_flags(state, name)}",
         )
-    container = provisioner == CONTAINER
-    extra_addresses: list[str] = []
-    if container:
-        _container.check_host()
-        addresses = net.node_addresses(cidr, controlplanes + workers)
-        if extra_cidr:
-            extra_addresses = net.node_addresses(extra_cidr, controlplanes + workers, flag="--extra-cidr")
-    elif extra_cidr:
-        raise MachineryError(
-            "--extra-cidr needs container nodes (a process node has no network of its own)",
-            hint="pass --provisioner container (as root), or leave --extra-cidr out",
-        )
-    else:
-        addresses = allocate_addresses(cidr, controlplanes + workers)
+    provider = provisioner_for(provisioner)
+    bridged = provider.owns_network
+    provider.check_host()
+    addresses = provider.addresses(cidr, controlplanes + workers)
+    provider.check_flags({"extra_cidr": extra_cidr, "nodes": controlplanes + workers, "static_addresses": static_addresses,
+                          "extensions": list(extensions), **(vm_flags or {})})  # fmt: skip
     if not 68 <= mtu <= 65535:
         raise MachineryError(
             f"--mtu {mtu} is out of range", hint="pass --mtu between 68 and 65535 (default 1500)"
@@ -183,13 +162,20 @@ def create(
     mirrors = [parse_mirror(m) for m in registry_mirrors]
     cpus, memory_mb = dict(cpus or {}), dict(memory_mb or {})
     vip = _check_node_flags(
-        cidr, container, controlplanes + workers, use_vip, cpus, memory_mb, workers=workers
+        cidr,
+        provider.name is ProvisionerName.CONTAINER,
+        controlplanes + workers,
+        use_vip,
+        cpus,
+        memory_mb,
+        workers=workers,
+        limits=provider.node_limits,
     )
     talos_version = check_talos_version_flag(talos_version)
     _check_config_flags(kube_prism_port, custom_cni_url, endpoint, dns_domain)
     if input_dir:
         load_input_dir(Path(input_dir))  # refused now if unreadable or not for container mode
-    local_kubernetes = container and kubernetes_images == "local"
+    local_kubernetes = provider.name is ProvisionerName.CONTAINER and kubernetes_images == "local"
     kubernetes_version = check_kubernetes_version_flag(kubernetes_version, local=local_kubernetes)
     if local_kubernetes:
         mirrored = {m.registry for m in mirrors}
@@ -198,11 +184,11 @@ def create(
         with_registry = ",".join(dict.fromkeys([*hosts, *wanted])) or with_registry
     if with_registry is not None:
         check_registry_installed()
-        mirrors += mirrors_for(with_registry, net.gateway(cidr) if container else discovery_address(cidr))
-    if container:
+        mirrors += mirrors_for(with_registry, net.gateway(cidr) if bridged else discovery_address(cidr))
+    if bridged:
         nameservers = list(nameservers) or [net.gateway(cidr)]
         net.check_nameservers(cidr, nameservers)
-    for server in () if container else nameservers:
+    for server in () if bridged else nameservers:
         try:
             ipaddress.ip_address(server)
         except ValueError:
@@ -215,15 +201,14 @@ def create(
         controlplane=load_patches(list(cp_patches), flag="--config-patch-control-plane"),
         worker=load_patches(list(worker_patches), flag="--config-patch-worker"),
     )
-    extension_sources = plan_extensions(extensions, cidr=cidr, container=container)
-    if container:
-        _container.check_cidr(name, cidr, state, extra_cidr)
-    else:
-        check_free(cidr, addresses[:controlplanes], addresses[controlplanes:], state)
+    extension_sources = plan_extensions(
+        extensions, cidr=cidr, container=provider.name is ProvisionerName.CONTAINER
+    )
+    provider.check_free(name, cidr, state, addresses, controlplanes, extra_cidr)
 
     state_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     record = ClusterRecord(
-        name=name, cidr=cidr, state_dir=str(state_dir), provisioner=provisioner, mtu=mtu,
+        name=name, cidr=cidr, state_dir=str(state_dir), provisioner=str(provider.name), mtu=mtu,
         nameservers=list(nameservers), registry_mirrors=[f"{m.registry}={m.endpoint}" for m in mirrors],
         static_addresses=static_addresses,
         extra_cidr=extra_cidr, kubernetes_version=kubernetes_version, talos_version=talos_version,
@@ -232,30 +217,31 @@ def create(
         vip=vip, endpoint=endpoint, init_node_as_endpoint=init_node_as_endpoint,
         input_dir=str(Path(input_dir).expanduser().resolve()) if input_dir else "", cpus=cpus, memory_mb=memory_mb,
         kubeconfig=str(kubeconfig.expanduser()) if kubeconfig is not None else "",
+        vm=dict(vm_flags or {}) if provider.name is ProvisionerName.QEMU else {},
     )  # fmt: skip
     for i in range(controlplanes + workers):
         kind = "controlplane" if i < controlplanes else "worker"
         index = i + 1 if kind == "controlplane" else i - controlplanes + 1
         node_name = f"{name}-{kind}-{index}"
-        node = NodeRecord(node_name, kind, addresses[i], str(state_dir / node_name))
-        if container:
-            node.mac = net.node_mac(name, node_name)
-        if extra_addresses:
-            node.extra_address, node.extra_mac = extra_addresses[i], net.node_mac(name, f"{node_name}/eth1")
-        record.nodes.append(node)
+        record.nodes.append(NodeRecord(node_name, kind, addresses[i], str(state_dir / node_name)))
+    for node in record.nodes:
+        provider.plan_node(record, node)
     record.save()
     try:
-        if container:
-            _container.create_network(record, progress)
+        provider.create_network(record, progress)
         if with_registry is not None:
-            _start_registry(record, container, progress)
+            _start_registry(record, bridged, progress)
         if local_kubernetes:
             _serve_kubernetes(record, progress)
         if extension_sources:
             record.extensions = fetch_extensions(extension_sources, state_dir)
             record.save()
         plan = narrow(
-            wait_plan(container=container, kubernetes_images=kubernetes_images),
+            wait_plan(
+                container=provider.name is ProvisionerName.CONTAINER,
+                kubernetes_images=kubernetes_images,
+                why_not=provider.kubernetes_wait_skipped,
+            ),
             skip_boot_phase_finished=skip_boot_phase_finished,
             skip_node_readiness=skip_node_readiness,
         )
@@ -288,11 +274,15 @@ def _check_node_flags(
     memory_mb: dict[str, int],
     *,
     workers: int = 0,
+    limits: bool | None = None,
 ) -> str:
-    """``--use-vip``, ``--cpus`` and ``--memory``: container nodes only, checked; returns the VIP ("" without)."""
+    """``--use-vip`` (container nodes only), ``--cpus`` and ``--memory`` (where the provisioner has
+    ``limits``: container and VM nodes), checked; returns the VIP ("" without)."""
     why = "process nodes share this machine's network and cgroups (no address or limit of their own)"
-    for given, flag in ((use_vip, "--use-vip"), (cpus, "--cpus"), (memory_mb, "--memory")):
-        if given and not container:
+    limits = container if limits is None else limits
+    for given, flag, allowed in ((use_vip, "--use-vip", container), (cpus, "--cpus", limits),
+                                 (memory_mb, "--memory", limits)):  # fmt: skip
+        if given and not allowed:
             raise MachineryError(
                 f"{flag} needs container nodes: {why}",
                 hint=f"pass --provisioner container (as root), or leave {flag} out",
@@ -375,8 +365,8 @@ def _serve_kubernetes(record: ClusterRecord, progress: Callable[[str], None]) ->
                 shutil.copy2(plugin, target / plugin.name)
 
 
-def _start_registry(record: ClusterRecord, container: bool, progress: Callable[[str], None]) -> None:
-    address = net.gateway(record.cidr) if container else discovery_address(record.cidr)
+def _start_registry(record: ClusterRecord, bridged: bool, progress: Callable[[str], None]) -> None:
+    address = net.gateway(record.cidr) if bridged else discovery_address(record.cidr)
     state_dir = Path(record.state_dir)
     record.registry, child = start_registry(state_dir, address)
     record.registry_pid = child.pid
@@ -422,23 +412,18 @@ def _bring_up(
         progress(f"using the configs in {record.input_dir} (--input-dir)")
     cp_address = controlplanes[0].address
     configs: dict[str, bytes] = {}
-    container = record.provisioner == CONTAINER
+    provider = provisioner_for(record.provisioner)
     common = [*discovery, *patches.common]
     for node_name, text in node_configs(record, bundle, common, patches, inputs).items():
         configs[node_name] = text.encode()
         write_atomic(state_dir / f"{node_name}.yaml", text, mode=0o600)
 
     workers = len(record.nodes) - len(controlplanes)
-    kind = "container nodes" if container else "node processes"
-    progress(f"creating {len(controlplanes)} control plane and {workers} worker {kind} in {state_dir}")
-    if container:
-        # Booted with their configs, as Talos's docker provisioner passes USERDATA.
-        _container.start_nodes(record, progress)
-    else:
-        for node in record.nodes:
-            start_launcher(node, state_dir)
-            record.save()
-        asyncio.run(_wait_maintenance(record, progress))
+    progress(
+        f"creating {len(controlplanes)} control plane and {workers} worker {provider.nodes_noun} in {state_dir}"
+    )
+    if provider.start_nodes(record, progress):
+        asyncio.run(_wait_maintenance(record, progress, provider.maintenance_timeout))
         progress("applying configuration to each node over the insecure maintenance API")
         asyncio.run(_apply_all(record, configs))
 
@@ -509,7 +494,7 @@ def _after_waits(
     unless ``--skip-kubeconfig`` (``record.kubeconfig`` empty)."""
     if not record.kubeconfig:
         return
-    if record.provisioner != CONTAINER:
+    if not provisioner_for(record.provisioner).runs_kubernetes:
         progress(
             "no kubeconfig merged: process nodes run no Kubernetes (`talosctl kubeconfig` still writes "
             "the admin kubeconfig their PKI makes)"
@@ -636,7 +621,7 @@ def _undo(record: ClusterRecord, state: Path, progress: Callable[[str], None], *
             f"the cluster with `talosctl cluster destroy {flags}` (which removes its network last)"
         )
         return
-    _container.remove_network(record, progress)
+    _remains.remove(_remains.recorded(record), _remains.LinuxHost(), progress)
     if keep_logs:
         progress(
             f"stopped every process create started; kept its logs in {state_dir}: "
@@ -687,7 +672,9 @@ def start_discovery(cidr: str, state_dir: Path, progress: Callable[[str], None])
     return f"http://{address}:{DISCOVERY_PORT}/", background.pid
 
 
-async def _wait_maintenance(record: ClusterRecord, progress: Callable[[str], None]) -> None:
+async def _wait_maintenance(
+    record: ClusterRecord, progress: Callable[[str], None], timeout: timedelta = MAINTENANCE_TIMEOUT
+) -> None:
     """Every node answers on its insecure maintenance API, in the maintenance stage."""
     from ichor.client import Client
     from ichor.client.health import HealthCheckError, maintenance_check, wait_for
@@ -697,7 +684,7 @@ async def _wait_maintenance(record: ClusterRecord, progress: Callable[[str], Non
         GlobalOptions(nodes=addresses), insecure=True, connect_timeout=3
     ) as client:
         try:
-            await wait_for([maintenance_check(client, addresses)], timeout=MAINTENANCE_TIMEOUT,
+            await wait_for([maintenance_check(client, addresses)], timeout=timeout,
                            report=progress, interval=0.2)  # fmt: skip
         except HealthCheckError as exc:
             raise MachineryError(

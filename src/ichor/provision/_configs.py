@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 from ichor.images import parse_mirror
 from ichor.machinery.constants import DEFAULT_KUBERNETES_VERSION, KUBEPRISM_PORT
 from ichor.machinery.errors import MachineryError
-from ichor.provision import _container
+from ichor.provision._provisioner import ProvisionerName, provisioner_for
 from ichor.provision._record import ClusterRecord
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ __all__ = [
     "registry_mirror_options",
 ]
 
-PROCESS, CONTAINER = "process", "container"
+PROCESS, CONTAINER = ProvisionerName.PROCESS, ProvisionerName.CONTAINER
 
 
 def registry_mirror_options(record: ClusterRecord) -> tuple[tuple[str, str], ...]:
@@ -226,22 +226,19 @@ def node_configs(
 ) -> dict[str, str]:
     """Each node's machine config (by node name): generated from ``bundle`` for the record's cluster
     (:func:`gen_options`) or taken from ``inputs`` (``--input-dir``), patched with ``common``, the
-    node's hostname (and, container nodes, time server, eth0 and, control planes, the VIP), then
+    node's hostname and the provisioner's plumbing (:meth:`~._provisioner.Provisioner.node_patches`), then
     ``patches``' per-type ones."""
     from ichor.machinery.generate import OutputType, generate
     from ichor.machinery.patch import apply_patches, load_patches
     from ichor.machinery.yamlio import dump_documents, load_documents
 
     opts = gen_options(record)
-    container = record.provisioner == CONTAINER
+    provider = provisioner_for(record.provisioner)
     extra = load_patches(_input_patches(record) if inputs is not None else _cluster_patches(record))
     configs: dict[str, str] = {}
     for node in record.nodes:
         own = load_patches([f"machine:\n  network:\n    hostname: {node.name}\n"])
-        if container:
-            own += load_patches([_container.time_server_patch(record)])
-            patch = _container.static_address_patch if record.static_addresses else _container.dhcp_patch
-            own += load_patches([patch(record, node)])
+        own += load_patches(provider.node_patches(record, node))
         controlplane = node.type == "controlplane"
         if inputs is not None:
             base = load_documents(inputs.controlplane if controlplane else inputs.worker, source=node.name)

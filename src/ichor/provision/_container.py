@@ -16,7 +16,8 @@ import os
 import shutil
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from datetime import timedelta
 from pathlib import Path
 
 from ichor.machinery import proc
@@ -25,9 +26,12 @@ from ichor.provision import _cgroups, _remains
 from ichor.provision import _network as net
 from ichor.provision._namespaces import network_namespace_of
 from ichor.provision._processes import ProcessId, tags
+from ichor.provision._provisioner import Provisioner, ProvisionerName
 from ichor.provision._record import ClusterRecord, NodeRecord, cluster_flags, launcher_state_file
 
 __all__ = [
+    "PROVISIONER",
+    "ContainerProvisioner",
     "check_host",
     "create_network",
     "remove_network",
@@ -281,3 +285,66 @@ def remove_network(record: ClusterRecord, progress: Callable[[str], None]) -> No
     """The nodes' cgroups, the veths, the bridge, the forwarding guard, then the blackhole route,
     last (:func:`._remains.remove`): what ``record`` names. Only once no process of the cluster runs."""
     _remains.remove(_remains.recorded(record), _remains.LinuxHost(), progress)
+
+
+class ContainerProvisioner:
+    """The ``container`` provisioner (:class:`~._provisioner.Provisioner`): each node in namespaces of
+    its own on the cluster's bridge, booted with its config as Talos's docker nodes are."""
+
+    name = ProvisionerName.CONTAINER
+    nodes_noun = "container nodes"
+    owns_network = True
+    node_limits = True
+    runs_kubernetes = True
+    kubernetes_wait_skipped = ""
+    maintenance_timeout = timedelta(seconds=60)
+
+    def check_host(self) -> None:
+        check_host()
+
+    def check_flags(self, flags: dict[str, object]) -> None:
+        from ichor.provision._qemu import refuse_vm_flags
+
+        refuse_vm_flags(flags, "container nodes")
+        extra_cidr, count = str(flags.get("extra_cidr") or ""), int(str(flags.get("nodes", 0)))
+        if extra_cidr:
+            net.node_addresses(extra_cidr, count, flag="--extra-cidr")
+
+    def addresses(self, cidr: str, count: int) -> list[str]:
+        return net.node_addresses(cidr, count)
+
+    def check_free(self, name: str, cidr: str, state: Path, addresses: Sequence[str], controlplanes: int,
+                   extra_cidr: str) -> None:  # fmt: skip
+        check_cidr(name, cidr, state, extra_cidr)
+
+    def plan_node(self, record: ClusterRecord, node: NodeRecord) -> None:
+        node.mac = net.node_mac(record.name, node.name)
+        if record.extra_cidr:
+            index = record.nodes.index(node)
+            extra = net.node_addresses(record.extra_cidr, len(record.nodes), flag="--extra-cidr")
+            node.extra_address, node.extra_mac = extra[index], net.node_mac(record.name, f"{node.name}/eth1")
+
+    def create_network(self, record: ClusterRecord, progress: Callable[[str], None]) -> None:
+        create_network(record, progress)
+
+    def node_patches(self, record: ClusterRecord, node: NodeRecord) -> list[str]:
+        address = static_address_patch if record.static_addresses else dhcp_patch
+        return [time_server_patch(record), address(record, node)]
+
+    def start_nodes(self, record: ClusterRecord, progress: Callable[[str], None]) -> bool:
+        start_nodes(
+            record, progress
+        )  # booted with their configs, as Talos's docker provisioner passes USERDATA
+        return False
+
+    def host_parts(
+        self, record: ClusterRecord | None, name: str, state_dir: Path, host: _remains.Host
+    ) -> _remains.HostParts:
+        found = _remains.recorded(record) if record is not None else _remains.HostParts()
+        return _remains.merged(found, _remains.derived(name, state_dir, host))
+
+    def show_rows(self, record: ClusterRecord) -> list[list[str]]:
+        return []
+
+
+PROVISIONER: Provisioner = ContainerProvisioner()

@@ -141,10 +141,10 @@ def _host_networks() -> list[tuple[ipaddress.IPv4Network, str]]:
             continue
         kind = route.get("type", "unicast")
         where = f"dev {route['dev']}" if "dev" in route else kind
-        found.append((ipaddress.ip_network(dst, strict=False), f"a {kind} route to {dst} ({where})"))
+        found.append((ipaddress.IPv4Network(dst, strict=False), f"a {kind} route to {dst} ({where})"))
     for link in json.loads(_ip("-j", "-4", "address", "show").stdout or "[]"):
         for info in link.get("addr_info", []):
-            prefix = ipaddress.ip_interface(f"{info['local']}/{info['prefixlen']}").network
+            prefix = ipaddress.IPv4Interface(f"{info['local']}/{info['prefixlen']}").network
             found.append((prefix, f"address {info['local']}/{info['prefixlen']} on {link.get('ifname')}"))
     return found
 

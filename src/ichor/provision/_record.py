@@ -40,6 +40,14 @@ class NodeRecord:
     """Its eth1 address on the cluster's ``--extra-cidr`` ("" without one)."""
     extra_mac: str = ""
     """Its eth1 MAC (that address's DHCP reservation)."""
+    taps: list[str] = field(default_factory=list)
+    """A VM's tap devices on the cluster bridge, one per NIC (qemu nodes)."""
+    macs: list[str] = field(default_factory=list)
+    """A VM's NICs' MACs, in order (the first is :attr:`mac`)."""
+    disks: list[str] = field(default_factory=list)
+    """A VM's disk image files, the system disk first (qemu nodes)."""
+    uuid: str = ""
+    """A VM's SMBIOS system UUID (Talos's machine UUID, ``${uuid}`` in ``talos.config=``)."""
 
 
 @dataclass
@@ -121,6 +129,10 @@ class ClusterRecord:
     """Where create merges the cluster's admin kubeconfig once its waits pass ("": ``--skip-kubeconfig``)."""
     kube_context: str = ""
     """The context create merged there ("" until it did)."""
+    vm: dict[str, Any] = field(default_factory=dict)
+    """VM nodes: create's VM flags (``--disk``, ``--vmlinuz-path``, ...; :class:`~._qemu.VMOptions`)."""
+    accel: str = ""
+    """VM nodes: QEMU's accelerator, ``tcg`` or ``kvm`` (chosen by a canary boot; "" until chosen)."""
 
     @property
     def file(self) -> Path:

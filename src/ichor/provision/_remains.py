@@ -53,6 +53,8 @@ class HostParts:
 
     cgroups: list[Path] = field(default_factory=list)
     veths: list[str] = field(default_factory=list)
+    taps: list[str] = field(default_factory=list)
+    """The VMs' tap devices (qemu nodes)."""
     bridges: list[str] = field(default_factory=list)
     firewalls: list[str] = field(default_factory=list)
     blackholes: list[tuple[str, str]] = field(default_factory=list)
@@ -70,10 +72,12 @@ _EXTRA = " (--extra-cidr)"
 def recorded(record: ClusterRecord) -> HostParts:
     """What the record says the cluster made (create records each part before making it)."""
     found = HostParts(cgroups=[Path(d) for d in _unique(record.cgroups)])
-    if record.provisioner != "container":
-        return found
-    networks = (1, 2) if record.extra_cidr else (1,)
-    found.veths = _unique(net.veth_name(record.name, n.name, i) for n in record.nodes for i in networks)
+    if record.bridge:  # a node on the bridge without taps (a VM's) has veths
+        networks = (1, 2) if record.extra_cidr else (1,)
+        found.veths = _unique(
+            net.veth_name(record.name, n.name, i) for n in record.nodes if not n.taps for i in networks
+        )
+    found.taps = _unique(tap for n in record.nodes for tap in n.taps)
     found.bridges = _unique([record.extra_bridge, record.bridge])
     found.firewalls = _unique([record.firewall])
     found.blackholes = [
@@ -105,6 +109,7 @@ def merged(first: HostParts, second: HostParts) -> HostParts:
     return HostParts(
         cgroups=[Path(d) for d in _unique(map(str, [*first.cgroups, *second.cgroups]))],
         veths=_unique([*first.veths, *second.veths]),
+        taps=_unique([*first.taps, *second.taps]),
         bridges=_unique([*first.bridges, *second.bridges]),
         firewalls=_unique([*first.firewalls, *second.firewalls]),
         blackholes=list(blackholes.items()),
@@ -127,8 +132,8 @@ def remove(found: HostParts, host: Host, progress: Callable[[str], None]) -> Non
             )
     except MachineryError as exc:
         kept = exc
-    for veth in found.veths:
-        host.delete_link(veth)
+    for link in (*found.veths, *found.taps):
+        host.delete_link(link)
     for bridge in found.bridges:
         if host.delete_link(bridge):
             progress(f"removed bridge {bridge}")
@@ -145,7 +150,8 @@ def remove(found: HostParts, host: Host, progress: Callable[[str], None]) -> Non
 def left(found: HostParts, host: Host) -> list[str]:
     """What of ``found`` the host still holds, each with the command that removes it by hand."""
     remains = [f"cgroup {d} (rmdir it once empty)" for d in found.cgroups if host.cgroup_exists(d)]
-    remains += [f"link {n} (ip link del {n})" for n in (*found.veths, *found.bridges) if host.link_exists(n)]
+    links = (*found.veths, *found.taps, *found.bridges)
+    remains += [f"link {n} (ip link del {n})" for n in links if host.link_exists(n)]
     remains += [
         f"nftables table inet {t} (nft delete table inet {t})"
         for t in found.firewalls

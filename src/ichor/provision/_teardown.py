@@ -22,6 +22,7 @@ from ichor.machinery.errors import MachineryError
 from ichor.provision import _remains
 from ichor.provision._network import BLACKHOLE_METRIC
 from ichor.provision._processes import ClusterProcess, ProcessId, find, signal_and_wait
+from ichor.provision._provisioner import ProvisionerName, provisioner_for
 from ichor.provision._record import (
     WAITING,
     ClusterRecord,
@@ -47,6 +48,13 @@ def show(state: Path, name: str, now: Callable[[], float] = time.time) -> list[l
             [node.name, node.type, node.address, str(node.launcher_pid), _node_state(mine, launcher, now())]
         )
     return rows
+
+
+def show_more(state: Path, name: str) -> list[list[str]]:
+    """The provisioner's own table for ``cluster show`` (a VM's PID, disks, console log, monitor
+    socket), the header first; empty when it has none."""
+    record = ClusterRecord.load(state, name)
+    return provisioner_for(record.provisioner).show_rows(record)
 
 
 def _node_state(processes: list[ClusterProcess], launcher: LauncherState | None, now: float) -> str:
@@ -162,9 +170,10 @@ def _destroy(
     if record is not None:
         forget_context(record, progress)
     if not survivors:
-        found = _remains.recorded(record) if record else _remains.HostParts()
-        if record is None or record.provisioner == "container":
-            found = _remains.merged(found, _remains.derived(name, state_dir, host))
+        # Without a record the provisioner is unknown: the qemu one's parts are the widest (the
+        # container one's network, and taps).
+        provider = provisioner_for(record.provisioner if record else ProvisionerName.QEMU)
+        found = provider.host_parts(record, name, state_dir, host)
         kept: MachineryError | None = None
         try:
             _remains.remove(found, host, progress)

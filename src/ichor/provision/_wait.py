@@ -64,10 +64,13 @@ class WaitPlan:
         return bool(set(self.stages) & set(KUBERNETES_CHECKS))
 
 
-def wait_plan(*, container: bool, kubernetes_images: str) -> WaitPlan:
+def wait_plan(*, container: bool, kubernetes_images: str, why_not: str = "") -> WaitPlan:
     """The stages to wait for on a cluster of ``container`` (or process) nodes whose Kubernetes
-    images are ``kubernetes_images`` (``local`` or ``upstream``)."""
+    images are ``kubernetes_images`` (``local`` or ``upstream``); ``why_not``: the Kubernetes stages
+    are left out, for that reason."""
     talos = (*ETCD_CHECKS, *NODE_CHECKS)
+    if why_not:
+        return WaitPlan(talos, why_not)
     if not container:
         return WaitPlan(
             talos, "process nodes run no Kubernetes (no kubelet); the etcd stages are their health"

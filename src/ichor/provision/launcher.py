@@ -12,6 +12,10 @@ namespaces (and, with ``--cgroup``, into the node's own cgroups and a cgroup nam
 builds the node's root at ROOTFS, waits for ``eth0``, and starts every boot of machined
 as PID 1 of a fresh PID namespace rooted there, so a reboot keeps the node's network and disks.
 
+With ``--vm LAUNCH.json`` the node is a QEMU VM (:mod:`ichor.provision._qemu`): QEMU runs with
+``-no-reboot``, so a guest reboot ends it with code 0, which counts as a reboot here; the launcher
+also serves the node's config for ``talos.config=`` while it runs.
+
 What the launcher is doing is written (atomically) to ``--state-file`` for ``cluster show``:
 :class:`~ichor.provision._record.LauncherState`.
 """
@@ -145,8 +149,10 @@ class Launcher:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ichor.provision.launcher")
-    parser.add_argument("--root", required=True, type=Path)
-    parser.add_argument("--address", required=True)
+    parser.add_argument("--root", type=Path)
+    parser.add_argument("--address")
+    parser.add_argument("--vm", type=Path, metavar="LAUNCH.json",
+                        help="run a QEMU VM described by this file instead of machined (qemu nodes)")  # fmt: skip
     parser.add_argument("--log", required=True, type=Path, help="where the node's output goes")
     parser.add_argument("--state-file", type=Path, help="where to write what the launcher is doing")
     parser.add_argument("--container", type=Path, metavar="ROOTFS",
@@ -158,9 +164,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--extension", action="append", default=[], metavar="DIR",
                         help="a system extension to layer into the container node (repeatable)")  # fmt: skip
     args = parser.parse_args(argv)
-    machined = [sys.executable, "-m", "ichor.machined", "--address", args.address]
+    if args.vm is None and (args.root is None or args.address is None):
+        parser.error("--root and --address are required (unless --vm)")
+    machined = [sys.executable, "-m", "ichor.machined", "--address", str(args.address)]
     start_node: Callable[[], Node]
-    if args.container is None:
+    close: Callable[[], None] = lambda: None  # noqa: E731
+    if args.vm is not None:
+        from ichor.provision._qemu import vm_node_starter
+
+        start_node, close = vm_node_starter(args.vm)
+    elif args.container is None:
 
         def start_node() -> Node:
             return proc.start([*machined, "--root", str(args.root)], output=args.log)
@@ -198,7 +211,10 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
-    return launcher.run()
+    try:
+        return launcher.run()
+    finally:
+        close()
 
 
 if __name__ == "__main__":
