@@ -112,7 +112,7 @@ def test_a_qemu_node_boots_configured_reboots_through_its_monitor_and_is_destroy
     started = time.monotonic()
     created = _talosctl(
         env, "cluster", "create", "--provisioner", "qemu", "--name", name, "--state", str(state),
-        "--cidr", cidr, "--workers", "0", "--cpus", "1", "--memory", "1024", "--disk", "1024",
+        "--cidr", cidr, "--workers", "0", "--cpus", "1", "--memory", "1024", "--disk", "3072",
         "--no-wait", "--wait-timeout", "10m", "--skip-kubeconfig", timeout=900,
     )  # fmt: skip
     log = (
@@ -178,7 +178,7 @@ def test_with_apply_config_a_seabios_vm_waits_in_maintenance_and_takes_its_confi
     address = net.node_addresses(cidr, 1)[0]
     created = _talosctl(
         env, "cluster", "create", "--provisioner", "qemu", "--name", name, "--state", str(state),
-        "--cidr", cidr, "--workers", "0", "--cpus", "1", "--memory", "1024", "--disk", "512",
+        "--cidr", cidr, "--workers", "0", "--cpus", "1", "--memory", "1024", "--disk", "3072",
         "--with-apply-config", "--with-uefi=false", "--no-wait", "--wait-timeout", "10m", "--skip-kubeconfig",
         timeout=900,
     )  # fmt: skip
