@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from vm_helpers import vm_netns
 
 from ichor.imager.vm import OVMF_CODE, SerialLog, VMSpec, qemu_command, uefi_vars_copy
 from ichor.machinery import proc
@@ -73,21 +74,7 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture
 def netns() -> Iterator[str]:
-    name = f"ichor-iso-{os.getpid()}"
-    proc.run(["ip", "netns", "add", name])
-    try:
-        for command in (
-            ["link", "add", "br0", "type", "bridge"],
-            ["addr", "add", f"{GATEWAY}/24", "dev", "br0"],
-            ["link", "set", "br0", "up"],
-            ["link", "set", "lo", "up"],
-            ["tuntap", "add", "tap0", "mode", "tap"],
-            ["link", "set", "tap0", "master", "br0", "up"],
-        ):
-            proc.run(["ip", "-n", name, *command])
-        yield name
-    finally:
-        proc.run(["ip", "netns", "delete", name], check=False)
+    yield from vm_netns("ichor-iso", GATEWAY)
 
 
 def _talosctl(netns: str, home: Path, *args: str) -> proc.Completed:
