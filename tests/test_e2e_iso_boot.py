@@ -27,7 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from vm_helpers import vm_netns
+from vm_helpers import talosctl_in, vm_netns
 
 from ichor.imager.vm import OVMF_CODE, SerialLog, VMSpec, qemu_command, uefi_vars_copy
 from ichor.machinery import proc
@@ -74,19 +74,8 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture
 def netns() -> Iterator[str]:
-    yield from vm_netns("ichor-iso", GATEWAY)
-
-
-def _talosctl(netns: str, home: Path, *args: str) -> proc.Completed:
-    env = {"HOME": str(home), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-    if "PYTHONPATH" in os.environ:
-        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
-    return proc.run(
-        ["ip", "netns", "exec", netns, sys.executable, "-m", "ichor", *args],
-        env=env,
-        check=False,
-        timeout=120,
-    )
+    with vm_netns("ichor-iso", GATEWAY) as name:
+        yield name
 
 
 def _boot_to_maintenance(spec: VMSpec, netns: str, tmp_path: Path) -> str:
@@ -104,7 +93,7 @@ def _boot_to_maintenance(spec: VMSpec, netns: str, tmp_path: Path) -> str:
             rf"talosctl apply-config --insecure --nodes {NODE_IP} --file", 300, alive=alive
         )
         print(f"kernel {kernel:.1f} s, switch_root {stage1:.1f} s, maintenance {maintenance:.1f} s")
-        disks = _talosctl(netns, tmp_path, "disks", "--insecure", "-n", NODE_IP)
+        disks = talosctl_in(netns, tmp_path, "disks", "--insecure", "-n", NODE_IP)
         assert disks.exit_code == 0, disks.stdout + disks.stderr
         assert "/dev/vda" in disks.stdout, disks.stdout
         return log.text()
