@@ -134,9 +134,9 @@ def test_a_qemu_node_boots_configured_reboots_through_its_monitor_and_is_destroy
     assert shown.exit_code == 0, shown.stderr
     qemu = [p for p in find(state_dir) if p.role == "qemu-system-x86_64"]
     assert len(qemu) == 1 and str(qemu[0].id.pid) in shown.stdout
-    assert f"{node}-0.disk:1024MiB" in shown.stdout and str(state_dir / f"{node}.monitor") in shown.stdout
+    assert f"{node}-0.disk:3072MiB" in shown.stdout and str(state_dir / f"{node}.monitor") in shown.stdout
     disk = state_dir / f"{node}-0.disk"
-    assert disk.stat().st_size == 1024 * 2**20 and disk.stat().st_blocks * 512 < disk.stat().st_size  # sparse
+    assert disk.stat().st_size == 3072 * 2**20 and disk.stat().st_blocks * 512 < disk.stat().st_size  # sparse
 
     # The docs' quick reboot (001:405): `q` on the monitor; QEMU exits 0 and the launcher relaunches it.
     boots = (state_dir / f"{node}.log").read_text(errors="replace").count("ichor-stage1: switching root")

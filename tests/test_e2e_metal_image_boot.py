@@ -1,20 +1,19 @@
-"""The imager's ``iso`` and ``metal`` outputs boot under QEMU (TCG), UEFI (OVMF) and legacy BIOS (SeaBIOS).
+"""The imager's ``metal`` output boots under QEMU (TCG) and UEFI (OVMF) from its own disk.
 
-Builds ``metal-amd64.iso`` and ``metal-amd64.raw`` with ``python -m ichor.imager`` (cached layers: a
+Builds ``metal-amd64.raw`` with ``python -m ichor.imager metal --out-format raw`` (cached layers: a
 warm build takes seconds), with ``--extra-kernel-arg console=ttyS0`` (the serial console only, so
-the test reads everything) and a static ``ip=``, then boots each one with no config on a tap device
-bridged in a network namespace the test makes (nothing reaches the host's network): the ISO as a
-CD beside an empty virtio disk, the metal image as the virtio disk itself. What a user sees is
-checked: the firmware's GRUB starting the kernel with the image's command line (for the metal disk,
-BOOT's grub.cfg: slot A, ``ichor.slot=A``), machined as PID 1 printing the exact ``apply-config
---insecure`` command, and the maintenance API answering ``disks --insecure`` with ``/dev/vda``.
+the test reads everything) and a static ``ip=``, then boots it as the VM's virtio disk with no config
+on a tap device bridged in a network namespace the test makes (nothing reaches the host's network).
+What a user sees is checked: OVMF running GRUB from the EFI partition, BOOT's grub.cfg starting slot
+A (``BOOT_IMAGE=/A/vmlinuz``, ``ichor.slot=A``), machined as PID 1 printing the exact
+``apply-config --insecure`` command, and the maintenance API answering ``disks --insecure`` with
+``/dev/vda``. The ISO's boots (UEFI and BIOS) are test_e2e_metal_install.py's first boots, and a
+disk booted by SeaBIOS its second.
 
-Time budget per test, measured on 2 cores at load 3-5 (QEMU TCG, 1 vCPU, one VM at a time): the ISO
-under OVMF 61 s (kernel 16 s, switch_root 22 s, maintenance 60 s after QEMU starts), under SeaBIOS
-58 s; the metal disk under OVMF 101 s and under SeaBIOS 96 s (maintenance at 94-99 s: the same
-boot, on a busier host); the file took 5.4 min. Again with the disk tools in the base layer:
-ISO 77 s under either firmware, metal 66-67 s (maintenance at 65-76 s); 4.9 min. Each allows 120 s to the kernel and 300 s to
-maintenance mode (a loaded host slows TCG 3-5x). QEMU is stopped by its PID and the namespace removed afterwards, on failure too.
+Time budget, measured on 2 cores at load 3-5 (QEMU TCG, 1 vCPU, one VM at a time): the metal disk
+under OVMF 66-101 s (maintenance at 65-99 s after QEMU starts). It allows 120 s to the kernel and
+300 s to maintenance mode (a loaded host slows TCG 3-5x). QEMU is stopped by its PID and the
+namespace removed afterwards, on failure too.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ IP_ARG = f"ip={NODE_IP}::{GATEWAY}:255.255.255.0::eth0:off"
 def _skip_reasons() -> str | None:
     if os.geteuid() != 0:
         return "needs root (network namespace, bridge, tap)"
-    for tool in ("qemu-system-x86_64", "mksquashfs", "ip", "apt-get", "dpkg-deb", "depmod", "xorriso",
+    for tool in ("qemu-system-x86_64", "mksquashfs", "ip", "apt-get", "dpkg-deb", "depmod",
                  "grub-mkimage", "mkfs.xfs", "mkfs.vfat", "mcopy"):  # fmt: skip
         if shutil.which(tool) is None:
             return f"needs {tool} (scripts/os-packages.txt)"
@@ -58,10 +57,7 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
         pytest.skip(reason)
     out = tmp_path_factory.mktemp("image")
     built = {}
-    for profile, name, extra in (
-        ("iso", "metal-amd64.iso", []),
-        ("metal", "metal-amd64.raw", ["--out-format", "raw"]),
-    ):
+    for profile, name, extra in (("metal", "metal-amd64.raw", ["--out-format", "raw"]),):
         result = proc.run(
             [sys.executable, "-m", "ichor.imager", profile, "--output", str(out), *extra,
              "--extra-kernel-arg", "console=ttyS0", "--extra-kernel-arg", IP_ARG],
@@ -103,39 +99,15 @@ def _boot_to_maintenance(spec: VMSpec, netns: str, tmp_path: Path) -> str:
         print("qemu:", (tmp_path / "qemu.log").read_text(errors="replace")[-2000:])
 
 
-def _empty_disk(tmp_path: Path) -> Path:
-    disk = tmp_path / "disk0.raw"
-    with disk.open("wb") as f:
-        f.truncate(1 << 30)
-    return disk
-
-
-@pytest.mark.parametrize("firmware", ["uefi", "bios"])
-def test_the_iso_boots_into_maintenance_mode(
-    images: dict[str, Path], netns: str, tmp_path: Path, firmware: str
-) -> None:
-    """UEFI: OVMF boots El Torito's EFI image; BIOS: SeaBIOS boots GRUB's eltorito.img. Budget 300 s each."""
-    spec = VMSpec(
-        kernel=None, initrd=None, cmdline="", serial=tmp_path / "serial.log", disk=_empty_disk(tmp_path),
-        tap="tap0", cdrom=images["iso"],
-        uefi_vars=uefi_vars_copy(tmp_path / "vars.fd") if firmware == "uefi" else None,
-    )  # fmt: skip
-    console = _boot_to_maintenance(spec, netns, tmp_path)
-    assert "BOOT_IMAGE=/boot/vmlinuz" in console  # the ISO's "Talos ISO" entry
-    assert "talos.experimental.wipe" not in console.split("Command line:")[1].splitlines()[0]
-
-
-@pytest.mark.parametrize("firmware", ["uefi", "bios"])
-def test_the_metal_image_boots_from_disk(
-    images: dict[str, Path], netns: str, tmp_path: Path, firmware: str
-) -> None:
-    """UEFI: OVMF runs EFI/BOOT/BOOTX64.EFI from the EFI partition; BIOS: the MBR's boot.img loads
-    core.img from the BIOS partition. Both read BOOT's grub.cfg and boot slot A. Budget 300 s each."""
+def test_the_metal_image_boots_from_disk(images: dict[str, Path], netns: str, tmp_path: Path) -> None:
+    """OVMF runs EFI/BOOT/BOOTX64.EFI from the EFI partition, which reads BOOT's grub.cfg and boots
+    slot A. (Legacy BIOS's boot.img + core.img from the BIOS partition is booted by
+    test_e2e_metal_install.py's second boot, from the disk the node installed.) Budget 300 s."""
     disk = tmp_path / "metal.raw"
     proc.run(["cp", "--sparse=always", str(images["metal"]), str(disk)])  # the VM may write to its disk
     spec = VMSpec(
         kernel=None, initrd=None, cmdline="", serial=tmp_path / "serial.log", disk=disk, tap="tap0",
-        uefi_vars=uefi_vars_copy(tmp_path / "vars.fd") if firmware == "uefi" else None,
+        uefi_vars=uefi_vars_copy(tmp_path / "vars.fd"),
     )  # fmt: skip
     console = _boot_to_maintenance(spec, netns, tmp_path)
     command_line = console.split("Command line:")[1].splitlines()[0]
