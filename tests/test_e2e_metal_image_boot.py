@@ -18,17 +18,14 @@ namespace removed afterwards, on failure too.
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from vm_helpers import talosctl_in, vm_netns
+from vm_helpers import build_output, talosctl_in, vm_netns, vm_skip_reason
 
-from ichor.imager.vm import OVMF_CODE, SerialLog, VMSpec, qemu_command, uefi_vars_copy
+from ichor.imager.vm import SerialLog, VMSpec, qemu_command, uefi_vars_copy
 from ichor.machinery import proc
 
 pytestmark = [pytest.mark.e2e, pytest.mark.vm, pytest.mark.root, pytest.mark.slow]
@@ -38,34 +35,15 @@ GATEWAY = "10.77.0.1"
 IP_ARG = f"ip={NODE_IP}::{GATEWAY}:255.255.255.0::eth0:off"
 
 
-def _skip_reasons() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespace, bridge, tap)"
-    for tool in ("qemu-system-x86_64", "mksquashfs", "ip", "apt-get", "dpkg-deb", "depmod",
-                 "grub-mkimage", "mkfs.xfs", "mkfs.vfat", "mcopy"):  # fmt: skip
-        if shutil.which(tool) is None:
-            return f"needs {tool} (scripts/os-packages.txt)"
-    if not OVMF_CODE.exists():
-        return f"needs {OVMF_CODE} (ovmf)"
-    return None
-
-
 @pytest.fixture(scope="module")
-def images(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    reason = _skip_reasons()
+def metal_raw(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    reason = vm_skip_reason()
     if reason:
         pytest.skip(reason)
-    out = tmp_path_factory.mktemp("image")
-    built = {}
-    for profile, name, extra in (("metal", "metal-amd64.raw", ["--out-format", "raw"]),):
-        result = proc.run(
-            [sys.executable, "-m", "ichor.imager", profile, "--output", str(out), *extra,
-             "--extra-kernel-arg", "console=ttyS0", "--extra-kernel-arg", IP_ARG],
-            timeout=1200,
-        )  # fmt: skip
-        assert result.stdout.strip().endswith(str(out / name)), result.stdout
-        built[profile] = out / name
-    return built
+    return build_output(
+        tmp_path_factory.mktemp("image"), "metal", "metal-amd64.raw", "--out-format", "raw",
+        "--extra-kernel-arg", "console=ttyS0", "--extra-kernel-arg", IP_ARG,
+    )  # fmt: skip
 
 
 @pytest.fixture
@@ -99,12 +77,12 @@ def _boot_to_maintenance(spec: VMSpec, netns: str, tmp_path: Path) -> str:
         print("qemu:", (tmp_path / "qemu.log").read_text(errors="replace")[-2000:])
 
 
-def test_the_metal_image_boots_from_disk(images: dict[str, Path], netns: str, tmp_path: Path) -> None:
+def test_the_metal_image_boots_from_disk(metal_raw: Path, netns: str, tmp_path: Path) -> None:
     """OVMF runs EFI/BOOT/BOOTX64.EFI from the EFI partition, which reads BOOT's grub.cfg and boots
     slot A. (Legacy BIOS's boot.img + core.img from the BIOS partition is booted by
     test_e2e_metal_install.py's second boot, from the disk the node installed.) Budget 300 s."""
     disk = tmp_path / "metal.raw"
-    proc.run(["cp", "--sparse=always", str(images["metal"]), str(disk)])  # the VM may write to its disk
+    proc.run(["cp", "--sparse=always", str(metal_raw), str(disk)])  # the VM may write to its disk
     spec = VMSpec(
         kernel=None, initrd=None, cmdline="", serial=tmp_path / "serial.log", disk=disk, tap="tap0",
         uefi_vars=uefi_vars_copy(tmp_path / "vars.fd"),

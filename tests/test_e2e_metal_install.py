@@ -32,16 +32,15 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import shutil
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from vm_helpers import talosctl_in, vm_netns
+from vm_helpers import build_output, talosctl_in, vm_netns, vm_skip_reason
 
-from ichor.imager.vm import OVMF_CODE, SerialLog, VMSpec, qemu_command, uefi_vars_copy
+from ichor.imager.vm import SerialLog, VMSpec, qemu_command, uefi_vars_copy
 from ichor.machinery import proc
 
 pytestmark = [pytest.mark.e2e, pytest.mark.vm, pytest.mark.root, pytest.mark.slow]
@@ -51,31 +50,15 @@ GATEWAY = "10.78.0.1"
 IP_ARG = f"ip={NODE_IP}::{GATEWAY}:255.255.255.0::eth0:off"
 
 
-def _skip_reasons() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root (network namespace, bridge, tap)"
-    for tool in ("qemu-system-x86_64", "mksquashfs", "ip", "apt-get", "dpkg-deb", "depmod", "grub-mkimage",
-                 "xorriso", "mkfs.xfs", "mkfs.vfat", "mcopy"):  # fmt: skip
-        if shutil.which(tool) is None:
-            return f"needs {tool} (scripts/os-packages.txt)"
-    if not OVMF_CODE.exists():
-        return f"needs {OVMF_CODE} (ovmf)"
-    return None
-
-
 @pytest.fixture(scope="module")
 def iso(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    reason = _skip_reasons()
+    reason = vm_skip_reason()
     if reason:
         pytest.skip(reason)
-    out = tmp_path_factory.mktemp("image")
-    result = proc.run(
-        [sys.executable, "-m", "ichor.imager", "iso", "--output", str(out), "--extra-kernel-arg", "console=ttyS0",
-         "--extra-kernel-arg", IP_ARG, "--extra-kernel-arg", "talos.bogus=1"],
-        timeout=1200,
+    return build_output(
+        tmp_path_factory.mktemp("image"), "iso", "metal-amd64.iso", "--extra-kernel-arg", "console=ttyS0",
+        "--extra-kernel-arg", IP_ARG, "--extra-kernel-arg", "talos.bogus=1",
     )  # fmt: skip
-    assert result.stdout.strip().endswith(str(out / "metal-amd64.iso")), result.stdout
-    return out / "metal-amd64.iso"
 
 
 @pytest.fixture
