@@ -201,6 +201,12 @@ def test_the_iso_boots_installs_and_the_node_boots_configured_from_disk(
             boot_started = time.monotonic()
             node = ("--talosconfig", talosconfig, "-e", NODE_IP, "-n", NODE_IP)
             bootstrap = _talosctl(netns, tmp_path, *node, "bootstrap")
+            deadline = time.monotonic() + 120
+            while "time is not in sync yet" in bootstrap.stderr and time.monotonic() < deadline:
+                time.sleep(
+                    2
+                )  # Talos refuses until TimeStatus is synced (here: sync disabled, set soon after boot)
+                bootstrap = _talosctl(netns, tmp_path, *node, "bootstrap")
             assert bootstrap.exit_code == 0, bootstrap.stdout + bootstrap.stderr
             deadline = time.monotonic() + 300
             etcd = _talosctl(netns, tmp_path, *node, "service", "etcd")
