@@ -172,7 +172,8 @@ def test_with_apply_config_a_seabios_vm_waits_in_maintenance_and_takes_its_confi
 ) -> None:
     """``--with-apply-config --with-uefi=false``: no ``talos.config=`` on the command line, SeaBIOS;
     create waits for the node's insecure maintenance API and applies the config there, as Talos's
-    ``ApplyConfig`` step does; the node then answers ``version`` with the cluster's talosconfig."""
+    ``ApplyConfig`` step does; the node installs, SeaBIOS boots its disk, and it answers ``version``
+    with the cluster's talosconfig."""
     name, state, cidr, env = cluster
     node = f"{name}-controlplane-1"
     address = net.node_addresses(cidr, 1)[0]
@@ -189,3 +190,8 @@ def test_with_apply_config_a_seabios_vm_waits_in_maintenance_and_takes_its_confi
     console = (state / name / f"{node}.log").read_text(errors="replace")
     assert f"talosctl apply-config --insecure --nodes {address} --file" in console  # maintenance mode first
     _wait_version(env, address, BOOT_LIMIT)
+    # It installed, and SeaBIOS booted the disk: boot.img in the MBR, core.img in the BIOS partition,
+    # BOOT's grub.cfg starting slot A (the only legacy-BIOS install-and-boot of the VM tests).
+    console = (state / name / f"{node}.log").read_text(errors="replace")
+    assert "installation complete: rebooting into the installed system" in console
+    assert re.search(r"Command line: BOOT_IMAGE=/A/vmlinuz .*ichor\.slot=A", console), console[-3000:]
