@@ -22,7 +22,12 @@ from ichor.machined.controllers.k8s import kubelet_render as render
 from ichor.machined.cosi import WAIT_STATUSES, assert_resource
 from ichor.machined.platform import Layout, Platform
 from ichor.machined.resources import HOSTNAME_STATUS_ID, HOSTNAME_STATUSES, HostnameStatusSpec
-from ichor.machined.resources._kubelet import KUBELET_CONFIGS, KUBELET_SPECS, KubeletConfigSpec, KubeletSpecSpec
+from ichor.machined.resources._kubelet import (
+    KUBELET_CONFIGS,
+    KUBELET_SPECS,
+    KubeletConfigSpec,
+    KubeletSpecSpec,
+)
 from ichor.machined.services import kubelet as service
 from ichor.machinery import pki, yamlio
 from ichor.machinery.errors import ConfigError
@@ -98,7 +103,7 @@ def test_absent_fields_are_written_as_the_kubelets_type_writes_them() -> None:
     )
     assert typed == {"providers": [{"apiVersion": "", "args": ["-v"], "defaultCacheDuration": None,
                                     "env": [{"name": "A", "value": "1"}], "matchImages": None, "name": "p"}]}  # fmt: skip
-    assert "providers: null\n" == credentials.render_credential_provider_config({"kind": ""})
+    assert credentials.render_credential_provider_config({"kind": ""}) == "providers: null\n"
     assert "defaultCacheDuration: null" in credentials.render_credential_provider_config(
         {"providers": [{"name": "p"}]}
     )
@@ -138,7 +143,9 @@ def test_the_kubelet_gets_the_providers_directory_only_when_the_node_has_it(tmp_
     mounts = {m["destination"]: m for m in service.runtime_spec(spec, layout)["mounts"]}
     assert mounts[credentials.BIN_DIR]["options"] == ["bind", "ro"]
     destinations = [m["destination"] for m in service.runtime_spec(spec, layout)["mounts"]]
-    assert destinations.index(credentials.BIN_DIR) == destinations.index("/etc/kubernetes") + 1  # Talos's order
+    assert (
+        destinations.index(credentials.BIN_DIR) == destinations.index("/etc/kubernetes") + 1
+    )  # Talos's order
     kept = service.without_missing_sources(service.runtime_spec(spec, layout))["mounts"]
     assert credentials.BIN_DIR not in [m["destination"] for m in kept]
     layout.path(credentials.BIN_DIR).mkdir(parents=True)
@@ -186,7 +193,9 @@ def test_the_config_reaches_the_kubelet_and_leaves_with_the_key(tmp_path: Path) 
                 state, KUBELET_CONFIGS, "kubelet", lambda r: bool(r.spec.credential_provider_config)
             )
             assert config.spec.credential_provider_config["providers"][0]["name"] == "my-provider"
-            spec = await assert_resource(state, KUBELET_SPECS, "kubelet", lambda r: set(FLAGS) <= set(r.spec.args))
+            spec = await assert_resource(
+                state, KUBELET_SPECS, "kubelet", lambda r: set(FLAGS) <= set(r.spec.args)
+            )
             assert spec.spec.credential_provider_config == config.spec.credential_provider_config
             written = layout.path(credentials.CONFIG_FILE)
             await _until(written.is_file)
