@@ -22,6 +22,7 @@ from ichor.machined.controllers.k8s import kubelet_render as render
 from ichor.machined.cosi import WAIT_STATUSES, assert_resource
 from ichor.machined.platform import Layout, Platform
 from ichor.machined.resources import HOSTNAME_STATUS_ID, HOSTNAME_STATUSES, HostnameStatusSpec
+from ichor.machined.resources import _protoenc as protoenc
 from ichor.machined.resources._kubelet import (
     KUBELET_CONFIGS,
     KUBELET_SPECS,
@@ -228,3 +229,15 @@ def test_the_resources_carry_the_config_under_talos_yaml_key() -> None:
     assert plain["credentialProviderConfig"] == {"kind": "CredentialProviderConfig"}
     assert "credentialProviderConfig" not in spec_to_plain(KubeletConfigSpec())
     assert yamlio.to_plain(plain) == plain
+    # Talos's typed form: field 6 of KubeletSpecSpec, 13 of KubeletConfigSpec (google.protobuf.Struct)
+    for type_name, spec, number in (
+        ("KubeletSpecs.kubernetes.talos.dev", KubeletSpecSpec(credential_provider_config=ECR), 6),
+        ("KubeletConfigs.kubernetes.talos.dev", KubeletConfigSpec(credential_provider_config=ECR), 13),
+    ):
+        data = protoenc.encode_spec(type_name, spec)
+        assert data is not None
+        message = protoenc.message_class(protoenc.SPEC_MESSAGES[type_name])()
+        message.ParseFromString(data)
+        field = message.DESCRIPTOR.fields_by_name["credential_provider_config"]
+        assert field.number == number
+        assert message.credential_provider_config["providers"][0]["name"] == "ecr-credential-provider"
