@@ -4,13 +4,16 @@ kubelets through the ``docker.io`` mirror and becomes Available with one replica
 pods tolerate the control plane's NoSchedule taint); then a pod on the worker reaches the control
 plane's pod over flannel, the Service's ClusterIP through kube-proxy, and the Service's name through
 CoreDNS. The Deployment and the Service are deleted at the end: the next file finds the cluster as
-it was.
+it was. Then a static pod from ``machine.pods`` on the control plane, in and out without a reboot,
+and the worker's kubelet pulling an image from a registry that wants a user with the user its exec
+credential provider (``machine.kubelet.credentialProviderConfig``) answers; each undoes its config.
 
 The figures printed (image pushed to Deployment Available; pod-to-pod, ClusterIP and DNS round trips
 measured inside the pod with busybox ``time``) are for the report, never asserted."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -407,20 +410,13 @@ def test_kubelet_pulls_with_credentials_from_its_credential_provider(
     Talos's two flags and the file Talos writes, calls an exec credential provider (a shell script in
     the credential providers' directory, bound there by ``machine.kubelet.extraMounts`` as a system
     extension would ship it) for an image of a registry that wants a user, and the pull succeeds with
-    the user the provider answered. The config is patched out again at the end: no flags, no file.
+    the user the provider answered. Patched out again (no reboot): no flags, no file.
     Budget: about 2 minutes (two kubelet restarts)."""
     cluster = k8s_cluster.cluster
     worker = k8s_cluster.worker
     record = ClusterRecord.load(cluster.state, cluster.name)
     node_root = Path(next(n.root for n in record.nodes if n.name == WORKER_NODE))
     provider_dir = node_root / _PROVIDER_DIR.lstrip("/")
-    provider_dir.mkdir(parents=True, exist_ok=True)
-    (provider_dir / _PROVIDER).write_text(_PROVIDER_SCRIPT)
-    (provider_dir / _PROVIDER).chmod(0o755)
-    root = busybox_rootfs(tmp_path / "check-rootfs", ("sh", "echo", "sleep"))
-    built = build_layout(root, tmp_path / "check-layout", tag="1", spec=ImageSpec(entrypoint=["/bin/sh"]))
-    push(built, record.registry, parse_reference(_PRIVATE_IMAGE))
-    proxy = _AuthProxy(cluster.address(1), record.registry)
     manifest = tmp_path / "credential-check.yaml"
     manifest.write_text(_CREDENTIAL_POD)
 
@@ -434,28 +430,54 @@ def test_kubelet_pulls_with_credentials_from_its_credential_provider(
 
     def node_ready() -> bool:
         node = k8s_cluster.get("node", WORKER_NODE)
-        conditions = (
-            node.get("status", {}).get("conditions", []) if isinstance(node.get("status"), dict) else []
-        )  # type: ignore[union-attr]
+        status = node.get("status")
+        conditions = status.get("conditions", []) if isinstance(status, dict) else []
         return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
+    def running() -> bool:
+        pod = k8s_cluster.get("pod", "credential-check", "-n", "ichor-e2e-credentials")
+        status = pod.get("status")
+        return isinstance(status, dict) and status.get("phase") == "Running"
+
+    unpatch = json.dumps([{"op": "remove", "path": "/machine/kubelet/credentialProviderConfig"},
+                          {"op": "remove", "path": "/machine/kubelet/extraMounts"},
+                          {"op": "remove", "path": "/machine/registries/mirrors/private.ichor.test"}])  # fmt: skip
+    patched = False
+
+    def restore() -> None:  # the cluster is shared: the next file finds it as it was
+        if patched:
+            cluster.talosctl("-n", worker, "patch", "mc", "--patch", unpatch, timeout=60)
+            until("the worker Ready again", node_ready, 180, 3)
+
     assert "image-credential-provider" not in kubelet_args()
-    patch = {"machine": {
-        "registries": {"mirrors": {"private.ichor.test": {"endpoints": [proxy.endpoint]}}},
-        "kubelet": {
-            "extraMounts": [{"destination": "/usr/local/lib/kubelet/credentialproviders", "type": "bind",
-                             "source": _PROVIDER_DIR, "options": ["bind", "ro"]}],
-            "credentialProviderConfig": {
-                "apiVersion": "kubelet.config.k8s.io/v1", "kind": "CredentialProviderConfig",
-                "providers": [{"name": _PROVIDER, "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
-                               "matchImages": ["private.ichor.test"], "defaultCacheDuration": "1m"}],
+    with contextlib.ExitStack() as undo:  # run last to first, each whatever the others did
+        provider_dir.mkdir(parents=True, exist_ok=True)
+        undo.callback(shutil.rmtree, provider_dir, ignore_errors=True)
+        undo.callback((node_root / _PROVIDER_LOG.lstrip("/")).unlink, missing_ok=True)
+        (provider_dir / _PROVIDER).write_text(_PROVIDER_SCRIPT)
+        (provider_dir / _PROVIDER).chmod(0o755)
+        root = busybox_rootfs(tmp_path / "check-rootfs", ("sh", "echo", "sleep"))
+        built = build_layout(root, tmp_path / "check-layout", tag="1", spec=ImageSpec(entrypoint=["/bin/sh"]))
+        push(built, record.registry, parse_reference(_PRIVATE_IMAGE))
+        proxy = _AuthProxy(cluster.address(1), record.registry)
+        undo.callback(proxy.close)
+        undo.callback(restore)
+        patch = {"machine": {
+            "registries": {"mirrors": {"private.ichor.test": {"endpoints": [proxy.endpoint]}}},
+            "kubelet": {
+                "extraMounts": [{"destination": "/usr/local/lib/kubelet/credentialproviders", "type": "bind",
+                                 "source": _PROVIDER_DIR, "options": ["bind", "ro"]}],
+                "credentialProviderConfig": {
+                    "apiVersion": "kubelet.config.k8s.io/v1", "kind": "CredentialProviderConfig",
+                    "providers": [{"name": _PROVIDER, "apiVersion": "credentialprovider.kubelet.k8s.io/v1",
+                                   "matchImages": ["private.ichor.test"], "defaultCacheDuration": "1m"}],
+                },
             },
-        },
-    }}  # fmt: skip
-    started = time.monotonic()
-    talosctl("patch", "mc", "--patch", json.dumps(patch))
-    patched = True
-    try:
+        }}  # fmt: skip
+        boot_id = talosctl("read", "/proc/sys/kernel/random/boot_id")
+        started = time.monotonic()
+        talosctl("patch", "mc", "--patch", json.dumps(patch))
+        patched = True
         until("the kubelet spec carries Talos's credential provider flags",
               lambda: "--image-credential-provider-config=/etc/kubernetes/kubelet-credentialproviderconfig.yaml"
               in kubelet_args(), 60, 2)  # fmt: skip
@@ -466,14 +488,13 @@ def test_kubelet_pulls_with_credentials_from_its_credential_provider(
         assert "defaultCacheDuration: 1m0s\n" in written and f"name: {_PROVIDER}\n" in written, written
         until("the worker Ready again after its kubelet restarted", node_ready, 180, 3)
         to_ready = time.monotonic() - started
+
+        undo.callback(
+            k8s_cluster.run, "delete", "-f", str(manifest), "--ignore-not-found", "--wait=true", timeout=120
+        )
         applied = k8s_cluster.run("apply", "-f", str(manifest))
         assert applied.exit_code == 0, applied.stdout + applied.stderr
         pulling = time.monotonic()
-
-        def running() -> bool:
-            pod = k8s_cluster.get("pod", "credential-check", "-n", "ichor-e2e-credentials")
-            return isinstance(pod.get("status"), dict) and pod["status"].get("phase") == "Running"  # type: ignore[index]
-
         try:
             until("the pod of the private image Running", running, 180, 2)
         except AssertionError as exc:
@@ -488,16 +509,13 @@ def test_kubelet_pulls_with_credentials_from_its_credential_provider(
         assert any(status == 401 for _, _, status in proxy.seen), proxy.seen
         served = [(c, p) for c, p, s in proxy.seen if s == 200 and "/manifests/" in p]
         assert served and all(c == worker for c, _ in served), proxy.seen
-        print(f"\ncredential provider: patched -> worker Ready {to_ready:.1f}s; pod of the private image "
-              f"Running {to_running:.1f}s after it was applied")  # fmt: skip
-    finally:  # the cluster is shared: the next file finds it as it was
-        k8s_cluster.run("delete", "-f", str(manifest), "--ignore-not-found", "--wait=true", timeout=120)
-        if patched:
-            undo = [{"op": "remove", "path": "/machine/kubelet/credentialProviderConfig"},
-                    {"op": "remove", "path": "/machine/kubelet/extraMounts"},
-                    {"op": "remove", "path": "/machine/registries/mirrors/private.ichor.test"}]  # fmt: skip
-            talosctl("patch", "mc", "--patch", json.dumps(undo))
-        proxy.close()
+
+        # The key removed without a reboot: no flags, no file, the kubelet back.
+        deleted = k8s_cluster.run("delete", "-f", str(manifest), "--wait=true", timeout=120)
+        assert deleted.exit_code == 0, deleted.stdout + deleted.stderr
+        removing = time.monotonic()
+        talosctl("patch", "mc", "--patch", unpatch)
+        patched = False
         until(
             "the kubelet spec without the flags",
             lambda: "image-credential-provider" not in kubelet_args(),
@@ -507,5 +525,7 @@ def test_kubelet_pulls_with_credentials_from_its_credential_provider(
         gone = cluster.talosctl("-n", worker, "read", "/etc/kubernetes/kubelet-credentialproviderconfig.yaml")
         assert gone.exit_code != 0, "the credential provider config stays after the key was removed"
         until("the worker Ready again", node_ready, 180, 3)
-        shutil.rmtree(provider_dir, ignore_errors=True)
-        (node_root / _PROVIDER_LOG.lstrip("/")).unlink(missing_ok=True)
+        to_removed = time.monotonic() - removing
+        assert talosctl("read", "/proc/sys/kernel/random/boot_id") == boot_id, "the worker rebooted"
+        print(f"\ncredential provider: patched in -> worker Ready {to_ready:.1f}s; pod of the private image "
+              f"Running {to_running:.1f}s after it was applied; patched out -> worker Ready {to_removed:.1f}s")  # fmt: skip
