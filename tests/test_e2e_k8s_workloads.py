@@ -18,6 +18,7 @@ import json
 import re
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -434,6 +435,16 @@ def test_kubelet_pulls_with_credentials_from_its_credential_provider(
         conditions = status.get("conditions", []) if isinstance(status, dict) else []
         return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
+    def kubelet_task() -> tuple[str, bool]:
+        """The PID of the kubelet's newest task (``talosctl service kubelet``'s newest ``Started
+        task`` event) and whether the service is Running and healthy."""
+        shown = talosctl("service", "kubelet")
+        started = re.search(r"Started task kubelet \(PID (\d+)\)", shown)
+        return (started[1] if started else "", "STATE    Running" in shown and "HEALTH   OK" in shown)
+
+    def restarted(before: str) -> Callable[[], bool]:
+        return lambda: kubelet_task()[0] not in ("", before) and kubelet_task()[1]
+
     def running() -> bool:
         pod = k8s_cluster.get("pod", "credential-check", "-n", "ichor-e2e-credentials")
         status = pod.get("status")
@@ -475,6 +486,7 @@ def test_kubelet_pulls_with_credentials_from_its_credential_provider(
             },
         }}  # fmt: skip
         boot_id = talosctl("read", "/proc/sys/kernel/random/boot_id")
+        task = kubelet_task()[0]
         started = time.monotonic()
         talosctl("patch", "mc", "--patch", json.dumps(patch))
         patched = True
@@ -486,7 +498,8 @@ def test_kubelet_pulls_with_credentials_from_its_credential_provider(
         )
         written = talosctl("read", "/etc/kubernetes/kubelet-credentialproviderconfig.yaml")
         assert "defaultCacheDuration: 1m0s\n" in written and f"name: {_PROVIDER}\n" in written, written
-        until("the worker Ready again after its kubelet restarted", node_ready, 180, 3)
+        until("the kubelet restarted with them, healthy", restarted(task), 120, 2)
+        until("the worker Ready", node_ready, 180, 3)
         to_ready = time.monotonic() - started
 
         undo.callback(
@@ -514,6 +527,7 @@ def test_kubelet_pulls_with_credentials_from_its_credential_provider(
         deleted = k8s_cluster.run("delete", "-f", str(manifest), "--wait=true", timeout=120)
         assert deleted.exit_code == 0, deleted.stdout + deleted.stderr
         removing = time.monotonic()
+        task = kubelet_task()[0]
         talosctl("patch", "mc", "--patch", unpatch)
         patched = False
         until(
@@ -524,8 +538,10 @@ def test_kubelet_pulls_with_credentials_from_its_credential_provider(
         )
         gone = cluster.talosctl("-n", worker, "read", "/etc/kubernetes/kubelet-credentialproviderconfig.yaml")
         assert gone.exit_code != 0, "the credential provider config stays after the key was removed"
-        until("the worker Ready again", node_ready, 180, 3)
+        until("the kubelet restarted without them, healthy", restarted(task), 120, 2)
+        until("the worker Ready", node_ready, 180, 3)
         to_removed = time.monotonic() - removing
         assert talosctl("read", "/proc/sys/kernel/random/boot_id") == boot_id, "the worker rebooted"
-        print(f"\ncredential provider: patched in -> worker Ready {to_ready:.1f}s; pod of the private image "
-              f"Running {to_running:.1f}s after it was applied; patched out -> worker Ready {to_removed:.1f}s")  # fmt: skip
+        print(f"\ncredential provider: patched in -> kubelet restarted, worker Ready {to_ready:.1f}s; pod of the "
+              f"private image Running {to_running:.1f}s after it was applied; patched out -> kubelet restarted, "
+              f"worker Ready {to_removed:.1f}s")  # fmt: skip
