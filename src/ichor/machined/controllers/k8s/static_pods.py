@@ -60,7 +60,7 @@ from ichor.machined.resources._k8s import (
     StaticPodSpec,
 )
 
-__all__ = ["ArgsError", "control_plane_static_pod_controller", "static_pod_config_controller", "merge_args"]
+__all__ = ["ArgsError", "control_plane_static_pod_controller", "merge_args", "static_pod_config_controller"]
 
 SYSTEM_CRITICAL_PRIORITY = 2000000000
 GO_GC_MEM_LIMIT_PERCENT = 95
