@@ -276,7 +276,7 @@ def test_static_pod_server_serves_machine_pods_and_rejects_garbage(tmp_path: Pat
 
     said: list[str] = []
     layout = Layout(root=tmp_path, address=ADDRESS)
-    controllers = [config_area.machine_type_controller(), k8s.static_pods.extra_static_pod_controller(),
+    controllers = [config_area.machine_type_controller(), k8s.static_pods.static_pod_config_controller(),
                    k8s.static_pod_server.StaticPodServerController(layout, say=said.append)]  # fmt: skip
 
     async def main() -> None:
@@ -326,10 +326,10 @@ def test_a_pod_without_a_name_is_a_wait(tmp_path: Path) -> None:
         raw["machine"]["pods"] = [{"apiVersion": "v1", "kind": "Pod", "metadata": {}}]
 
     async def main() -> None:
-        async with running(k8s.static_pods.extra_static_pod_controller()) as state:
+        async with running(k8s.static_pods.static_pod_config_controller()) as state:
             apply(state, _edited(edit))
             await assert_resource(
-                state, WAIT_STATUSES, "k8s.ExtraStaticPodController",
+                state, WAIT_STATUSES, "k8s.StaticPodConfigController",
                 lambda r: "machine.pods[0] has no metadata.name" in r.spec.reason,
             )  # fmt: skip
 

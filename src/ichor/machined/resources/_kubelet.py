@@ -7,7 +7,8 @@
 * ``NodeIPs/kubelet``: the picked address(es), one per IP family;
 * ``Nodenames/nodename``: the name the node registers with (hostname, or FQDN with ``registerWithFQDN``);
 * ``KubeletSpecs/kubelet``: what the ``kubelet`` service runs: image, args, extra mounts, the expected
-  node name and the ``KubeletConfiguration`` that becomes ``/etc/kubernetes/kubelet.yaml``.
+  node name, the ``KubeletConfiguration`` that becomes ``/etc/kubernetes/kubelet.yaml`` and the
+  ``CredentialProviderConfig`` that becomes ``/etc/kubernetes/kubelet-credentialproviderconfig.yaml``.
 
 Types only; the controllers in :mod:`ichor.machined.controllers.k8s.kubelet` create them.
 """
@@ -66,6 +67,10 @@ class KubeletConfigSpec:
         default=False, metadata={"yaml": "enableFSQuotaMonitoring"}
     )
     allow_scheduling_on_control_planes: bool = False
+    credential_provider_config: dict[str, Any] = dataclasses.field(
+        default_factory=dict, metadata={"omitempty": True}
+    )
+    """``machine.kubelet.credentialProviderConfig`` as given (empty: none)."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +98,10 @@ class KubeletSpecSpec:
     extra_mounts: tuple[KubeletMount, ...] = ()
     expected_nodename: str = ""
     config: dict[str, Any] = dataclasses.field(default_factory=dict)
+    credential_provider_config: dict[str, Any] = dataclasses.field(
+        default_factory=dict, metadata={"omitempty": True}
+    )
+    """Written to ``/etc/kubernetes/kubelet-credentialproviderconfig.yaml`` when not empty."""
 
 
 def _k8s(plural: str, spec: type[Any], *columns: PrintColumn) -> ResourceType[Any]:

@@ -14,7 +14,9 @@ Talos runs the kubelet image as container ``kubelet`` in the CRI containerd
 * the runtime spec (:func:`runtime_spec`): ``/usr/local/bin/kubelet`` with the spec's args, the
   host's network and PID namespaces (own mount, IPC, UTS), privileged as far as the node itself is
   (every capability it holds, every device), root propagation ``shared``, cgroup
-  ``/podruntime/kubelet``, Talos's mounts then ``machine.kubelet.extraMounts``;
+  ``/podruntime/kubelet``, Talos's mounts then ``machine.kubelet.extraMounts`` (the credential
+  providers' directory, ``/usr/local/lib/kubelet/credentialproviders``, only when the node has it:
+  its ``/usr`` is read-only);
 * health: ``GET http://127.0.0.1:10248/healthz`` answering 200, first after 2 s (kubelet is slow to
   start); restart: forever.
 
@@ -87,12 +89,15 @@ KUBELET_SYSCTLS: tuple[tuple[str, str], ...] = (
 """The kernel settings the kubelet sets at start (its ``setupKernelTunables``) and their values."""
 
 _RW = ("rbind", "rshared", "rw")
+CREDENTIAL_PROVIDERS = "/usr/local/lib/kubelet/credentialproviders"
+"""Where system extensions put kubelet image credential providers (``credentialProviderConfig``)."""
 TALOS_MOUNTS: tuple[KubeletMount, ...] = (
     KubeletMount("/dev", "bind", "/dev", _RW),
     KubeletMount("/sys", "sysfs", "/sys", ("bind", "ro")),
     KubeletMount("/sys/fs/cgroup", "bind", "/sys/fs/cgroup", _RW),
     KubeletMount("/lib/modules", "bind", "/lib/modules", ("bind", "ro")),
     KubeletMount("/etc/kubernetes", "bind", "/etc/kubernetes", ("bind", "rshared", "rw")),
+    KubeletMount(CREDENTIAL_PROVIDERS, "bind", CREDENTIAL_PROVIDERS, ("bind", "ro")),
     KubeletMount("/etc/nfsmount.conf", "bind", "/etc/nfsmount.conf", ("bind", "ro")),
     KubeletMount("/etc/machine-id", "bind", "/etc/machine-id", ("bind", "ro")),
     # hostNetwork pods get the node's hosts file, which the kubelet copies from its own /etc/hosts.
@@ -110,6 +115,9 @@ TALOS_MOUNTS: tuple[KubeletMount, ...] = (
     KubeletMount("/opt", "bind", "/opt", _RW),
 )
 """Talos 1.7's kubelet mounts (destination, type, source, options), in its order."""
+_SHIPPED_SOURCES = frozenset({CREDENTIAL_PROVIDERS})
+"""Sources under ``/usr``, read-only in a node: present when the root or an extension has them,
+never made (without one, the mount is left out)."""
 _FILE_SOURCES = frozenset(
     {"/etc/nfsmount.conf", "/etc/machine-id", "/etc/hosts", "/etc/os-release", "/system/resolved/resolv.conf"}
 )
@@ -265,7 +273,7 @@ def kubelet_service(
         await asyncio.to_thread(prepare_proc_view, layout)
         for mount in (*TALOS_MOUNTS, *spec.extra_mounts):
             source = _node_source(mount, layout)
-            if source is None or source.exists():
+            if source is None or source.exists() or mount.source in _SHIPPED_SOURCES:
                 continue
             try:
                 if mount.source in _FILE_SOURCES:

@@ -44,7 +44,7 @@ def k8s_controllers(layout: Layout, *, say: Callable[[str], None] | None = None)
         render.render_secrets_controller(layout),
         render.render_configs_controller(layout),
         static_pods.control_plane_static_pod_controller(),
-        static_pods.extra_static_pod_controller(),
+        static_pods.static_pod_config_controller(),
         static_pod_server.StaticPodServerController(layout, say=say),
         nodes.node_label_spec_controller(),
         nodes.node_taint_spec_controller(),

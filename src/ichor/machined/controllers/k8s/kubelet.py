@@ -15,8 +15,9 @@
   and ``KubeletConfiguration`` from :mod:`.kubelet_render`). A refused ``extraArgs``/``extraConfig``
   is a wait naming the key; the previous spec stays.
 * ``k8s.KubeletServiceController``: KubeletSpec + MachineConfig -> ``/etc/kubernetes/kubelet.yaml``,
-  ``bootstrap-kubeconfig`` and ``pki/ca.crt`` in the node (a file is rewritten only when it changes),
-  then ``on_change()`` (the node restarts a running ``kubelet``).
+  ``bootstrap-kubeconfig``, ``pki/ca.crt`` and, with ``credentialProviderConfig``,
+  ``kubelet-credentialproviderconfig.yaml`` (removed without one) in the node (a file is rewritten
+  only when it changes), then ``on_change()`` (the node restarts a running ``kubelet``).
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ from ichor.machinery.config import Config
 from ichor.machinery.errors import ConfigError, MachineryError, SubnetError
 from ichor.machinery.files import write_atomic
 
+from . import kubelet_credentials as credentials
 from . import kubelet_render as render
 
 _NODE_IP_ADDRESSES = filtered_node_address_id(NODE_ADDRESS_ROUTED_ID, NODE_ADDRESS_FILTER_NO_K8S)
@@ -140,6 +142,7 @@ def kubelet_config_controller(
             disable_manifests_directory=bool(kubelet is not None and kubelet.disable_manifests_directory),
             enable_fs_quota_monitoring=bool(features is not None and features.disk_quota_support),
             allow_scheduling_on_control_planes=bool(cluster is not None and cluster.allow_scheduling_on_control_planes),
+            credential_provider_config=dict(kubelet.credential_provider_config or {}) if kubelet is not None else {},
         )}  # fmt: skip
 
     return TransformController(
@@ -250,11 +253,13 @@ def kubelet_spec_controller(*, container_platform: bool = False) -> TransformCon
         try:
             args = render.kubelet_args(config.spec, nodename=nodename.spec.nodename, node_ips=node_ips)
             kubelet_yaml = render.kubelet_configuration(config.spec, container_platform=container_platform)
+            credentials.typed_credential_provider_config(config.spec.credential_provider_config)
         except ConfigError as err:
             raise WaitingFor("kubelet spec", f"{err} ({err.hint})" if err.hint else str(err)) from None
         return {KUBELET_ID: KubeletSpecSpec(
             image=config.spec.image, args=args, extra_mounts=config.spec.extra_mounts,
             expected_nodename=nodename.spec.nodename, config=kubelet_yaml,
+            credential_provider_config=config.spec.credential_provider_config,
         )}  # fmt: skip
 
     return TransformController(
@@ -285,7 +290,8 @@ def kubelet_server(config: Config) -> str:
 
 
 def kubelet_files(spec: KubeletSpecSpec, config: Config) -> dict[str, tuple[str | bytes, int]]:
-    """Each file the kubelet reads (Talos path -> content, mode)."""
+    """Each file the kubelet reads (Talos path -> content, mode); the credential provider config
+    only when one is set (:data:`OPTIONAL_FILES`: removed otherwise)."""
     cluster = config.cluster
     if cluster is None or cluster.ca is None or not cluster.ca.crt:
         raise ConfigError(
@@ -296,6 +302,9 @@ def kubelet_files(spec: KubeletSpecSpec, config: Config) -> dict[str, tuple[str 
         render.CONFIG_FILE: (yamlio.dump_document(yamlio.from_plain(spec.config)), 0o600),
         render.CA_FILE: (ca_pem, 0o400),
     }
+    if spec.credential_provider_config:
+        text = credentials.render_credential_provider_config(spec.credential_provider_config)
+        files[credentials.CONFIG_FILE] = (text, 0o600)
     if spec.config.get("registerNode", True) is not False:
         if not cluster.token:
             raise ConfigError(
@@ -309,6 +318,10 @@ def kubelet_files(spec: KubeletSpecSpec, config: Config) -> dict[str, tuple[str 
     return files
 
 
+OPTIONAL_FILES = (credentials.CONFIG_FILE,)
+"""Files :func:`kubelet_files` writes only for some specs: removed from the node when it does not."""
+
+
 class KubeletServiceController(Controller):
     """Writes the kubelet's files into the node from KubeletSpec and the config; calls ``on_change``
     after a pass that changed any of them (the node restarts a running kubelet)."""
@@ -316,7 +329,10 @@ class KubeletServiceController(Controller):
     name = "k8s.KubeletServiceController"
     inputs = (Input(KUBELET_SPECS, id=KUBELET_ID), ACTIVE_CONFIG)
     outputs: tuple[Output, ...] = ()
-    writes = f"({render.CONFIG_FILE}, {render.BOOTSTRAP_KUBECONFIG}, {render.CA_FILE} in the node)"
+    writes = (
+        f"({render.CONFIG_FILE}, {render.BOOTSTRAP_KUBECONFIG}, {render.CA_FILE}, {credentials.CONFIG_FILE} "
+        "in the node)"
+    )
 
     def __init__(self, layout: Layout, on_change: Callable[[], Awaitable[None]] | None = None) -> None:
         self._layout = layout
@@ -334,14 +350,24 @@ class KubeletServiceController(Controller):
             problems: list[str] = []
             changed = False
             try:
-                for path, (content, mode) in kubelet_files(spec.spec, config).items():
+                files = kubelet_files(spec.spec, config)
+                for path, (content, mode) in files.items():
                     changed |= self._write(path, content, mode)
+                for path in OPTIONAL_FILES:
+                    changed |= path not in files and self._remove(path)
             except (MachineryError, OSError) as err:
                 hint = getattr(err, "hint", None)
                 problems.append(f"{err} ({hint})" if hint else str(err))
             if changed and self._on_change is not None:
                 await self._on_change()
             retry = ctx.waiting_on("kubelet files", problems, retry_after=_RETRY_AFTER)
+
+    def _remove(self, path: str) -> bool:
+        target = self._layout.path(path)
+        if not target.is_file():
+            return False
+        target.unlink()
+        return True
 
     def _write(self, path: str, content: str | bytes, mode: int) -> bool:
         target = self._layout.path(path)

@@ -5,7 +5,9 @@ Args (sorted ``--key=value``, as Talos's argsbuilder prints them): ``--config``,
 ``--hostname-override``, ``--node-ip`` (unless ``extraArgs`` sets it), ``--bootstrap-kubeconfig`` and
 ``--kubeconfig`` (unless ``skipNodeRegistration``), ``--cloud-provider=external`` with an external
 cloud provider. ``machine.kubelet.extraArgs`` override any other flag; the flags Talos owns
-(:data:`DENIED_ARGS`) are refused. No ``--node-labels``: Talos 1.7 applies
+(:data:`DENIED_ARGS`) are refused. With ``credentialProviderConfig``,
+``--image-credential-provider-config`` and ``--image-credential-provider-bin-dir``
+(:mod:`.kubelet_credentials`) come last and override ``extraArgs`` as Talos's do. No ``--node-labels``: Talos 1.7 applies
 ``node-role.kubernetes.io/control-plane`` through NodeLabelSpecs after registration (the
 NodeRestriction admission plugin forbids a kubelet to set ``node-role`` labels on itself).
 
@@ -33,6 +35,8 @@ from typing import Any
 from ichor.machined.resources._kubelet import KubeletConfigSpec
 from ichor.machinery import yamlio
 from ichor.machinery.errors import ConfigError
+
+from .kubelet_credentials import credential_provider_args
 
 __all__ = [
     "BOOTSTRAP_KUBECONFIG",
@@ -127,6 +131,7 @@ def kubelet_args(config: KubeletConfigSpec, *, nodename: str, node_ips: Sequence
                 hint=f"remove {key} from machine.kubelet.extraArgs: Talos sets --{key} itself",
             )
         args[key] = value
+    args.update(credential_provider_args(config.credential_provider_config))  # over extraArgs, as Talos
     return tuple(f"--{key}={args[key]}" for key in sorted(args))
 
 

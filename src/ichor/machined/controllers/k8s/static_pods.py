@@ -8,7 +8,9 @@
   ``extraArgs`` merged as Talos merges them: most override, a few add to the list
   (``enable-admission-plugins``, ``feature-gates``, ...), and the ones that point at Talos's files
   cannot be overridden (an error naming the key, published as a wait; the pods already rendered stay).
-* ``k8s.ExtraStaticPodController``: MachineConfig ``machine.pods`` -> StaticPods ``<namespace>-<name>``.
+* ``k8s.StaticPodConfigController``: MachineConfig ``machine.pods`` -> StaticPods ``<namespace>-<name>``
+  (``metadata.namespace`` defaults to ``default``); a config change adds or removes them live, and
+  the kubelet, polling the static pod server every 20 s, starts or stops the pods.
 """
 
 from __future__ import annotations
@@ -58,7 +60,7 @@ from ichor.machined.resources._k8s import (
     StaticPodSpec,
 )
 
-__all__ = ["ArgsError", "control_plane_static_pod_controller", "extra_static_pod_controller", "merge_args"]
+__all__ = ["ArgsError", "control_plane_static_pod_controller", "merge_args", "static_pod_config_controller"]
 
 SYSTEM_CRITICAL_PRIORITY = 2000000000
 GO_GC_MEM_LIMIT_PERCENT = 95
@@ -348,7 +350,7 @@ def control_plane_static_pod_controller() -> TransformController[StaticPodSpec]:
     )  # fmt: skip
 
 
-def extra_static_pod_controller() -> TransformController[StaticPodSpec]:
+def static_pod_config_controller() -> TransformController[StaticPodSpec]:
     def derive(ctx: ControllerContext) -> dict[str, StaticPodSpec]:
         machine = active_config(ctx).machine
         pods: dict[str, StaticPodSpec] = {}
@@ -365,6 +367,6 @@ def extra_static_pod_controller() -> TransformController[StaticPodSpec]:
         return pods
 
     return TransformController(
-        "k8s.ExtraStaticPodController", inputs=[ACTIVE_CONFIG], output=STATIC_PODS, map_inputs=derive,
+        "k8s.StaticPodConfigController", inputs=[ACTIVE_CONFIG], output=STATIC_PODS, map_inputs=derive,
         output_kind=OutputKind.SHARED,
     )  # fmt: skip
