@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import sys
@@ -124,7 +125,9 @@ def cached_layer(
         partial = Path(scratch) / "layer.sqsh"
         squash(tree, partial)
         os.replace(partial, image)
+    # Only this layer's older builds: another layer's name may begin with this one's.
+    own = re.compile(re.escape(name) + r"-[0-9a-f]{16}\.sqsh")
     for stale in layers.glob(f"{name}-*.sqsh"):
-        if stale != image:
+        if stale != image and own.fullmatch(stale.name):
             stale.unlink()
     return image
