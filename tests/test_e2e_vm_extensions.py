@@ -1,8 +1,9 @@
-"""An image built with a system extension and a rootfs overlay boots under QEMU, and both are in it.
+"""An image built with system extensions and a rootfs overlay boots under QEMU, and both are in it.
 
-The extension carries a real kernel module the base layer does not ship (Debian's ``pcspkr.ko``,
-repacked from the pinned kernel as an extension would carry an out-of-tree one) and a file under
-``/usr/local``; the overlay adds ``/etc/modprobe.d/ichor-test.conf`` blacklisting ``sr_mod``. Built
+Three extensions: one carries a real kernel module the base layer lacks (Debian's ``pcspkr.ko``,
+repacked from the pinned kernel as an extension would carry an out-of-tree one), one a firmware
+file, one a file under ``/usr/local`` (nine layers: more loop devices than the kernel makes up
+front); the overlay adds ``/etc/modprobe.d/ichor-test.conf`` blacklisting ``sr_mod``. Built
 with ``python -m ichor.imager kernel|initramfs --system-extension-image DIR --rootfs-overlay DIR``
 and booted directly (``-kernel``/``-initrd``, no config) on a tap bridged in a network namespace of
 the test's own. What a user sees is checked:
@@ -24,7 +25,6 @@ mode. QEMU is stopped by its PID and the namespace removed afterwards, on failur
 from __future__ import annotations
 
 import re
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -44,15 +44,13 @@ IP_ARG = f"ip={NODE_IP}::{GATEWAY}:255.255.255.0::eth0:off"
 MODULE = "kernel/drivers/input/misc/pcspkr.ko"
 
 
-def _extension(where: Path, kernel_root: Path, kver: str) -> Path:
-    (where / "rootfs/usr/local/share/ichor-test").mkdir(parents=True)
-    (where / "rootfs/usr/local/share/ichor-test/hello.txt").write_text("hello from an extension\n")
-    module = where / "rootfs/lib/modules" / kver / "extras/pcspkr.ko"
-    module.parent.mkdir(parents=True)
-    shutil.copyfile(kernel_root / "lib/modules" / kver / MODULE, module)
+def _extension(where: Path, name: str, files: dict[str, bytes]) -> Path:
+    for path, data in files.items():
+        (where / "rootfs" / path).parent.mkdir(parents=True, exist_ok=True)
+        (where / "rootfs" / path).write_bytes(data)
     (where / "manifest.yaml").write_text(
-        "version: v1alpha1\nmetadata:\n  name: ichor-pcspkr\n  version: 1.0.0\n  author: Ichor tests\n"
-        "  description: the PC speaker driver as an extension\n"
+        f"version: v1alpha1\nmetadata:\n  name: {name}\n  version: 1.0.0\n  author: Ichor tests\n"
+        f"  description: {name} for the VM test\n"
         '  compatibility:\n    talos:\n      version: ">= v1.7.0"\n'
     )
     return where
@@ -65,12 +63,20 @@ def image(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
         pytest.skip(reason)
     work = tmp_path_factory.mktemp("inputs")
     kernel_root, kver = _build._Builder(_build.BuildOptions(output=work / "unused")).kernel()
-    extension = _extension(work / "ext", kernel_root, kver)
+    module = (kernel_root / "lib/modules" / kver / MODULE).read_bytes()
+    extensions = [
+        _extension(work / "ext-1", "ichor-pcspkr", {f"lib/modules/{kver}/extras/pcspkr.ko": module}),
+        _extension(work / "ext-2", "ichor-firmware", {"lib/firmware/ichor-test.bin": b"\0" * 64}),
+        _extension(work / "ext-3", "ichor-hello", {"usr/local/share/ichor-test/hello.txt": b"hello\n"}),
+    ]
     overlay = work / "overlay"
     (overlay / "etc/modprobe.d").mkdir(parents=True)
     (overlay / "etc/modprobe.d/ichor-test.conf").write_text("blacklist sr_mod\n")
     out = tmp_path_factory.mktemp("image")
-    flags = ("--system-extension-image", str(extension), "--rootfs-overlay", str(overlay))
+    # 3 base layers + 3 extensions + modules.dep + extensions.yaml + overlay: 9 loop devices, one
+    # more than the kernel makes up front (stage 1's mount asks /dev/loop-control for the rest).
+    flags = [arg for ext in extensions for arg in ("--system-extension-image", str(ext))]
+    flags += ["--rootfs-overlay", str(overlay)]
     started = time.monotonic()
     kernel = build_output(out, "kernel", "vmlinuz-amd64", *flags)
     initramfs = build_output(out, "initramfs", "initramfs-amd64.xz", *flags)
@@ -113,8 +119,9 @@ def test_an_extension_module_and_an_overlay_file_are_in_the_booted_image(
         assert "CD-ROM" in console and "sr_mod" not in loaded, loaded
         listed = talosctl_in(netns, tmp_path, "get", "extensions", "--insecure", "-n", NODE_IP, "-o", "yaml")
         assert listed.exit_code == 0, listed.stdout + listed.stderr
-        assert "name: ichor-pcspkr" in listed.stdout and "author: Ichor tests" in listed.stdout, listed.stdout
-        assert "name: modules.dep" in listed.stdout, listed.stdout
+        names = re.findall(r"^\s+name: (\S+)$", listed.stdout, re.M)
+        assert names == ["ichor-pcspkr", "ichor-firmware", "ichor-hello", "modules.dep"], listed.stdout
+        assert "author: Ichor tests" in listed.stdout, listed.stdout
     finally:
         vm.stop(timeout=5)
         print(log.text()[-3000:])
