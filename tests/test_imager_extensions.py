@@ -114,7 +114,19 @@ def test_sources_that_are_not_extensions_are_refused_with_what_to_pass(tmp_path:
     (tmp_path / "file").write_text("x")
     assert "not a directory" in refused([str(tmp_path / "file")], tmp_path / "w")
     assert "is not a file" in refused([f"oci-archive:{tmp_path}/nope.tar"], tmp_path / "w")
-    assert "does not pull from registries" in refused(["127.0.0.1:5000/ext/hello:v1"], tmp_path / "w")
+    assert "registry ghcr.io is not on this machine or a private network" in refused(
+        ["ghcr.io/siderolabs/gvisor:v1"], tmp_path / "w"
+    )
+    assert "registry 8.8.8.8:5000 is not on this machine" in refused(
+        ["docker://8.8.8.8:5000/x:v1"], tmp_path / "w"
+    )
+    for local in (
+        "127.0.0.1:5000/ext/hello:v1",
+        "docker://localhost:5000/ext/hello",
+        "10.5.0.1:5000/ext/hello:v2",
+    ):
+        source = _extensions.parse_source(local)
+        assert source.kind is _extensions.SourceKind.REGISTRY and source.reference is not None, local
     assert "is not an OCI image layout" in refused([f"oci:{tmp_path}/file"], tmp_path / "w")
 
 

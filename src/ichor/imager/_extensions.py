@@ -4,7 +4,11 @@ Each value is one of:
 
 - a directory holding ``manifest.yaml`` and ``rootfs/`` (the extension itself);
 - an OCI image layout: a directory with ``oci-layout``, or ``oci:<dir>[:<tag>]``;
-- an OCI archive (a tar of a layout): ``oci-archive:<file>[:<tag>]``.
+- an OCI archive (a tar of a layout): ``oci-archive:<file>[:<tag>]``;
+- an image in a registry on this machine or a private network: ``<registry>/<repository>[:<tag>]``
+  or ``docker://...`` with the registry a loopback address, ``localhost`` or a private address
+  (such as a cluster's ``--with-registry`` at 10.5.0.1:5000), pulled with skopeo over plain http;
+  any other registry is refused, since a host name or public address could reach the internet.
 
 Images are unpacked (:func:`ichor.images.unpack_image`, which refuses unsafe entries) into a
 scratch directory. Every extension is then checked with Talos's rules for images
@@ -28,6 +32,7 @@ builder's (:mod:`._build`).
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import os
 import re
 import shutil
@@ -38,9 +43,18 @@ from enum import StrEnum
 from pathlib import Path, PurePosixPath
 
 from ichor.imager import InputError
-from ichor.images import ImageError, extract_archive, open_layout, split_path_tag, unpack_image
+from ichor.images import (
+    ImageError,
+    Reference,
+    extract_archive,
+    open_layout,
+    parse_reference,
+    pull,
+    split_path_tag,
+    unpack_image,
+)
 from ichor.machinery import proc, yamlio
-from ichor.machinery.errors import ExtensionError, MachineryError
+from ichor.machinery.errors import ExtensionError, MachineryError, ProcessError
 from ichor.machinery.extensions import ALLOWED_PATHS, ExtensionMetadata, SystemExtension, load_extension
 from ichor.machinery.yamlio import dump_document, from_plain
 
@@ -62,7 +76,7 @@ EXTENSIONS_YAML = "etc/extensions.yaml"
 """Where the image records its extensions (machined reads ``/etc/extensions.yaml``)."""
 _SOURCES_HINT = (
     f"pass {FLAG} a directory (manifest.yaml + rootfs/), an OCI image layout (oci:<dir>[:<tag>]) "
-    "or an OCI archive (oci-archive:<file>[:<tag>])"
+    "an OCI archive (oci-archive:<file>[:<tag>]) or an image in a local registry (127.0.0.1:5000/<repository>:<tag>)"
 )
 _LAYOUT_HINT = "a system extension holds manifest.yaml and rootfs/ (Talos's layout)"
 
@@ -71,6 +85,7 @@ class SourceKind(StrEnum):
     DIRECTORY = "directory"
     LAYOUT = "layout"
     ARCHIVE = "archive"
+    REGISTRY = "registry"
 
 
 @dataclass(frozen=True)
@@ -79,6 +94,7 @@ class Source:
     kind: SourceKind
     path: Path
     tag: str | None = None
+    reference: Reference | None = None
 
 
 @dataclass(frozen=True)
@@ -120,11 +136,30 @@ def parse_source(given: str) -> Source:
         slash and first not in (".", "..") and ("." in first or ":" in first or first == "localhost")
     )
     if given.startswith("docker://") or looks_remote:
-        raise InputError(
-            f"{FLAG} {given}: the imager does not pull from registries (it builds offline)",
-            hint="copy the image to a layout first (`skopeo copy docker://... oci:<dir>:<tag>`) and pass oci:<dir>:<tag>",
-        )
+        try:
+            reference = parse_reference(given.removeprefix("docker://"), what=FLAG)
+        except ImageError as exc:
+            raise InputError(f"{FLAG} {given}: {exc}", hint=exc.hint or _SOURCES_HINT) from None
+        if not _local_registry(reference.registry):
+            raise InputError(
+                f"{FLAG} {given}: registry {reference.registry} is not on this machine or a private network; "
+                "the imager pulls only from a loopback, localhost or private address",
+                hint="push the image to a local registry (skopeo copy ... docker://127.0.0.1:5000/<repository>:<tag>) "
+                "or pass it as a layout (oci:<dir>:<tag>) or archive (oci-archive:<file>)",
+            )
+        return Source(given, SourceKind.REGISTRY, plain, reference.tag, reference)
     raise InputError(f"{FLAG} {given}: no such directory", hint=_SOURCES_HINT)
+
+
+def _local_registry(registry: str) -> bool:
+    host = registry[1:].partition("]")[0] if registry.startswith("[") else registry.partition(":")[0]
+    if host == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or (address.is_private and not address.is_link_local)
 
 
 def _unpack(source: Source, target: Path, scratch: Path) -> Path:
@@ -134,12 +169,17 @@ def _unpack(source: Source, target: Path, scratch: Path) -> Path:
             return source.path
         if source.kind is SourceKind.LAYOUT:
             unpack_image(source.path, target, tag=source.tag)
+        elif source.kind is SourceKind.REGISTRY:
+            assert source.reference is not None
+            pull(source.reference, scratch)
+            unpack_image(scratch, target, tag=source.reference.tag)
+            shutil.rmtree(scratch)
         else:
             extract_archive(source.path, scratch)
             open_layout(scratch, source.tag)
             unpack_image(scratch, target, tag=source.tag)
             shutil.rmtree(scratch)
-    except ImageError as exc:
+    except (ImageError, ProcessError) as exc:
         raise InputError(f"{FLAG} {source.given}: {exc}", hint=exc.hint or _SOURCES_HINT) from None
     if not (target / "manifest.yaml").is_file():
         raise InputError(
