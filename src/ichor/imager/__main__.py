@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
         help="installer only: push the built image there (e.g. 10.5.0.1:5000/siderolabs/installer:v1.7.6)",
     )  # fmt: skip
     parser.add_argument(
-        "--system-extension-image", action="append", default=[], metavar="DIR|oci:LAYOUT[:TAG]|oci-archive:FILE",
+        "--system-extension-image", action="append", default=[], metavar="DIR|oci:LAYOUT[:TAG]|oci-archive:FILE|REGISTRY/REPO:TAG",
         help="a system extension (repeatable): each its own layer over the base, in the order given",
     )  # fmt: skip
     parser.add_argument(
