@@ -58,7 +58,7 @@ def test_removals_are_normalised_and_what_the_image_boots_with_is_refused_by_nam
     )
     cases = {
         "/": "--rm /: the image cannot boot without a root filesystem",
-        "/sbin/init": "--rm /sbin/init: the image needs it to boot (/sbin/init)",
+        "/sbin/init": "--rm /sbin/init: the image needs it to boot",
         "/usr": "--rm /usr: the image needs /usr/bin/python3 to boot",
         "/usr/lib/python3/dist-packages": "needs /usr/lib/python3/dist-packages/ichor to boot",
         f"/lib/modules/{KVER}/kernel/fs/xfs": f"needs /lib/modules/{KVER}/kernel/fs/xfs/xfs.ko to boot",

@@ -81,7 +81,7 @@ def check_removals(paths: Sequence[str], kernel_release: str) -> tuple[str, ...]
             if need == path or need.startswith(path + "/"):
                 what = "it" if need == path else f"/{need}"
                 raise InputError(
-                    f"--rm {given}: the image needs {what} to boot (/{need})",
+                    f"--rm {given}: the image needs {what} to boot",
                     hint="remove something narrower; stage 1, machined and the disks' filesystems need this",
                 )
         out.add(path)
