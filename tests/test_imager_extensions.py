@@ -291,3 +291,25 @@ def test_the_cmdline_profile_refuses_customisation(
 ) -> None:
     code = main(["cmdline", "--output", str(tmp_path), "--rm", "/usr/share/doc"])
     assert code == 1 and "the cmdline profile takes no extensions" in capsys.readouterr().err
+
+
+def test_an_extensions_directories_never_close_the_image(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """overlayfs shows the topmost layer's mode of a directory every layer has: a 0700 ``usr`` in an
+    extension would close ``/usr`` to every service that is not root."""
+    ext = make_extension(tmp_path / "ext", files={"usr/local/bin/tool": b"#!/bin/sh\n"})
+    (ext / "rootfs/usr/local/bin/tool").chmod(0o750)
+    for directory in (ext / "rootfs", ext / "rootfs/usr", ext / "rootfs/usr/local"):
+        directory.chmod(0o700)
+    (_, layer), _ = builder(
+        tmp_path, monkeypatch, system_extension_images=(str(ext),)
+    ).extra_layers()
+    out = proc.run(["unsquashfs", "-lls", "-no-progress", str(layer)]).stdout
+    modes = {
+        line.split()[-1].removeprefix("squashfs-root"): line.split()[0]
+        for line in out.splitlines()
+        if "squashfs-root" in line
+    }
+    assert modes[""] == modes["/usr"] == modes["/usr/local"] == "drwxr-xr-x", modes
+    assert modes["/usr/local/bin/tool"] == "-rwxr-x---"  # files keep theirs

@@ -479,6 +479,7 @@ class _Builder:
 
             def copy_extension(tree: Path, ext: _extensions.ImageExtension = ext) -> None:
                 shutil.copytree(ext.rootfs, tree, symlinks=True, dirs_exist_ok=True)
+                _layers.open_directories(tree)
 
             name = "ext-" + ext.layer.split("-", 3)[3].removesuffix(".sqsh")
             out.append((ext.layer, _layers.cached_layer(self.cache, name, key, copy_extension, self.say)))
@@ -496,6 +497,7 @@ class _Builder:
                 )
                 with tempfile.TemporaryDirectory(dir=tree.parent, prefix="merge-") as merge:
                     _extensions.merge_module_index(base, with_modules, kver, tree, Path(merge))
+                _layers.open_directories(tree)
 
             out.append(
                 (MODULES_DEP_LAYER, _layers.cached_layer(self.cache, "modules.dep", key, index, self.say))
@@ -520,6 +522,7 @@ class _Builder:
 
             def copy_overlay(tree: Path) -> None:
                 shutil.copytree(root, tree, symlinks=True, dirs_exist_ok=True)
+                _layers.open_directories(tree)
 
             out.append(
                 (

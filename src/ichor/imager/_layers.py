@@ -25,7 +25,15 @@ from pathlib import Path
 from ichor.imager import InputError
 from ichor.machinery import proc
 
-__all__ = ["cached_layer", "compile_pyc", "normalise_modes", "squash", "tree_digest", "unpack_wheel"]
+__all__ = [
+    "cached_layer",
+    "compile_pyc",
+    "normalise_modes",
+    "open_directories",
+    "squash",
+    "tree_digest",
+    "unpack_wheel",
+]
 
 SITE = "usr/lib/python3/dist-packages"
 """Where Debian's python3.11 looks for third-party packages (and where the image puts them)."""
@@ -51,6 +59,17 @@ def normalise_modes(tree: Path) -> None:
             mode = os.lstat(path).st_mode
             if stat.S_ISREG(mode):
                 os.chmod(path, 0o755 if mode & stat.S_IXUSR else 0o644)
+
+
+def open_directories(tree: Path) -> None:
+    """Every directory 0755, files untouched: a layer's directories merge with the same directories
+    of the layers below, and overlayfs shows the topmost one's mode (a 0700 ``/usr`` in an extension
+    would close ``/usr`` to every service that is not root)."""
+    for root, dirs, _files in os.walk(tree):
+        for name in dirs:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o755)
 
 
 def compile_pyc(tree: Path, *directories: str) -> None:
@@ -122,6 +141,8 @@ def cached_layer(
         tree = Path(scratch) / "tree"
         tree.mkdir()
         fill(tree)
+        # The root of every layer is the image's "/" where it lies on top: never the umask's.
+        os.chmod(tree, 0o755)
         partial = Path(scratch) / "layer.sqsh"
         squash(tree, partial)
         os.replace(partial, image)
