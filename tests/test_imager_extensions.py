@@ -302,9 +302,7 @@ def test_an_extensions_directories_never_close_the_image(
     (ext / "rootfs/usr/local/bin/tool").chmod(0o750)
     for directory in (ext / "rootfs", ext / "rootfs/usr", ext / "rootfs/usr/local"):
         directory.chmod(0o700)
-    (_, layer), _ = builder(
-        tmp_path, monkeypatch, system_extension_images=(str(ext),)
-    ).extra_layers()
+    (_, layer), _ = builder(tmp_path, monkeypatch, system_extension_images=(str(ext),)).extra_layers()
     out = proc.run(["unsquashfs", "-lls", "-no-progress", str(layer)]).stdout
     modes = {
         line.split()[-1].removeprefix("squashfs-root"): line.split()[0]
