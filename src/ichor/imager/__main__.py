@@ -5,7 +5,11 @@ Profiles (Talos's names): ``kernel`` -> ``vmlinuz-amd64``, ``initramfs`` -> ``in
 arguments applied), ``iso`` -> ``metal-amd64.iso`` (boots under UEFI and BIOS), ``metal`` ->
 ``metal-amd64.raw.xz`` (an installed disk; ``--out-format raw`` leaves it uncompressed),
 ``installer`` -> ``installer-amd64.tar`` (an OCI image archive for install and upgrade; ``--push
-REGISTRY/REPOSITORY:TAG`` copies it to a registry with skopeo). ``--meta``
+REGISTRY/REPOSITORY:TAG`` copies it to a registry with skopeo). Customisation (every output but
+``cmdline``): ``--system-extension-image`` (repeatable; Talos's extension rules, one layer each,
+``/etc/extensions.yaml``, extension kernel modules indexed with the kernel's), ``--rootfs-overlay
+DIR`` (a top layer), ``--rm PATH`` (repeatable), ``--kernel-path VMLINUZ --modules-dir DIR`` (a
+kernel built elsewhere). ``--meta``
 values go into META (``metal``) or onto the command line as
 ``talos.environment=INSTALLER_META_BASE64=...`` (the others), as Talos's imager does. File times in
 ``iso`` and ``metal`` are ``SOURCE_DATE_EPOCH`` (default 2024-01-01). Progress goes to stderr; the
@@ -92,6 +96,22 @@ def main(argv: list[str] | None = None) -> int:
         "--push", metavar="REGISTRY/REPOSITORY:TAG",
         help="installer only: push the built image there (e.g. 10.5.0.1:5000/siderolabs/installer:v1.7.6)",
     )  # fmt: skip
+    parser.add_argument(
+        "--system-extension-image", action="append", default=[], metavar="DIR|oci:LAYOUT[:TAG]|oci-archive:FILE|REGISTRY/REPO:TAG",
+        help="a system extension (repeatable): each its own layer over the base, in the order given",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rootfs-overlay", type=Path, metavar="DIR",
+        help="DIR's files in a layer on top of the root filesystem (DIR/etc/x becomes /etc/x)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--rm", action="append", default=[], metavar="PATH",
+        help="remove PATH from the root filesystem (repeatable; rm -rf in the layers the imager builds)",
+    )  # fmt: skip
+    parser.add_argument("--kernel-path", type=Path, metavar="VMLINUZ",
+                        help="a kernel built elsewhere in place of Debian's (with --modules-dir)")  # fmt: skip
+    parser.add_argument("--modules-dir", type=Path, metavar="DIR",
+                        help="that kernel's modules (/lib/modules/<release>); their release must be the kernel's")  # fmt: skip
     parser.add_argument("--cache-dir", type=Path, default=default_cache(), help=argparse.SUPPRESS)
     parser.add_argument("--debug", action="store_true", help="log every command the imager runs")
     args = parser.parse_args(argv)
@@ -105,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         options = BuildOptions(
             output=args.output, cache=args.cache_dir, extra_kernel_args=tuple(args.extra_kernel_arg),
             meta=tuple(_meta(m) for m in args.meta), out_format=args.out_format, epoch=_epoch(), say=say,
+            system_extension_images=tuple(args.system_extension_image), rootfs_overlay=args.rootfs_overlay,
+            remove=tuple(args.rm), kernel_path=args.kernel_path, modules_dir=args.modules_dir,
         )  # fmt: skip
         push_to = _push_target(args.push, args.profile)
         artefact = build(args.profile, options)

@@ -26,7 +26,17 @@ from enum import StrEnum
 from pathlib import Path
 
 import ichor
-from ichor.imager import InputError, OutputError, _cmdline, _initramfs, _inputs, _layers, _modules
+from ichor.imager import (
+    InputError,
+    OutputError,
+    _cmdline,
+    _custom,
+    _extensions,
+    _initramfs,
+    _inputs,
+    _layers,
+    _modules,
+)
 from ichor.imager._cpio import Entry, write_newc
 from ichor.imager._installer_image import make_installer_image
 from ichor.imager._iso import GRUB_LIB, make_iso
@@ -35,6 +45,7 @@ from ichor.imager._stage1 import INIT_SCRIPT
 from ichor.installer._grub_images import build_grub_images
 from ichor.machinery import proc
 from ichor.machinery.constants import TALOS_VERSION
+from ichor.machinery.extensions import ExtensionMetadata
 from ichor.machinery.meta import MetaValue
 
 __all__ = [
@@ -131,6 +142,20 @@ class BuildOptions:
     debs_lock: Path = _inputs.PINS / "debs.lock"
     wheels_lock: Path = _inputs.PINS / "wheels.lock"
     say: Callable[[str], None] = lambda line: None
+    system_extension_images: tuple[str, ...] = ()
+    """``--system-extension-image``: each its own layer over the base ones, in this order."""
+    rootfs_overlay: Path | None = None
+    """``--rootfs-overlay``: a directory whose files form the top layer."""
+    remove: tuple[str, ...] = ()
+    """``--rm``: paths removed from the layers the imager builds."""
+    kernel_path: Path | None = None
+    """``--kernel-path``: a kernel built elsewhere (with :attr:`modules_dir`) in place of Debian's."""
+    modules_dir: Path | None = None
+
+    @property
+    def customised(self) -> bool:
+        return bool(self.system_extension_images or self.rootfs_overlay or self.remove or self.kernel_path
+                    or self.modules_dir)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -191,12 +216,24 @@ def _scratch(output: Path) -> Iterator[Path]:
         shutil.rmtree(work, ignore_errors=True)
 
 
+# Layer file names under layers/ in the initramfs: stage 1 stacks them in name order, bottom first.
+PYDEPS_LAYER = "10-pydeps.sqsh"
+ICHOR_LAYER = "20-ichor.sqsh"
+MODULES_DEP_LAYER = "40-modules.dep.sqsh"
+EXTENSIONS_LAYER = "45-extensions.sqsh"
+OVERLAY_LAYER = "50-rootfs-overlay.sqsh"
+
+
 class _Builder:
-    def __init__(self, options: BuildOptions) -> None:
+    def __init__(self, options: BuildOptions, work: Path | None = None) -> None:
         self.options = options
         self.cache = options.cache
+        self.work = work
+        """Scratch space for this build (unpacked extension images)."""
         self.start = time.monotonic()
         self._debs: dict[str, tuple[_inputs.Deb, Path, str]] | None = None
+        self._kernel: tuple[Path, str] | None = None
+        self._extensions: list[_extensions.ImageExtension] | None = None
 
     def say(self, line: str) -> None:
         self.options.say(f"[{time.monotonic() - self.start:6.1f}s] {line}")
@@ -249,7 +286,49 @@ class _Builder:
         return kernel_root / "boot" / f"vmlinuz-{kver}"
 
     def kernel(self) -> tuple[Path, str]:
-        """The unpacked kernel package (fully depmod-indexed) and its version."""
+        """The unpacked kernel (fully depmod-indexed) and its version: Debian's pinned package, or
+        ``--kernel-path`` with ``--modules-dir``."""
+        if self._kernel is None:
+            custom = self.options.kernel_path is not None or self.options.modules_dir is not None
+            self._kernel = self._custom_kernel() if custom else self._debian_kernel()
+        return self._kernel
+
+    def _custom_kernel(self) -> tuple[Path, str]:
+        """``--kernel-path``/``--modules-dir`` laid out as a kernel package (``boot/vmlinuz-<release>``,
+        ``lib/modules/<release>``) in the cache, keyed by their bytes, and indexed with depmod."""
+        vmlinuz, modules_dir = self.options.kernel_path, self.options.modules_dir
+        if vmlinuz is None or modules_dir is None:
+            given, missing = (
+                ("--kernel-path", "--modules-dir")
+                if modules_dir is None
+                else ("--modules-dir", "--kernel-path")
+            )
+            raise InputError(f"{given} needs {missing}: a kernel and its modules are replaced together",
+                             hint="pass both --kernel-path VMLINUZ and --modules-dir DIR")  # fmt: skip
+        if not vmlinuz.is_file():
+            raise InputError(f"--kernel-path {vmlinuz}: no such file", hint="pass the kernel's bzImage")
+        kver, tree = _custom.custom_kernel_release(vmlinuz, modules_dir)
+        key = hashlib.sha256(
+            f"{BUILDER_VERSION} {_inputs.sha256_file(vmlinuz)} {_extensions.full_digest(tree)}".encode()
+        ).hexdigest()[:16]
+        root = self.cache / "custom-kernel" / key
+        if not root.is_dir():
+            self.say(f"laying out the custom kernel {kver}")
+            root.parent.mkdir(parents=True, exist_ok=True)
+            scratch = Path(tempfile.mkdtemp(dir=root.parent, prefix=".k-"))
+            try:
+                (scratch / "boot").mkdir()
+                shutil.copyfile(vmlinuz, scratch / "boot" / f"vmlinuz-{kver}")
+                shutil.copytree(tree, scratch / "lib/modules" / kver, symlinks=True)
+                for stale in ("build", "source"):  # links into the kernel's build tree
+                    (scratch / "lib/modules" / kver / stale).unlink(missing_ok=True)
+                proc.run(["depmod", "-b", str(scratch), kver], timeout=300, hint="install kmod")
+                os.replace(scratch, root)
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+        return root, kver
+
+    def _debian_kernel(self) -> tuple[Path, str]:
         entries = self.of_layer("kernel")
         if len(entries) != 1:
             raise InputError(f"{self.options.debs_lock}: expected exactly one package in layer 'kernel'")
@@ -264,13 +343,53 @@ class _Builder:
             proc.run(["depmod", "-b", str(root), kver], timeout=300, hint="install kmod")
         return root, kver
 
+    # inputs -------------------------------------------------------------------------------
+
+    def check_inputs(self) -> None:
+        """Every customisation flag checked before any long work: the custom kernel against its
+        modules, ``--rm`` paths, the overlay, and each extension with Talos's rules."""
+        if not self.options.customised:
+            return
+        self.kernel()  # a custom kernel is checked against its modules first
+        self.removals()
+        if self.options.rootfs_overlay is not None:
+            _custom.check_overlay(self.options.rootfs_overlay)
+        for ext in self.extensions():
+            meta = ext.metadata
+            self.say(f"system extension {meta.name} {meta.version} ({ext.given}): valid")
+
+    def removals(self) -> tuple[str, ...]:
+        return _custom.check_removals(self.options.remove, self.kernel()[1]) if self.options.remove else ()
+
+    def extensions(self) -> list[_extensions.ImageExtension]:
+        if self._extensions is None:
+            if self.options.system_extension_images and self.work is None:
+                raise InputError("system extensions need a scratch directory")  # a programming error
+            work = (self.work or Path()) / "extensions"
+            if self.options.system_extension_images:
+                work.mkdir(exist_ok=True)
+            self._extensions = _extensions.load_image_extensions(
+                self.options.system_extension_images, work, kernel_release=self.kernel()[1]
+            )
+        return self._extensions
+
+    def _remove(self, tree: Path, layer: str) -> list[str]:
+        removed = _custom.remove_paths(tree, self.removals())
+        for path in removed:
+            self.say(f"  {layer}: removed /{path}")
+        return removed
+
     # layers -------------------------------------------------------------------------------
+
+    def _kernel_key(self) -> str:
+        kernel_root, kver = self.kernel()
+        return kver if self.options.kernel_path is None else f"{kver} {kernel_root.name}"
 
     def base_layer(self) -> Path:
         kernel_root, kver = self.kernel()
         base = self.of_layer("base")
-        key = {"v": BUILDER_VERSION, "debs": sorted(sha for _, _, sha in base), "kernel": kver,
-               "modules": _modules.ROOTFS_MODULES, "drop": _BASE_DROP}  # fmt: skip
+        key = {"v": BUILDER_VERSION, "debs": sorted(sha for _, _, sha in base), "kernel": self._kernel_key(),
+               "modules": _modules.ROOTFS_MODULES, "drop": _BASE_DROP, "rm": self.removals()}  # fmt: skip
 
         def fill(tree: Path) -> None:
             for deb, path, sha in base:
@@ -284,11 +403,16 @@ class _Builder:
                 (tree / "usr/bin/python3").symlink_to("python3.11")
             moddir = kernel_root / "lib/modules" / kver
             deps = _modules.read_modules_dep(moddir)
+            strict = self.options.kernel_path is None
             wanted = _modules.closure(
-                deps, _modules.read_softdeps(moddir), _modules.select(deps, _modules.ROOTFS_MODULES)
+                deps,
+                _modules.read_softdeps(moddir),
+                _modules.select(deps, _modules.ROOTFS_MODULES, strict=strict),
             )
             self.say(f"  base: {len(wanted)} kernel modules")
             _modules.copy_modules(kernel_root, tree, kver, wanted)
+            if any(p.startswith("lib/modules/") for p in self._remove(tree, "base")):
+                proc.run(["depmod", "-b", str(tree), kver], timeout=120)
             self.say("  base: compiling the standard library")
             _layers.compile_pyc(tree, "usr/lib/python3.11")
             _layers.normalise_modes(tree / "usr/lib/python3.11")
@@ -297,7 +421,7 @@ class _Builder:
 
     def pydeps_layer(self) -> Path:
         wheels = _inputs.read_wheel_pins(self.options.wheels_lock)
-        key = {"v": BUILDER_VERSION, "wheels": sorted(w.sha256 for w in wheels)}
+        key = {"v": BUILDER_VERSION, "wheels": sorted(w.sha256 for w in wheels), "rm": self.removals()}
         files = _inputs.fetch_wheels(wheels, self.cache, self.options.wheels_lock)
 
         def fill(tree: Path) -> None:
@@ -305,6 +429,7 @@ class _Builder:
             site.mkdir(parents=True)
             for wheel in files:
                 _layers.unpack_wheel(wheel, site)
+            self._remove(tree, "pydeps")
             self.say(f"  pydeps: {len(files)} wheels unpacked, compiling")
             _layers.compile_pyc(tree, _layers.SITE)
 
@@ -316,7 +441,8 @@ class _Builder:
         def skip(path: Path) -> bool:
             return "__pycache__" in path.parts or path.suffix == ".pyc"
 
-        key = {"v": BUILDER_VERSION, "source": _layers.tree_digest(source, skip=skip), "talos": TALOS_VERSION}
+        key = {"v": BUILDER_VERSION, "source": _layers.tree_digest(source, skip=skip), "talos": TALOS_VERSION,
+               "rm": self.removals()}  # fmt: skip
 
         def fill(tree: Path) -> None:
             target = tree / _layers.SITE / "ichor"
@@ -333,9 +459,78 @@ class _Builder:
                 'BUG_REPORT_URL="https://github.com/siderolabs/talos/issues"\n'
             )
             _layers.normalise_modes(target)
+            self._remove(tree, "ichor")
             _layers.compile_pyc(tree, _layers.SITE)
 
         return _layers.cached_layer(self.cache, "ichor", key, fill, self.say)
+
+    def extra_layers(self) -> list[tuple[str, Path]]:
+        """The layers over base, pydeps and ichor, bottom first, by their names under ``layers/``:
+        one per system extension (in the order given), ``modules.dep`` when an extension ships
+        kernel modules, ``/etc/extensions.yaml`` when there are extensions, the rootfs overlay."""
+        out: list[tuple[str, Path]] = []
+        extensions = self.extensions()
+        recorded: list[tuple[str, ExtensionMetadata]] = []
+        for ext in extensions:
+            key: dict[str, object] = {
+                "v": BUILDER_VERSION,
+                "extension": _extensions.full_digest(ext.extension.directory),
+            }
+
+            def copy_extension(tree: Path, ext: _extensions.ImageExtension = ext) -> None:
+                shutil.copytree(ext.rootfs, tree, symlinks=True, dirs_exist_ok=True)
+                _layers.open_directories(tree)
+
+            name = "ext-" + ext.layer.split("-", 3)[3].removesuffix(".sqsh")
+            out.append((ext.layer, _layers.cached_layer(self.cache, name, key, copy_extension, self.say)))
+            recorded.append((ext.layer, ext.metadata))
+        _, kver = self.kernel()
+        with_modules = [ext for ext in extensions if (ext.rootfs / "lib/modules").is_dir()]
+        if with_modules:
+            base = self.base_layer()
+            key = {"v": BUILDER_VERSION, "base": base.name, "kernel": kver,
+                   "extensions": [_extensions.full_digest(ext.rootfs / "lib/modules") for ext in with_modules]}  # fmt: skip
+
+            def index(tree: Path) -> None:
+                self.say(
+                    f"  modules.dep: depmod over the kernel's and {len(with_modules)} extension(s)' modules"
+                )
+                with tempfile.TemporaryDirectory(dir=tree.parent, prefix="merge-") as merge:
+                    _extensions.merge_module_index(base, with_modules, kver, tree, Path(merge))
+                _layers.open_directories(tree)
+
+            out.append(
+                (MODULES_DEP_LAYER, _layers.cached_layer(self.cache, "modules.dep", key, index, self.say))
+            )
+            recorded.append((MODULES_DEP_LAYER, _extensions.modules_dep_metadata(kver)))
+        if recorded:
+            text = _extensions.extensions_yaml(recorded)
+
+            def write_yaml(tree: Path) -> None:
+                (tree / "etc").mkdir()
+                (tree / _extensions.EXTENSIONS_YAML).write_text(text)
+                _layers.normalise_modes(tree)
+
+            key = {"v": BUILDER_VERSION, "yaml": text}
+            out.append(
+                (EXTENSIONS_LAYER, _layers.cached_layer(self.cache, "extensions", key, write_yaml, self.say))
+            )
+        overlay = self.options.rootfs_overlay
+        if overlay is not None:
+            root = _custom.check_overlay(overlay)
+            key = {"v": BUILDER_VERSION, "overlay": _extensions.full_digest(root)}
+
+            def copy_overlay(tree: Path) -> None:
+                shutil.copytree(root, tree, symlinks=True, dirs_exist_ok=True)
+                _layers.open_directories(tree)
+
+            out.append(
+                (
+                    OVERLAY_LAYER,
+                    _layers.cached_layer(self.cache, "rootfs-overlay", key, copy_overlay, self.say),
+                )
+            )
+        return out
 
     # outputs ------------------------------------------------------------------------------
 
@@ -378,14 +573,16 @@ class _Builder:
         if not busybox.is_file():
             raise InputError(f"{bb_deb.name} has no /bin/busybox")
         moddir = kernel_root / "lib/modules" / kver
-        order = _modules.load_order(_modules.read_modules_dep(moddir), _modules.STAGE1_MODULES)
+        order = _modules.load_order(
+            _modules.read_modules_dep(moddir), _modules.STAGE1_MODULES, _modules.read_builtin(moddir)
+        )
         layers = [self.base_layer(), self.pydeps_layer(), self.ichor_layer()]
         files = _initramfs.InitramfsFiles(
             busybox=busybox,
             init=INIT_SCRIPT.encode(),
             modules=[(module, moddir / module) for module in order],
             rootfs=layers[0],
-            layers=[("10-pydeps.sqsh", layers[1]), ("20-ichor.sqsh", layers[2])],
+            layers=[(PYDEPS_LAYER, layers[1]), (ICHOR_LAYER, layers[2]), *self.extra_layers()],
             kernel=kernel_root / "boot" / f"vmlinuz-{kver}",
             grub=self.grub_images(),
         )
@@ -403,10 +600,22 @@ def build(profile: Profile, options: BuildOptions) -> Artefact:
         options.extra_kernel_args, options.meta if profile is not Profile.METAL else ()
     )
     check_output_dir(options.output)
-    builder = _Builder(options)
     name = output_name(profile, options.out_format)
     if profile is Profile.CMDLINE:
+        if options.customised:
+            raise InputError("the cmdline profile takes no extensions, overlay, --rm or kernel",
+                             hint="build kernel, initramfs, iso, metal or installer with them")  # fmt: skip
         return write_output(options.output, name, lambda out: _write_bytes(out, (cmdline + "\n").encode()))
+    with _scratch(options.output) as work:
+        builder = _Builder(options, work)
+        builder.check_inputs()
+        artefact = _build_profile(profile, name, cmdline, builder, work)
+    builder.say(f"{artefact.path.name}: {artefact.size / 1e6:.1f} MB")
+    return artefact
+
+
+def _build_profile(profile: Profile, name: str, cmdline: str, builder: _Builder, work: Path) -> Artefact:
+    options = builder.options
     if profile is Profile.KERNEL:
         vmlinuz = builder.vmlinuz()
 
@@ -420,9 +629,7 @@ def build(profile: Profile, options: BuildOptions) -> Artefact:
         builder.say("writing the initramfs")
         artefact = write_output(options.output, name, lambda out: write_newc(out, entries))
     else:
-        with _scratch(options.output) as work:
-            artefact = _build_from_boot_files(profile, name, cmdline, builder, work)
-    builder.say(f"{artefact.path.name}: {artefact.size / 1e6:.1f} MB")
+        artefact = _build_from_boot_files(profile, name, cmdline, builder, work / "boot")
     return artefact
 
 
@@ -431,6 +638,7 @@ def _build_from_boot_files(
 ) -> Artefact:
     """``iso``, ``metal`` and ``installer``: made from the kernel and an initramfs written to ``work``."""
     options = builder.options
+    work.mkdir(exist_ok=True)
     kernel = builder.vmlinuz()
     initramfs = work / "initramfs.xz"
     entries = list(builder.initramfs_entries())

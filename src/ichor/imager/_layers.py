@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import stat
 import sys
@@ -24,7 +25,15 @@ from pathlib import Path
 from ichor.imager import InputError
 from ichor.machinery import proc
 
-__all__ = ["cached_layer", "compile_pyc", "normalise_modes", "squash", "tree_digest", "unpack_wheel"]
+__all__ = [
+    "cached_layer",
+    "compile_pyc",
+    "normalise_modes",
+    "open_directories",
+    "squash",
+    "tree_digest",
+    "unpack_wheel",
+]
 
 SITE = "usr/lib/python3/dist-packages"
 """Where Debian's python3.11 looks for third-party packages (and where the image puts them)."""
@@ -50,6 +59,17 @@ def normalise_modes(tree: Path) -> None:
             mode = os.lstat(path).st_mode
             if stat.S_ISREG(mode):
                 os.chmod(path, 0o755 if mode & stat.S_IXUSR else 0o644)
+
+
+def open_directories(tree: Path) -> None:
+    """Every directory 0755, files untouched: a layer's directories merge with the same directories
+    of the layers below, and overlayfs shows the topmost one's mode (a 0700 ``/usr`` in an extension
+    would close ``/usr`` to every service that is not root)."""
+    for root, dirs, _files in os.walk(tree):
+        for name in dirs:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o755)
 
 
 def compile_pyc(tree: Path, *directories: str) -> None:
@@ -121,10 +141,14 @@ def cached_layer(
         tree = Path(scratch) / "tree"
         tree.mkdir()
         fill(tree)
+        # The root of every layer is the image's "/" where it lies on top: never the umask's.
+        os.chmod(tree, 0o755)
         partial = Path(scratch) / "layer.sqsh"
         squash(tree, partial)
         os.replace(partial, image)
+    # Only this layer's older builds: another layer's name may begin with this one's.
+    own = re.compile(re.escape(name) + r"-[0-9a-f]{16}\.sqsh")
     for stale in layers.glob(f"{name}-*.sqsh"):
-        if stale != image:
+        if stale != image and own.fullmatch(stale.name):
             stale.unlink()
     return image

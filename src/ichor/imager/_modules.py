@@ -25,6 +25,7 @@ __all__ = [
     "closure",
     "copy_modules",
     "load_order",
+    "read_builtin",
     "read_modules_dep",
     "read_softdeps",
     "select",
@@ -107,12 +108,22 @@ def read_softdeps(moddir: Path) -> dict[str, list[str]]:
     return soft
 
 
-def select(deps: dict[str, list[str]], patterns: Iterable[str]) -> set[str]:
-    """Module paths matching ``patterns`` (relative to ``kernel/``); a pattern matching nothing is an error."""
+def read_builtin(moddir: Path) -> set[str]:
+    """Names of the modules built into the kernel (``modules.builtin``): nothing to load for them."""
+    path = moddir / "modules.builtin"
+    if not path.exists():
+        return set()
+    return {_name(line) for line in path.read_text().splitlines() if line.strip()}
+
+
+def select(deps: dict[str, list[str]], patterns: Iterable[str], *, strict: bool = True) -> set[str]:
+    """Module paths matching ``patterns`` (relative to ``kernel/``); a pattern matching nothing is an
+    error when ``strict`` (Debian's kernel), skipped otherwise (a kernel built elsewhere may have
+    the driver built in, or not at all)."""
     chosen: set[str] = set()
     for pattern in patterns:
         matched = {p for p in deps if fnmatch.fnmatchcase(p, "kernel/" + pattern)}
-        if not matched:
+        if not matched and strict:
             raise InputError(f"the kernel has no module matching {pattern!r}")
         chosen |= matched
     return chosen
@@ -133,8 +144,9 @@ def closure(deps: dict[str, list[str]], soft: dict[str, list[str]], roots: Itera
     return done
 
 
-def load_order(deps: dict[str, list[str]], names: Iterable[str]) -> list[str]:
-    """The module paths to ``insmod`` for ``names``, dependencies first (insmod resolves nothing)."""
+def load_order(deps: dict[str, list[str]], names: Iterable[str], builtin: Iterable[str] = ()) -> list[str]:
+    """The module paths to ``insmod`` for ``names``, dependencies first (insmod resolves nothing);
+    names in ``builtin`` (built into the kernel) need nothing."""
     by_name = {_name(p): p for p in deps}
     order: list[str] = []
 
@@ -145,7 +157,10 @@ def load_order(deps: dict[str, list[str]], names: Iterable[str]) -> list[str]:
             visit(need)
         order.append(path)
 
+    built_in = set(builtin)
     for name in names:
+        if name not in by_name and name in built_in:
+            continue
         if name not in by_name:
             raise InputError(f"the kernel has no module {name!r} (stage 1 needs it)")
         visit(by_name[name])

@@ -2,7 +2,9 @@
 
 It mounts proc, sys and devtmpfs, ``insmod``s the modules listed in ``/modules.load`` (loop,
 squashfs, overlay and their dependencies, in order), loop-mounts ``/rootfs.sqsh`` and then every
-``/layers/*.sqsh`` read-only, overlays them at ``/root`` (the last layer on top, no upper dir:
+``/layers/*.sqsh`` read-only in name order (the imager names them so: pydeps, ichor, each system
+extension, the merged module index, ``/etc/extensions.yaml``, the rootfs overlay; ``_build.py``),
+overlays them at ``/root`` (the last layer on top, no upper dir:
 the root is read-only, as Talos's), moves ``/dev`` into it and ``switch_root``s to ``/sbin/init``
 (machined). When the image carries install assets (``usr/install/amd64``, :mod:`._initramfs`) it
 first moves them and its own files into a tmpfs, mounts the layers from there and moves that tmpfs

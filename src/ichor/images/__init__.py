@@ -16,7 +16,14 @@ from __future__ import annotations
 
 from ichor.images._build import DEFAULT_MAX_BYTES, BuiltImage, ImageSpec, build_layout, busybox_rootfs
 from ichor.images._errors import ImageError
-from ichor.images._reference import DOCKER_HUB, MirrorSpec, Reference, parse_mirror, parse_reference
+from ichor.images._reference import (
+    DOCKER_HUB,
+    MirrorSpec,
+    Reference,
+    parse_mirror,
+    parse_reference,
+    split_path_tag,
+)
 from ichor.images._registry import (
     AccessLogEntry,
     access_log,
@@ -49,5 +56,6 @@ __all__ = [
     "pull",
     "push",
     "registry_answers",
+    "split_path_tag",
     "unpack_image",
 ]

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from ichor.images._errors import ImageError
 
-__all__ = ["DOCKER_HUB", "MirrorSpec", "Reference", "parse_mirror", "parse_reference"]
+__all__ = ["DOCKER_HUB", "MirrorSpec", "Reference", "parse_mirror", "parse_reference", "split_path_tag"]
 
 DOCKER_HUB = "docker.io"
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -100,3 +101,14 @@ def parse_mirror(text: str, *, flag: str = "--registry-mirror") -> MirrorSpec:
         )
     del port
     return MirrorSpec(registry, endpoint)
+
+
+def split_path_tag(text: str, *, want_dir: bool) -> tuple[Path, str | None]:
+    """``<path>[:<tag>]`` of ``oci:``/``oci-archive:`` values: the whole text when it names an
+    existing directory (``want_dir``) or file, else split at the last ':'."""
+    whole = Path(text).expanduser()
+    exists = whole.is_dir() if want_dir else whole.is_file()
+    if exists or ":" not in text:
+        return whole.resolve(), None
+    path, _, tag = text.rpartition(":")
+    return Path(path).expanduser().resolve(), tag or None

@@ -35,6 +35,7 @@ from ichor.images import (
     open_layout,
     parse_reference,
     pull,
+    split_path_tag,
     unpack_image,
 )
 from ichor.machinery.errors import MachineryError
@@ -64,16 +65,6 @@ class ExtensionSource:
     reference: Reference | None = None
 
 
-def _path_and_tag(text: str, want_dir: bool) -> tuple[Path, str | None]:
-    """``<path>[:<tag>]``: the whole text when it names an existing path, else split at the last ':'."""
-    whole = Path(text).expanduser()
-    exists = whole.is_dir() if want_dir else whole.is_file()
-    if exists or ":" not in text:
-        return whole.resolve(), None
-    path, _, tag = text.rpartition(":")
-    return Path(path).expanduser().resolve(), tag or None
-
-
 def _local_registry(registry: str, cidr: str) -> bool:
     host = registry[1:].partition("]")[0] if registry.startswith("[") else registry.partition(":")[0]
     if host == "localhost":
@@ -88,10 +79,10 @@ def _local_registry(registry: str, cidr: str) -> bool:
 
 def _parse(given: str, cidr: str) -> ExtensionSource:
     if given.startswith("oci:"):
-        path, tag = _path_and_tag(given.removeprefix("oci:"), want_dir=True)
+        path, tag = split_path_tag(given.removeprefix("oci:"), want_dir=True)
         return ExtensionSource(given, SourceKind.LAYOUT, path, tag)
     if given.startswith("oci-archive:"):
-        path, tag = _path_and_tag(given.removeprefix("oci-archive:"), want_dir=False)
+        path, tag = split_path_tag(given.removeprefix("oci-archive:"), want_dir=False)
         return ExtensionSource(given, SourceKind.ARCHIVE, path, tag)
     plain = Path(given).expanduser()
     if plain.is_dir():
