@@ -5,7 +5,8 @@ Profiles (Talos's names): ``kernel`` -> ``vmlinuz-amd64``, ``initramfs`` -> ``in
 arguments applied), ``iso`` -> ``metal-amd64.iso`` (boots under UEFI and BIOS), ``metal`` ->
 ``metal-amd64.raw.xz`` (an installed disk; ``--out-format raw`` leaves it uncompressed),
 ``installer`` -> ``installer-amd64.tar`` (an OCI image archive for install and upgrade; ``--push
-REGISTRY/REPOSITORY:TAG`` copies it to a registry with skopeo). ``--meta``
+REGISTRY/REPOSITORY:TAG`` copies it to a registry with skopeo; ``--version`` labels it and titles the
+boot entries, default Talos's). ``--meta``
 values go into META (``metal``) or onto the command line as
 ``talos.environment=INSTALLER_META_BASE64=...`` (the others), as Talos's imager does. File times in
 ``iso`` and ``metal`` are ``SOURCE_DATE_EPOCH`` (default 2024-01-01). Progress goes to stderr; the
@@ -26,6 +27,7 @@ from ichor.imager import ImagerError, InputError
 from ichor.imager._build import DEFAULT_EPOCH, BuildOptions, OutFormat, Profile, build, default_cache
 from ichor.imager._installer_image import open_installer_archive
 from ichor.images import DOCKER_HUB, Reference, parse_reference, push
+from ichor.machinery import TALOS_VERSION
 from ichor.machinery.errors import MachineryError
 from ichor.machinery.meta import MetaValue
 
@@ -92,6 +94,10 @@ def main(argv: list[str] | None = None) -> int:
         "--push", metavar="REGISTRY/REPOSITORY:TAG",
         help="installer only: push the built image there (e.g. 10.5.0.1:5000/siderolabs/installer:v1.7.6)",
     )  # fmt: skip
+    parser.add_argument(
+        "--version", default=TALOS_VERSION,
+        help=f"the version boot entries and the installer image carry (default {TALOS_VERSION})",
+    )  # fmt: skip
     parser.add_argument("--cache-dir", type=Path, default=default_cache(), help=argparse.SUPPRESS)
     parser.add_argument("--debug", action="store_true", help="log every command the imager runs")
     args = parser.parse_args(argv)
@@ -105,6 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         options = BuildOptions(
             output=args.output, cache=args.cache_dir, extra_kernel_args=tuple(args.extra_kernel_arg),
             meta=tuple(_meta(m) for m in args.meta), out_format=args.out_format, epoch=_epoch(), say=say,
+            version=args.version,
         )  # fmt: skip
         push_to = _push_target(args.push, args.profile)
         artefact = build(args.profile, options)

@@ -98,8 +98,8 @@ def _open(request: urllib.request.Request, timeout: float) -> Any:
     return urllib.request.urlopen(request, timeout=timeout)
 
 
-def _bases(reference: Reference, mirrors: Mapping[str, MirrorEndpoints]) -> list[str]:
-    """The ``/v2`` roots to try, in order: mirrors, then the registry itself."""
+def _bases(reference: Reference, mirrors: Mapping[str, MirrorEndpoints], fallback: bool) -> list[str]:
+    """The ``/v2`` roots to try, in order: mirrors, then (with ``fallback``) the registry itself."""
     mirror = mirrors.get(reference.registry) or mirrors.get("*")
     bases = []
     for endpoint in mirror.endpoints if mirror else ():
@@ -108,7 +108,8 @@ def _bases(reference: Reference, mirrors: Mapping[str, MirrorEndpoints]) -> list
             endpoint = f"https://{endpoint}"
         bases.append(endpoint if mirror and mirror.override_path else f"{endpoint}/v2")
     upstream = "registry-1.docker.io" if reference.registry == DOCKER_HUB else reference.registry
-    bases.append(f"https://{upstream}/v2")
+    if fallback or not bases:
+        bases.append(f"https://{upstream}/v2")
     return bases
 
 
@@ -227,12 +228,15 @@ def fetch_installer(
     *,
     opener: Opener = _open,
     timeout: float = 30.0,
+    fallback: bool = True,
     say: Callable[[str], None] = lambda _: None,
 ) -> InstallerAssets:
-    """Fetch ``image``'s boot files into ``work/assets`` (``work`` is created); see the module docstring."""
+    """Fetch ``image``'s boot files into ``work/assets`` (``work`` is created); see the module docstring.
+
+    ``fallback=False`` never asks the registry itself when a mirror is configured."""
     reference = parse_reference(image, what="installer image")
     problems: list[str] = []
-    for base in _bases(reference, mirrors):
+    for base in _bases(reference, mirrors, fallback):
         endpoint = _Endpoint(base, reference.repository, opener, timeout)
         try:
             manifest, digest = _manifest(endpoint, reference.tag)
