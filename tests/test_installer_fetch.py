@@ -85,7 +85,9 @@ def registry() -> Iterator[tuple[Registry, str]]:
             if reg.token is not None and self.headers.get("Authorization") != f"Bearer {reg.token}":
                 self.send_response(401)
                 realm = f"http://{self.headers['Host']}/token"
-                self.send_header("WWW-Authenticate", f'Bearer realm="{realm}",service="reg",scope="repository:{REPO}:pull"')
+                self.send_header(
+                    "WWW-Authenticate", f'Bearer realm="{realm}",service="reg",scope="repository:{REPO}:pull"'
+                )
                 self.end_headers()
                 return None
             prefix = f"/v2/{REPO}/"
@@ -133,7 +135,12 @@ def test_the_boot_files_come_through_the_mirror_and_only_their_layer_is_fetched(
     assert (assets.directory / "grub" / "core.img").read_bytes() == b"core"
     blobs = [p for p in reg.requests if "/blobs/" in p]
     assert len(blobs) == 2, blobs  # the config and the top layer; not the root filesystem
-    assert digest not in reg.requests[0]
+    assert assets.manifest_digest == digest
+    # Asked again (a refused upgrade, then the same one): the manifest and config only.
+    before = len(reg.requests)
+    again = fetch_installer("ghcr.io/siderolabs/installer:v1.7.7", mirrors, tmp_path / "work", timeout=2)
+    assert again.kernel.read_bytes() == b"kernel-v1.7.7"
+    assert [p for p in reg.requests[before:] if "/blobs/" in p] == [blobs[0]]
 
 
 def test_a_bearer_challenge_is_answered_with_an_anonymous_token(
@@ -183,7 +190,9 @@ def test_an_image_that_is_not_an_ichor_installer_is_refused_at_once(
     assert not any("127.0.0.1:1" in p for p in reg.requests)
 
 
-def test_every_endpoint_is_named_when_none_has_the_image(registry: tuple[Registry, str], tmp_path: Path) -> None:
+def test_every_endpoint_is_named_when_none_has_the_image(
+    registry: tuple[Registry, str], tmp_path: Path
+) -> None:
     _, address = registry
     # The registry itself is asked last, over HTTPS (this one speaks plain HTTP: it fails too).
     mirrors = {address: MirrorEndpoints((f"http://{address}/mirror/v2",), override_path=True)}

@@ -148,7 +148,12 @@ def test_upgrade_bless_and_rollback_move_the_good_slot_and_meta_follows(tmp_path
         (tmp_path / "initramfs.xz").write_bytes(initramfs.read_bytes())
         await up.install(assets, cmdline=CMDLINE, force=False, printf=lambda _: None)
         state = up.disk.slots.value
-        assert state is not None and state.trial is Slot.B and state.version(Slot.B) == "v2" and state.good is Slot.A
+        assert (
+            state is not None
+            and state.trial is Slot.B
+            and state.version(Slot.B) == "v2"
+            and state.good is Slot.A
+        )
         assert (machine.boot / "B" / "vmlinuz").read_bytes() == b"kernel v2"
         assert machine.meta_keys()[MetaKey.Upgrade] == b"A"  # Talos's previous-label tag
         with pytest.raises(SlotError) as refused:
@@ -212,7 +217,10 @@ def test_a_trial_boot_is_blessed_only_once_healthy_and_rebooted_past_its_deadlin
         await up.start()
         reboots: list[str] = []
         await up.bless_when_healthy(lambda: "service apid is not healthy", reboot=reboots.append, deadline=60)
-        assert len(reboots) == 1 and "did not become healthy within 60 s (service apid is not healthy)" in reboots[0]
+        assert (
+            len(reboots) == 1
+            and "did not become healthy within 60 s (service apid is not healthy)" in reboots[0]
+        )
         state = BootDir(machine.boot).state()
         assert state.good is Slot.B and state.trial is Slot.A  # GRUB decides at the next boot
         assert bus.sequences()[-1][0] == "bless" and "did not become healthy" in bus.sequences()[-1][1]
@@ -232,7 +240,10 @@ def test_a_boot_after_a_failed_trial_says_so_and_sends_a_fallback_event(tmp_path
         bus = RecordingBus()
         up = _upgrades(machine, bus)
         await up.start()
-        assert ("fallback", "upgrade to v2 (slot B) failed: no healthy boot in its tries; booted the last good slot A") in bus.sequences()
+        assert (
+            "fallback",
+            "upgrade to v2 (slot B) failed: no healthy boot in its tries; booted the last good slot A",
+        ) in bus.sequences()
 
     run(go)
 
@@ -270,7 +281,9 @@ def test_meta_write_and_delete_reach_the_partition_and_the_metakeys_resources(tm
     async def go() -> None:
         machine = Machine(tmp_path)
         up = _upgrades(machine)
-        async with running(MetaKeyController(up.disk.meta), BootSlotController(up.disk.slots, Slot.A)) as state:
+        async with running(
+            MetaKeyController(up.disk.meta), BootSlotController(up.disk.slots, Slot.A)
+        ) as state:
             await up.start()
             await up.meta_write(0x0C, b"hello")
             assert machine.meta_keys()[0x0C] == b"hello"
@@ -287,7 +300,9 @@ def test_meta_write_and_delete_reach_the_partition_and_the_metakeys_resources(tm
 
 def _health_state(*, stage: MachineStage = MachineStage.RUNNING, etcd: bool | None = True) -> State:
     state = State()
-    state.create(MACHINE_STATUSES.new(MACHINE_STATUS_ID, MachineStatusSpec(stage, MachineStatusStatus(ready=True))))
+    state.create(
+        MACHINE_STATUSES.new(MACHINE_STATUS_ID, MachineStatusSpec(stage, MachineStatusStatus(ready=True)))
+    )
     state.create(SERVICES.new("machined", ServiceSpec(running=True, healthy=True)))
     state.create(SERVICES.new("apid", ServiceSpec(running=True, healthy=True)))
     state.create(MACHINE_TYPES.new(MACHINE_TYPE_ID, MachineTypeSpec.CONTROLPLANE))
@@ -300,7 +315,9 @@ def test_node_health_needs_running_ready_services_and_a_healthy_etcd_on_a_contro
     assert node_health(_health_state()) is None
     assert node_health(_health_state(etcd=False)) == "etcd is not healthy"
     assert node_health(_health_state(etcd=None)) == "etcd is not healthy"
-    assert node_health(_health_state(stage=MachineStage.BOOTING)) == "machine is booting, not running and ready"
+    assert (
+        node_health(_health_state(stage=MachineStage.BOOTING)) == "machine is booting, not running and ready"
+    )
 
 
 # --- the API side: MachineContext ------------------------------------------------------------------
@@ -331,15 +348,20 @@ class Store:
     active: Any
 
 
-def _context(tmp_path: Path, machine: Machine, up: NodeUpgrades, etcd_names: list[str]) -> tuple[MachineContext, Lifecycle]:
+def _context(
+    tmp_path: Path, machine: Machine, up: NodeUpgrades, etcd_names: list[str]
+) -> tuple[MachineContext, Lifecycle]:
     from ichor.machined.configstore import LoadedConfig
     from ichor.machinery.config import load_config
 
-    loaded = LoadedConfig(load_config(
-        "version: v1alpha1\nmachine:\n  type: controlplane\n  install:\n    disk: /dev/vda\n"
-        "    extraKernelArgs: [ip=10.5.0.2::10.5.0.1:255.255.255.0::eth0:off]\n"
-        "  registries:\n    mirrors:\n      ghcr.io:\n        endpoints: [http://10.5.0.1:5000]\n"
-    ), "")
+    loaded = LoadedConfig(
+        load_config(
+            "version: v1alpha1\nmachine:\n  type: controlplane\n  install:\n    disk: /dev/vda\n"
+            "    extraKernelArgs: [ip=10.5.0.2::10.5.0.1:255.255.255.0::eth0:off]\n"
+            "  registries:\n    mirrors:\n      ghcr.io:\n        endpoints: [http://10.5.0.1:5000]\n"
+        ),
+        "",
+    )
     state = State()
     state.create(MACHINE_TYPES.new(MACHINE_TYPE_ID, MachineTypeSpec.CONTROLPLANE))
     lifecycle = Lifecycle()
@@ -385,7 +407,7 @@ def test_upgrade_rpc_refusals_and_acceptance_as_talos_words_them(tmp_path: Path)
 
         request = machine_pb2.UpgradeRequest(image="ghcr.io/siderolabs/installer:v2", preserve=True)
         assert await context.upgrade(request, "a2") == "Upgrade request received"
-        (actor, work), = lifecycle.upgrades
+        ((actor, work),) = lifecycle.upgrades
         assert actor == "a2"
         await work(lambda _: None)  # what the sequencer runs before it reboots
         state = BootDir(machine.boot).state()

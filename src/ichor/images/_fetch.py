@@ -12,7 +12,8 @@ system containerd), so :func:`fetch_installer` speaks the registry API itself, i
 * the layers from the top down until one holds ``usr/install/amd64/vmlinuz``: downloaded with its
   sha256 checked against the manifest, and only its ``usr/install/amd64/`` files unpacked (the
   kernel, the initramfs, GRUB's images). The lower layers (the OS's root filesystem) are not
-  fetched: the running installer code writes the new version's boot files.
+  fetched: the running installer code writes the new version's boot files. The files stay in
+  ``work`` with the manifest's digest, so asking again for the same image downloads nothing.
 
 An anonymous bearer token is fetched when a registry asks for one (``WWW-Authenticate: Bearer``);
 credentials and TLS settings of ``machine.registries.config`` are not used yet. Errors are
@@ -152,13 +153,14 @@ class _Endpoint:
             raise ImageError(f"{realm}: no token ({getattr(err, 'reason', err)})") from None
         return str(body.get("token") or body.get("access_token") or "")
 
-    def document(self, kind: str, ref: str, accept: str | None = None) -> tuple[dict[str, Any], str]:
+    def document(self, kind: str, ref: str, accept: str | None = None) -> tuple[dict[str, Any], str, str]:
         with self.get(kind, ref, accept) as reply:
             data = reply.read(_JSON_LIMIT + 1)
             media_type = reply.headers.get("Content-Type", "") if reply.headers else ""
         if len(data) > _JSON_LIMIT:
             raise ImageError(f"{self.base}/{self.repository}/{kind}/{ref}: over 4 MiB")
-        if ref.startswith("sha256:") and "sha256:" + hashlib.sha256(data).hexdigest() != ref:
+        digest = "sha256:" + hashlib.sha256(data).hexdigest()
+        if ref.startswith("sha256:") and digest != ref:
             raise ImageError(f"{self.repository}@{ref}: the registry's bytes do not match the digest")
         try:
             document = json.loads(data)
@@ -166,7 +168,7 @@ class _Endpoint:
             raise ImageError(f"{self.base}/{self.repository}/{kind}/{ref} is not JSON") from None
         if not isinstance(document, dict):
             raise ImageError(f"{self.base}/{self.repository}/{kind}/{ref} is not a JSON object")
-        return document, str(document.get("mediaType") or media_type.split(";")[0])
+        return document, str(document.get("mediaType") or media_type.split(";")[0]), digest
 
     def blob_to(self, digest: str, target: Path, limit: int) -> None:
         """Download a blob to ``target``, its sha256 checked while it streams."""
@@ -184,16 +186,14 @@ class _Endpoint:
 
 
 def _manifest(endpoint: _Endpoint, tag: str) -> tuple[dict[str, Any], str]:
-    manifest, media_type = endpoint.document("manifests", tag, _ACCEPT)
-    digest = tag
+    manifest, media_type, digest = endpoint.document("manifests", tag, _ACCEPT)
     if media_type in _INDEXES or "manifests" in manifest:
         fits = [m for m in manifest.get("manifests") or [] if isinstance(m, dict)
                 and (m.get("platform") or {}).get("os") == "linux"
                 and (m.get("platform") or {}).get("architecture") == "amd64"]  # fmt: skip
         if not fits:
             raise ImageError("the image has no linux/amd64 manifest")
-        digest = str(fits[0].get("digest"))
-        manifest, _ = endpoint.document("manifests", digest, _ACCEPT)
+        manifest, _, digest = endpoint.document("manifests", str(fits[0].get("digest")), _ACCEPT)
     return manifest, digest
 
 
@@ -260,7 +260,7 @@ def _fetch_from(
     say: Callable[[str], None],
 ) -> InstallerAssets:
     config_descriptor = manifest.get("config") or {}
-    config, _ = endpoint.document("blobs", str(config_descriptor.get("digest")))
+    config, _, _ = endpoint.document("blobs", str(config_descriptor.get("digest")))
     settings = config.get("config") or {}
     entrypoint = [str(a) for a in (settings.get("Entrypoint") or [])]
     if INSTALLER_ENTRYPOINT not in entrypoint:
@@ -275,6 +275,13 @@ def _fetch_from(
                          hint="not-an-installer")  # fmt: skip
     work.mkdir(parents=True, exist_ok=True)
     directory = work / "assets"
+    marker = work / "assets.manifest"
+    cached = marker.read_text() if marker.is_file() else ""
+    if cached == digest and all((directory / name).is_file() for name in REQUIRED):
+        # This very image was fetched and checked before (a refused upgrade, then the same one).
+        say(f"{image} ({version}, {digest}) was fetched before: using it")
+        return InstallerAssets(image, version, digest, endpoint.base, directory)
+    marker.unlink(missing_ok=True)
     if directory.exists():
         shutil.rmtree(directory)
     directory.mkdir()
@@ -294,7 +301,8 @@ def _fetch_from(
     if missing:
         raise ImageError(f"{image} is not an Ichor installer image: it has no {ASSETS_PREFIX}{missing[0]}",
                          hint="not-an-installer")  # fmt: skip
-    say(f"fetched {image} ({version}, {digest if digest.startswith('sha256:') else 'tag ' + digest})")
+    marker.write_text(digest)
+    say(f"fetched {image} ({version}, {digest})")
     return InstallerAssets(image, version, digest, endpoint.base, directory)
 
 
