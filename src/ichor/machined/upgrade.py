@@ -189,7 +189,12 @@ class NodeUpgrades:
     async def fetch(self, image: str, mirrors: Mapping[str, MirrorEndpoints]) -> InstallerAssets:
         """Fetch and check the installer image's boot files (ImageError says why not)."""
         work = self.work_dir / "installer"
-        return await asyncio.to_thread(lambda: self._fetch(image, mirrors, work, say=self.say))
+        loop = asyncio.get_running_loop()
+
+        def say(line: str) -> None:  # called from the worker thread
+            loop.call_soon_threadsafe(self.say, line)
+
+        return await asyncio.to_thread(lambda: self._fetch(image, mirrors, work, say=say))
 
     async def install(
         self, assets: InstallerAssets, *, cmdline: str, force: bool, printf: Callable[[str], None]
