@@ -165,12 +165,15 @@ def test_upgrade_bless_and_rollback_move_the_good_slot_and_meta_follows(tmp_path
 
         # The node reboots into B (GRUB's counting used a try) and B becomes good once healthy.
         machine.booted = Slot.B
-        up = _upgrades(machine)
+        bus = RecordingBus()
+        up = _upgrades(machine, bus)
         await up.start()
+        assert bus.sequences() == [("trial", "")]
         assert "boot: slot B (v2) on trial, 3 tries left; last good v1 (slot A)" in up.lines  # type: ignore[attr-defined]
         await up.bless_when_healthy(lambda: None, reboot=lambda _: pytest.fail("no reboot"))
         assert BootDir(machine.boot).state().good is Slot.B
         assert MetaKey.Upgrade not in machine.meta_keys()  # DropUpgradeFallback
+        assert bus.sequences() == [("trial", ""), ("bless", "")]
 
         await up.rollback("actor-1")
         state = BootDir(machine.boot).state()

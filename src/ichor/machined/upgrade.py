@@ -17,8 +17,9 @@ boot-time trial (os-design §4.4), on the event loop, with the blocking disk wor
   leaves the choice to GRUB's counting: the trial slot while tries remain, else the last good slot;
 * **rollback**, **META** writes and deletes.
 
-Every transition is a console line and an event (``SequenceEvent`` ``upgrade``, ``bless``,
-``rollback``, ``fallback``: Ichor's names, Talos has no events for these). Nothing here asks which
+Every transition is a console line and an event (``SequenceEvent`` ``upgrade``, ``trial`` (a boot
+of the slot on trial), ``bless``, ``rollback``, ``fallback``: Ichor's names, Talos has no events
+for these). Nothing here asks which
 platform the node runs on: a node without a boot disk has no :class:`NodeUpgrades` at all.
 """
 
@@ -164,6 +165,7 @@ class NodeUpgrades:
         elif state.trial == booted:
             self.say(f"boot: slot {booted} ({state.version(booted)}) on trial, {state.tries} tries left; "
                      f"last good {state.version(state.good)} (slot {state.good})")  # fmt: skip
+            self._event("trial")
         else:
             self.say(f"boot: slot {booted} ({state.version(booted)}), good")
         if state.failed and booted == state.good:
