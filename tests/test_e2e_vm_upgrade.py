@@ -1,6 +1,7 @@
 """V3 on one VM: install v1 -> ``upgrade --preserve`` to v2 from a registry through the node's mirror ->
 blessed on slot B -> ``rollback`` -> v1 on slot A; META written and read back across reboots; then
-the talos#10364 case: an upgrade whose kernel cannot boot falls back to the last good slot.
+the talos#10364 case: an upgrade whose kernel cannot boot falls back to the last good slot; then
+``upgrade --stage``, performed at the next boot.
 
 One QEMU (TCG, UEFI, 1.5 GiB) on a tap in a network namespace the test makes, with a registry
 (``docker-registry``) on the bridge's address holding the installer images: v2 built by ``python -m
@@ -359,6 +360,19 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
         slots = talosctl("get", "bootslots")
         assert re.search(rf"\bA\s+\d+\s+{re.escape(V1)}\s+good\s+0\s+true", slots.stdout), slots.stdout
         assert re.search(rf"\bB\s+\d+\s+{re.escape(V3)}\s+failed\s+0\s+false", slots.stdout), slots.stdout
+
+        # --- --stage: META 7/8, the upgrade performed at the next boot, then its trial and bless ------
+        console.step()
+        started = time.monotonic()
+        staged = talosctl("upgrade", "--image", image2, "--preserve", "--stage", "--wait=false", timeout=900)
+        assert staged.exit_code == 0, staged.stderr
+        console.wait(rf"upgrade to {re.escape(image2)} staged: it runs at the next boot", 60, alive)
+        console.wait(rf"performing the staged upgrade to {re.escape(image2)}", 900, alive)
+        console.wait("staged upgrade written: rebooting into it", 600, alive)
+        console.wait(rf"bless: {re.escape(V2)} \(slot B\) is good", 900, alive)
+        figures["staged upgrade to blessed"] = time.monotonic() - started
+        keys = talosctl("get", "metakeys")
+        assert "0x07" not in keys.stdout and "0x08" not in keys.stdout, keys.stdout
         figures["total"] = time.monotonic() - t0
     finally:
         print("figures (s): " + ", ".join(f"{k} {v:.0f}" for k, v in figures.items()))
