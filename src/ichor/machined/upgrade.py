@@ -102,9 +102,10 @@ class StagedUpgrade:
     force: bool
 
     def options_json(self) -> str:
-        # Talos's install.Options spellings (Force = a re-partitioning upgrade, i.e. not --preserve),
-        # plus Ichor's ReplaceTrial for `upgrade --force` over a slot on trial.
-        return json.dumps({"Upgrade": True, "Force": not self.preserve, "ReplaceTrial": self.force})
+        # Talos 1.7's install.Options as it marshals them (Force = a re-partitioning upgrade, i.e. not
+        # --preserve), plus Ichor's ReplaceTrial for `upgrade --force` over a slot on trial.
+        return json.dumps({"Pull": False, "Force": not self.preserve, "Upgrade": True, "Zero": False,
+                           "ReplaceTrial": self.force})  # fmt: skip
 
     @classmethod
     def from_meta(cls, image: bytes, options: bytes | None) -> StagedUpgrade:
