@@ -308,8 +308,9 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
         # --- upgrade --preserve to v2: slot B on trial, rebooted into, blessed -----------------------
         console.step()
         started = time.monotonic()
+        # The seeds' deploy step (001:780) as written: `--preserve=true`.
         upgraded = talosctl(
-            "upgrade", "--image", image2, "--preserve", "--wait", "--timeout", "20m", timeout=1500
+            "upgrade", "--image", image2, "--preserve=true", "--wait", "--timeout", "20m", timeout=1500
         )
         assert upgraded.exit_code == 0, upgraded.stdout + upgraded.stderr
         console.wait(rf"upgrade: {re.escape(V2)} written to slot B, on trial for 3 boots", 1, alive)
