@@ -277,7 +277,13 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
                 time.sleep(5)
 
         api_up()
+        deadline = time.monotonic() + 120
         bootstrap = talosctl("bootstrap")
+        # The API answers a moment before TimeStatus is synced: Talos refuses until then.
+        while bootstrap.exit_code != 0 and "time is not in sync yet" in bootstrap.stderr:
+            assert time.monotonic() < deadline, bootstrap.stderr
+            time.sleep(3)
+            bootstrap = talosctl("bootstrap")
         assert bootstrap.exit_code == 0, bootstrap.stderr
         deadline = time.monotonic() + 300
         while "HEALTH   OK" not in talosctl("service", "etcd").stdout:
