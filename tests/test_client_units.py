@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import random
 from datetime import UTC, datetime, timedelta
@@ -184,7 +185,9 @@ def test_node_prefixes_and_line_reassembly() -> None:
 # --------------------------------------------------------------------------- errors a user can act on
 
 
+@functools.cache
 def _bundle() -> SecretsBundle:
+    """One generated bundle for the file (generating one costs ~1 s of RSA keys); read-only here."""
     return SecretsBundle.generate()
 
 
@@ -241,7 +244,7 @@ def test_damaged_talosconfig_values_are_config_errors(tmp_path: Path) -> None:
     with pytest.raises(ClientConfigError, match="error decoding ca"):
         Client.from_context(ctx, name="demo")
     ctx = issue_admin_context(_bundle(), endpoints=["10.0.0.1"])
-    ctx.key = issue_admin_context(_bundle()).key  # a key that is not the certificate's
+    ctx.key = issue_admin_context(SecretsBundle.generate()).key  # a key that is not the certificate's
     with pytest.raises(ClientConfigError, match="could not load client key pair"):
         Client.from_context(ctx, name="demo")
 

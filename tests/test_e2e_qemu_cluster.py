@@ -134,9 +134,9 @@ def test_a_qemu_node_boots_configured_reboots_through_its_monitor_and_is_destroy
     assert shown.exit_code == 0, shown.stderr
     qemu = [p for p in find(state_dir) if p.role == "qemu-system-x86_64"]
     assert len(qemu) == 1 and str(qemu[0].id.pid) in shown.stdout
-    assert f"{node}-0.disk:1024MiB" in shown.stdout and str(state_dir / f"{node}.monitor") in shown.stdout
+    assert f"{node}-0.disk:3072MiB" in shown.stdout and str(state_dir / f"{node}.monitor") in shown.stdout
     disk = state_dir / f"{node}-0.disk"
-    assert disk.stat().st_size == 1024 * 2**20 and disk.stat().st_blocks * 512 < disk.stat().st_size  # sparse
+    assert disk.stat().st_size == 3072 * 2**20 and disk.stat().st_blocks * 512 < disk.stat().st_size  # sparse
 
     # The docs' quick reboot (001:405): `q` on the monitor; QEMU exits 0 and the launcher relaunches it.
     boots = (state_dir / f"{node}.log").read_text(errors="replace").count("ichor-stage1: switching root")
@@ -172,7 +172,8 @@ def test_with_apply_config_a_seabios_vm_waits_in_maintenance_and_takes_its_confi
 ) -> None:
     """``--with-apply-config --with-uefi=false``: no ``talos.config=`` on the command line, SeaBIOS;
     create waits for the node's insecure maintenance API and applies the config there, as Talos's
-    ``ApplyConfig`` step does; the node then answers ``version`` with the cluster's talosconfig."""
+    ``ApplyConfig`` step does; the node installs, SeaBIOS boots its disk, and it answers ``version``
+    with the cluster's talosconfig."""
     name, state, cidr, env = cluster
     node = f"{name}-controlplane-1"
     address = net.node_addresses(cidr, 1)[0]
@@ -189,3 +190,8 @@ def test_with_apply_config_a_seabios_vm_waits_in_maintenance_and_takes_its_confi
     console = (state / name / f"{node}.log").read_text(errors="replace")
     assert f"talosctl apply-config --insecure --nodes {address} --file" in console  # maintenance mode first
     _wait_version(env, address, BOOT_LIMIT)
+    # It installed, and SeaBIOS booted the disk: boot.img in the MBR, core.img in the BIOS partition,
+    # BOOT's grub.cfg starting slot A (the only legacy-BIOS install-and-boot of the VM tests).
+    console = (state / name / f"{node}.log").read_text(errors="replace")
+    assert "installation complete: rebooting into the installed system" in console
+    assert re.search(r"Command line: BOOT_IMAGE=/A/vmlinuz .*ichor\.slot=A", console), console[-3000:]

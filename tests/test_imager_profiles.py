@@ -1,8 +1,8 @@
 """ichor.imager's iso, metal and installer profiles on small fake inputs: structure, reproducibility,
 ``--meta``/``--extra-kernel-arg``, and bad input leaving the output directory as it was.
 
-The kernel and initramfs are a few bytes of text here (nothing boots them: tests/test_e2e_iso_boot.py
-does that with the real ones); GRUB's images, the FAT/xfs filesystems, xorriso and the OCI archive
+The kernel and initramfs are a few bytes of text here (nothing boots them here:
+tests/test_e2e_metal_install.py and test_e2e_metal_image_boot.py boot the real ones); GRUB's images, the FAT/xfs filesystems, xorriso and the OCI archive
 are real.
 """
 

@@ -45,6 +45,7 @@ from ichor.machinery.blockdev import (
 )
 from ichor.machinery.errors import InstallError
 from ichor.machinery.generate import GenOptions, OutputType, generate
+from ichor.machinery.meta import Meta, MetaValue, encode_values
 from ichor.machinery.secrets import SecretsBundle
 
 
@@ -67,12 +68,15 @@ def _disk(path: Path, size: int = 2 * GIB, **facts: Any) -> Disk:
     return Disk(device_name=str(path), size=size, **facts)
 
 
-def _installation(tmp_path: Path, disks: list[Disk], **kw: Any) -> DiskInstallation:
+def _installation(
+    tmp_path: Path, disks: list[Disk], *, cmdline: str = "talos.platform=metal", **kw: Any
+) -> DiskInstallation:
     mounts = tmp_path / "mounts"
     mounts.write_text("tmpfs /system/state tmpfs rw 0 0\n")
+    (tmp_path / "cmdline").write_text(cmdline + "\n")
     return DiskInstallation(
         sys_block=tmp_path / "sys-block", state_dir=Path("/system/state"), disks=lambda: disks,
-        mounts=mounts, **kw,
+        mounts=mounts, cmdline=tmp_path / "cmdline", **kw,
     )  # fmt: skip
 
 
@@ -142,6 +146,39 @@ def test_the_plan_carries_talos_kernel_args_with_extra_ones(bundle: SecretsBundl
     assert planned.cmdline.startswith("talos.platform=metal console=ttyS0 init_on_alloc=1")
     assert planned.cmdline.endswith("ima_hash=sha512 ip=10.5.0.2::10.5.0.1:255.255.255.0::eth0:off")
     assert planned.legacy_bios and "legacy BIOS support: yes" in planned.summary()
+
+
+def test_meta_values_from_the_environment_go_into_the_plan_machine_env_winning(
+    bundle: SecretsBundle, tmp_path: Path
+) -> None:
+    """An ISO built with ``--meta`` carries ``talos.environment=INSTALLER_META_BASE64=...``; Talos hands
+    that environment (and ``machine.env``, which wins) to its installer, which writes META."""
+    vda = sparse(tmp_path / "vda", 2 * GIB)
+    from_iso = encode_values([MetaValue.parse("0xa=net: {}"), MetaValue.parse("12=x")])
+    config = _config(bundle, f"    install:\n        disk: {vda}\n")
+    planned = _installation(
+        tmp_path,
+        [_disk(vda)],
+        cmdline=f"talos.platform=metal talos.environment=INSTALLER_META_BASE64={from_iso}",
+    ).plan(config.config)
+    assert planned.meta == ((0x0A, b"net: {}"), (0x0C, b"x"))
+    assert "META values: 0xa (7 bytes), 0xc (1 bytes)" in planned.summary()
+
+    assert config.config.machine is not None
+    env = {"INSTALLER_META_BASE64": encode_values([MetaValue.parse("0xa=other")])}
+    with_env = config.config.model_copy(
+        update={"machine": config.config.machine.model_copy(update={"env": env})}
+    )
+    again = _installation(
+        tmp_path, [_disk(vda)], cmdline=f"talos.environment=INSTALLER_META_BASE64={from_iso}"
+    )
+    assert again.plan(with_env).meta == ((0x0A, b"other"),)
+
+    broken = _installation(tmp_path, [_disk(vda)], cmdline="talos.environment=INSTALLER_META_BASE64=@@@")
+    with pytest.raises(InstallError, match="INSTALLER_META_BASE64 in the node's environment") as err:
+        broken.plan(config.config)
+    assert err.value.hint is not None and "talos.environment" in err.value.hint
+    assert _installation(tmp_path, [_disk(vda)]).plan(config.config).meta == ()
 
 
 def test_maintenance_apply_replies_the_install_errors_and_dry_run_prints_the_plan(
@@ -387,7 +424,11 @@ def test_install_on_a_loop_device_as_machined_drives_it(bundle: SecretsBundle, t
     with loop_device(
         sparse(tmp_path / "loop.raw", 2 * GIB), "installs to a loop device and mounts STATE"
     ) as dev:
-        disks = _installation(tmp_path, [_disk(dev)], assets=assets, work_dir=tmp_path)
+        meta_env = encode_values([MetaValue.parse("0xa=from the ISO")])
+        disks = _installation(
+            tmp_path, [_disk(dev)], assets=assets, work_dir=tmp_path,
+            cmdline=f"talos.platform=metal talos.environment=INSTALLER_META_BASE64={meta_env}",
+        )  # fmt: skip
         config = _config(bundle, f"    install:\n        disk: {dev}\n        legacyBIOSSupport: true\n")
         lines: list[str] = []
         disks.install(disks.plan(config.config), config.text, lines.append)
@@ -426,6 +467,9 @@ def test_install_on_a_loop_device_as_machined_drives_it(bundle: SecretsBundle, t
             proc.run(["umount", str(mountpoint)])
         with dev.open("rb") as raw:
             assert raw.read(512)[446] == 0x80, "legacyBIOSSupport marks the MBR's entry bootable"
+        meta = table.by_name(Label.META)
+        assert meta is not None
+        assert Meta.open(partition_path(dev, meta.number)).get(0x0A) == b"from the ISO"
 
 
 def test_mounts_on_a_machine_of_its_own_lists_its_mount_table(tmp_path: Path) -> None:

@@ -60,9 +60,8 @@ last test that uses the fixture when the next test does not, so a worker that go
 does not keep a whole Kubernetes cluster running beside them."""
 
 VM_FILES = (
-    "test_e2e_vm_boot.py",
     "test_e2e_installer_boot.py",
-    "test_e2e_iso_boot.py",
+    "test_e2e_metal_image_boot.py",
     "test_e2e_metal_install.py",
     "test_e2e_qemu_cluster.py",
     "test_e2e_vm_upgrade.py",

@@ -14,11 +14,11 @@ from collections.abc import Sequence
 
 from ichor.imager import InputError
 from ichor.machinery.kernelargs import installer_cmdline
-from ichor.machinery.meta import MetaValue, encode_values
+from ichor.machinery.meta import VALUES_ENV, MetaValue, encode_values
 
 __all__ = ["META_ENV", "assemble", "check_arg"]
 
-META_ENV = "INSTALLER_META_BASE64"
+META_ENV = VALUES_ENV
 """Talos's ``constants.MetaValuesEnvVar``."""
 
 # Whitespace splits an argument; quotes and backslashes the kernel's parser and GRUB's script read.

@@ -20,7 +20,7 @@ from ichor.installer._upgrade import upgrade_disk
 from ichor.machinery import TALOS_VERSION
 from ichor.machinery.errors import MachineryError
 from ichor.machinery.kernelargs import installer_cmdline
-from ichor.machinery.meta import MetaValue, decode_values
+from ichor.machinery.meta import VALUES_ENV, MetaValue, decode_values
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,8 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         values = [MetaValue.parse(v) for v in args.meta]
-        if os.environ.get("INSTALLER_META_BASE64"):
-            values += decode_values(os.environ["INSTALLER_META_BASE64"])
+        if os.environ.get(VALUES_ENV):
+            values += decode_values(os.environ[VALUES_ENV])
         meta = {v.key: v.value.encode() for v in values}
         assets = args.assets or Path("/usr/install") / args.arch
         cmdline = str(

@@ -22,11 +22,12 @@ import ctypes
 import os
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from ichor.imager._initramfs import ASSETS as INITRAMFS_ASSETS
+from ichor.machined.kernelargs import KernelArgs
 from ichor.machined.metal import COLDPLUG_DONE
 from ichor.machinery import TALOS_VERSION
 from ichor.machinery.blockdev import (
@@ -39,9 +40,10 @@ from ichor.machinery.blockdev import (
     read_disk_table,
 )
 from ichor.machinery.config import Config
-from ichor.machinery.errors import InstallError, MachineryError
+from ichor.machinery.errors import InstallError, MachineryError, MetaError
 from ichor.machinery.installdisk import InstallTarget, check_wipe, select_install_disk
 from ichor.machinery.kernelargs import installer_cmdline
+from ichor.machinery.meta import VALUES_ENV, decode_values
 
 __all__ = [
     "ASSETS",
@@ -84,6 +86,8 @@ class InstallPlan:
     erase_because: str
     cmdline: str
     legacy_bios: bool
+    meta: tuple[tuple[int, bytes], ...] = ()
+    """META values to write (``INSTALLER_META_BASE64`` in the node's environment), key order."""
 
     @property
     def device(self) -> str:
@@ -102,6 +106,11 @@ class InstallPlan:
             f"why: {self.target.reason}\n{held}\n"
             f"legacy BIOS support: {'yes' if self.legacy_bios else 'no'}\n"
             f"kernel arguments: {self.cmdline}"
+            + (
+                f"\nMETA values: {', '.join(f'0x{k:x} ({len(v)} bytes)' for k, v in self.meta)}"
+                if self.meta
+                else ""
+            )
         )
 
 
@@ -137,6 +146,7 @@ class DiskInstallation:
         work_dir: Path | None = None,
         version: str = TALOS_VERSION,
         sys_class_block: Path = Path("/sys/class/block"),
+        cmdline: Path = Path("/proc/cmdline"),
     ) -> None:
         self.sys_block = sys_block
         self.disks = disks or (lambda: list_disks(sys_block))
@@ -147,6 +157,7 @@ class DiskInstallation:
         self.work_dir = work_dir
         self.version = version
         self.sys_class_block = sys_class_block
+        self.cmdline = cmdline
 
     def booted_from(self) -> str | None:
         return system_disk_of(self.mounts, self.state_dir, self.sys_class_block)
@@ -172,7 +183,28 @@ class DiskInstallation:
         existing = tuple(table.names()) if table is not None else ()
         why = "machine.install.wipe is true" if install.wipe else "it is the disk this node boots from"
         cmdline = installer_cmdline(extra_args=[str(a) for a in install.extra_kernel_args or []])
-        return InstallPlan(target, existing, why, str(cmdline), bool(install.legacy_bios_support))
+        meta = self._meta_values(machine.env if machine is not None else None)
+        return InstallPlan(target, existing, why, str(cmdline), bool(install.legacy_bios_support), meta)
+
+    def _meta_values(self, machine_env: Mapping[str, str] | None) -> tuple[tuple[int, bytes], ...]:
+        """``INSTALLER_META_BASE64`` from the node's environment, as Talos hands its installer:
+        ``talos.environment`` kernel arguments, then ``machine.env`` (which wins)."""
+        try:
+            env = KernelArgs.from_cmdline(self.cmdline.read_text()).environment
+        except OSError:
+            env = {}
+        env.update({str(k): str(v) for k, v in (machine_env or {}).items()})
+        encoded = env.get(VALUES_ENV)
+        if not encoded:
+            return ()
+        try:
+            values = decode_values(encoded)
+        except MetaError as err:
+            raise InstallError(
+                f"{VALUES_ENV} in the node's environment: {err}",
+                hint="fix the talos.environment kernel argument (the image's --meta) or machine.env",
+            ) from None
+        return tuple(sorted({v.key: v.value.encode() for v in values}.items()))
 
     def install(self, plan: InstallPlan, config_text: str, printf: Callable[[str], None]) -> None:
         """Install ``plan`` and save ``config_text`` to the new STATE (blocking; minutes on a VM)."""
@@ -205,6 +237,7 @@ class DiskInstallation:
                     efi_files={"EFI/BOOT/BOOTX64.EFI": grub["BOOTX64.EFI"]} if "BOOTX64.EFI" in grub else {},
                     bios_core=grub.get("core.img"),
                     bios_boot=grub.get("boot.img"),
+                    meta=dict(plan.meta),
                 ),
                 printf=printf,
             )

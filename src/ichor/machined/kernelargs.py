@@ -121,6 +121,12 @@ class KernelArgs:
         return self.last("talos.config")
 
     @property
+    def environment(self) -> dict[str, str]:
+        """``talos.environment=K=V`` arguments: the process environment Talos gives machined and
+        passes on (the imager puts ``INSTALLER_META_BASE64`` there for outputs without META)."""
+        return dict(v.partition("=")[::2] for v in self.args.get("talos.environment", []) if "=" in v)
+
+    @property
     def consoles(self) -> list[str]:
         return self.args.get("console", [])
 

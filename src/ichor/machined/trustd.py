@@ -69,9 +69,12 @@ def server_context(cert: pki.CertKey) -> ssl.SSLContext:
     return ctx
 
 
-async def serve(address: str, cert: pki.CertKey, service: SecurityService, port: int = TRUSTD_PORT) -> None:
+async def serve(
+    address: str, cert: pki.CertKey | ssl.SSLContext, service: SecurityService, port: int = TRUSTD_PORT
+) -> None:
+    """Serve until cancelled; ``cert`` may be a :func:`server_context` its owner reloads in place."""
     server = grpc_server(limit_requests([service]))
-    await server.start(address, port, ssl=server_context(cert))
+    await server.start(address, port, ssl=cert if isinstance(cert, ssl.SSLContext) else server_context(cert))
     try:
         await asyncio.Event().wait()
     finally:

@@ -109,9 +109,12 @@ class DashboardApp(App[None]):
         self._redraw()
         self.run_worker(self._poll_forever(), name="poll", group="poll", exclusive=True)
 
-    def on_unmount(self) -> None:
+    async def on_unmount(self) -> None:
+        # aclose, not close: TLS closes in loop callbacks, and a loop that ends first leaves the
+        # sockets open (an in-process dashboard, as in the tests, then leaks them).
         if self.client is not None:
-            self.client.close()
+            client, self.client = self.client, None
+            await client.aclose()
 
     # --- data ------------------------------------------------------------------------------------
 

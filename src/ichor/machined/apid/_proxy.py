@@ -41,7 +41,7 @@ from ._inproc import InProcessBackend, MachineApi
 from ._methods import METHODS, Method, is_streamed
 from ._relay import Fanout, Requests
 from ._router import NODE_KEY, NODES_KEY, PROXYFROM_KEY, Route, RouteKind, local_target_checker, route
-from ._tls import client_context, server_context
+from ._tls import client_context, reload_context, server_context
 from ._wire import WireError, append_info, error_reply
 
 log = logging.getLogger(__name__)
@@ -116,6 +116,20 @@ class Apid:
         self._remotes: dict[str, Backend] = {}
         self._server: Server | None = None
         self._closing = False
+
+    def reload_certificates(
+        self, server_cert: CertKey, accepted_cas: Sequence[bytes], client_cert: CertKey | None
+    ) -> None:
+        """Serve ``server_cert`` (and dial with ``client_cert``) from the next TLS handshake on.
+
+        The listener's context is changed in place: connections already open keep their session.
+        New accepted CAs are added to the ones trusted; one no longer listed stays trusted until
+        apid restarts (OpenSSL cannot forget a CA), as during Talos's own CA rotation both are."""
+        reload_context(self._server_ssl, server_cert, accepted_cas)
+        if client_cert is not None and self._client_ssl is not None:
+            reload_context(self._client_ssl, client_cert, accepted_cas)
+        elif client_cert is not None:
+            self._client_ssl = client_context(client_cert, accepted_cas)
 
     @property
     def forwarding(self) -> bool:

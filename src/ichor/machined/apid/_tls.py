@@ -83,6 +83,12 @@ def server_context(
     return ctx
 
 
+def reload_context(ctx: ssl.SSLContext, pair: CertKey, accepted_cas: Sequence[bytes]) -> None:
+    """Give ``ctx`` a new key pair and trust ``accepted_cas`` too, from its next handshake on."""
+    ctx.load_verify_locations(cadata=_ca_data(accepted_cas))
+    _load_chain(ctx, pair)
+
+
 def client_context(client: CertKey, accepted_cas: Sequence[bytes]) -> ssl.SSLContext:
     """TLS client context for dialling another node's apid with this node's client certificate."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies the server and its SAN

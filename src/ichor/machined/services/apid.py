@@ -1,7 +1,9 @@
-"""The ``apid`` service: the mutual-TLS Talos API on ``<address>:50000``, from ``ApiCertificates``."""
+"""The ``apid`` service: the mutual-TLS Talos API on ``<address>:50000``, from ``ApiCertificates``
+(a re-issued certificate is served from the next handshake on, without a restart)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import IO, TYPE_CHECKING
 
 from ichor.machined.cosi import State
@@ -13,9 +15,11 @@ from ichor.machined.resources import (
     HOSTNAME_STATUS_ID,
     HOSTNAME_STATUSES,
     MACHINE_CONFIGS,
+    ApiCertificatesSpec,
 )
 from ichor.machined.services import API_CERTIFICATES as API_CERTIFICATES_CONDITION
 from ichor.machined.services import HealthCheck, RestartPolicy, Service, goroutine
+from ichor.machined.services._certwatch import follow_api_certificates
 from ichor.machined.services.conditions import listening, resource_exists
 from ichor.machinery import pki
 
@@ -47,7 +51,17 @@ def apid_service(layout: Layout, state: State, machine_api: MachineApi | None = 
         )  # fmt: skip
         log_file.write(f"apid serving on {server.listen_address}:50000\n")
         log_file.flush()
-        await server.serve()
+
+        def reload(new: ApiCertificatesSpec) -> None:
+            assert new.server is not None
+            server.reload_certificates(
+                pki.CertKey(new.server.crt, new.server.key), tuple(c.crt for c in new.accepted_cas),
+                pki.CertKey(new.client.crt, new.client.key) if new.client else None,
+            )  # fmt: skip
+
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(server.serve())
+            tasks.create_task(follow_api_certificates(state, certs, reload, log_file))
 
     return Service(
         "apid", goroutine(run), description="Talos API proxy", depends_on=("machined",),

@@ -46,7 +46,11 @@ from ichor.machined.resources import (
     MACHINE_CONFIGS,
     MACHINE_TYPE_ID,
     MACHINE_TYPES,
+    NODE_ADDRESS_FILTER_NO_K8S,
+    NODE_ADDRESS_ROUTED_ID,
+    NODE_ADDRESSES,
     EtcdSpecSpec,
+    filtered_node_address_id,
 )
 from ichor.machined.services import (
     ETCD_SPEC,
@@ -288,6 +292,13 @@ class EtcdService:
         self.snapshot_path.unlink(missing_ok=True)
         self.recover = False
 
+    def _bootstrap_addresses(self) -> list[str]:
+        """The node's routed addresses but Kubernetes' (as Talos lists them), else its own address."""
+        routed = self.state.spec_of(
+            NODE_ADDRESSES, filtered_node_address_id(NODE_ADDRESS_ROUTED_ID, NODE_ADDRESS_FILTER_NO_K8S)
+        )
+        return [str(a.ip) for a in routed.addresses] if routed and routed.addresses else [self.layout.address]
+
     async def _join(self, name: str, peer_urls: list[str]) -> str:
         """Add this node as a learner through a running member; returns ``--initial-cluster``."""
         from ichor.etcd import format_initial_cluster
@@ -303,7 +314,7 @@ class EtcdService:
                         "etcd is waiting to join the cluster, if this node is the first node in the cluster, "
                         "please run `talosctl bootstrap` against one of the following IPs:"
                     )
-                    self.say(f"[{self.layout.address}]")
+                    self.say(f"[{' '.join(self._bootstrap_addresses())}]")
                 endpoints = self.control_plane_endpoints()
                 try:
                     if not endpoints:

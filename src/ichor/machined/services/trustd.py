@@ -3,13 +3,21 @@ for callers presenting the machine token."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import IO
 
 from ichor.machined.cosi import State
 from ichor.machined.platform import Layout
-from ichor.machined.resources import API_CERTIFICATES, API_CERTIFICATES_ID, OS_ROOT_ID, OS_ROOT_SECRETS
+from ichor.machined.resources import (
+    API_CERTIFICATES,
+    API_CERTIFICATES_ID,
+    OS_ROOT_ID,
+    OS_ROOT_SECRETS,
+    ApiCertificatesSpec,
+)
 from ichor.machined.services import API_CERTIFICATES as API_CERTIFICATES_CONDITION
 from ichor.machined.services import HealthCheck, RestartPolicy, Service, goroutine
+from ichor.machined.services._certwatch import follow_api_certificates
 from ichor.machined.services.conditions import listening, resource_exists, time_sync
 from ichor.machined.trustd import TRUSTD_PORT
 from ichor.machinery import pki
@@ -30,7 +38,15 @@ def trustd_service(layout: Layout, state: State) -> Service:
         )
         log_file.write(f"trustd serving on {layout.address}:{trust.TRUSTD_PORT}\n")
         log_file.flush()
-        await trust.serve(layout.address, pki.CertKey(certs.server.crt, certs.server.key), service)
+        context = trust.server_context(pki.CertKey(certs.server.crt, certs.server.key))
+
+        def reload(new: ApiCertificatesSpec) -> None:
+            assert new.server is not None
+            pki.load_into_ssl_context(context, new.server.crt, new.server.key)
+
+        async with asyncio.TaskGroup() as tasks:
+            tasks.create_task(trust.serve(layout.address, context, service))
+            tasks.create_task(follow_api_certificates(state, certs, reload, log_file))
 
     return Service(
         "trustd", goroutine(run), description="Trust daemon", restart=RestartPolicy.FOREVER,

@@ -20,12 +20,13 @@ from ichor.machinery.meta._keys import MetaKey, key_id, parse_key
 from ichor.machinery.meta._meta import Meta
 from ichor.machinery.meta._syslinux_adv import SyslinuxADV
 from ichor.machinery.meta._talos_adv import DATA_LENGTH, LENGTH, SIZE, TalosADV
-from ichor.machinery.meta._values import MetaValue, decode_values, encode_values
+from ichor.machinery.meta._values import VALUES_ENV, MetaValue, decode_values, encode_values
 
 __all__ = [
     "DATA_LENGTH",
     "LENGTH",
     "SIZE",
+    "VALUES_ENV",
     "Meta",
     "MetaError",
     "MetaKey",

@@ -15,7 +15,10 @@ from dataclasses import dataclass
 
 from ichor.machinery.errors import MetaError
 
-__all__ = ["MetaValue", "decode_values", "encode_values"]
+__all__ = ["VALUES_ENV", "MetaValue", "decode_values", "encode_values"]
+
+VALUES_ENV = "INSTALLER_META_BASE64"
+"""The environment variable (and ``talos.environment`` key) carrying META values to the installer."""
 
 
 @dataclass(frozen=True)
