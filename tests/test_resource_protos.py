@@ -38,11 +38,13 @@ NOT_IN_TALOS_1_7 = {
     "RegistriesConfigs.cri.talos.dev": "Talos 1.7 keeps registries in the machine config only",
     "EtcdBackupConfigs.etcd.ichor.dev": "Ichor's own (scheduled etcd snapshots)",
     "EtcdBackupStatuses.etcd.ichor.dev": "Ichor's own (scheduled etcd snapshots)",
+    "BootSlots.runtime.ichor.dev": "Ichor's own (A/B slots with boot counting)",
 }
 SELF_ENCODING = {"MachineConfigs.config.talos.dev", "MachineTypes.config.talos.dev"}
 
 # Types a process node never fills (no kubelet, no CRI); samples as a Kubernetes node serves them.
 EXTRA_SAMPLES: list[dict[str, Any]] = [
+    {"type": "MetaKeys.runtime.talos.dev", "id": "0x0c", "spec": {"value": "hello"}},  # metal nodes only
     {
         "type": "StaticPodStatuses.kubernetes.talos.dev",
         "id": "kube-system/kube-apiserver-cp-1",

@@ -65,6 +65,7 @@ VM_FILES = (
     "test_e2e_metal_install.py",
     "test_e2e_qemu_cluster.py",
     "test_e2e_vm_extensions.py",
+    "test_e2e_vm_upgrade.py",
 )
 """The files whose tests boot virtual machines (marked ``vm``): one unit of work under ``--dist
 loadgroup``, so their VMs boot one at a time (TCG on 2 cores)."""

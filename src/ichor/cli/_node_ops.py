@@ -1,10 +1,11 @@
 """``talosctl usage``, ``time``, ``upgrade``, ``rollback`` and ``meta write|delete``: Talos's flags,
 tables and error texts.
 
-``upgrade``, ``rollback`` and ``meta`` reach nodes that run in Talos's ``container`` mode (every
-Ichor node so far), which refuse them as Talos's docker nodes do; the refusal is shown as Talos's
-client shows it (``error executing rollback: 1 error occurred: ... method is not supported in
-container mode``).
+``upgrade``, ``rollback`` and ``meta`` are served by a node booted from its own disk (metal:
+``upgrade --wait`` follows the node through its reboot until it is back up); nodes in Talos's
+``container`` mode (container and process nodes) refuse them as Talos's docker nodes do, shown as
+Talos's client shows it (``error executing rollback: 1 error occurred: ... method is not supported
+in container mode``).
 """
 
 from __future__ import annotations

@@ -5,7 +5,8 @@ Profiles (Talos's names): ``kernel`` -> ``vmlinuz-amd64``, ``initramfs`` -> ``in
 arguments applied), ``iso`` -> ``metal-amd64.iso`` (boots under UEFI and BIOS), ``metal`` ->
 ``metal-amd64.raw.xz`` (an installed disk; ``--out-format raw`` leaves it uncompressed),
 ``installer`` -> ``installer-amd64.tar`` (an OCI image archive for install and upgrade; ``--push
-REGISTRY/REPOSITORY:TAG`` copies it to a registry with skopeo). Customisation (every output but
+REGISTRY/REPOSITORY:TAG`` copies it to a registry with skopeo; ``--version`` labels it and titles the
+boot entries, default Talos's). Customisation (every output but
 ``cmdline``): ``--system-extension-image`` (repeatable; Talos's extension rules, one layer each,
 ``/etc/extensions.yaml``, extension kernel modules indexed with the kernel's), ``--rootfs-overlay
 DIR`` (a top layer), ``--rm PATH`` (repeatable), ``--kernel-path VMLINUZ --modules-dir DIR`` (a
@@ -30,6 +31,7 @@ from ichor.imager import ImagerError, InputError
 from ichor.imager._build import DEFAULT_EPOCH, BuildOptions, OutFormat, Profile, build, default_cache
 from ichor.imager._installer_image import open_installer_archive
 from ichor.images import DOCKER_HUB, Reference, parse_reference, push
+from ichor.machinery import TALOS_VERSION
 from ichor.machinery.errors import MachineryError
 from ichor.machinery.meta import MetaValue
 
@@ -112,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="a kernel built elsewhere in place of Debian's (with --modules-dir)")  # fmt: skip
     parser.add_argument("--modules-dir", type=Path, metavar="DIR",
                         help="that kernel's modules (/lib/modules/<release>); their release must be the kernel's")  # fmt: skip
+    parser.add_argument(
+        "--version", default=TALOS_VERSION,
+        help=f"the version boot entries and the installer image carry (default {TALOS_VERSION})",
+    )  # fmt: skip
     parser.add_argument("--cache-dir", type=Path, default=default_cache(), help=argparse.SUPPRESS)
     parser.add_argument("--debug", action="store_true", help="log every command the imager runs")
     args = parser.parse_args(argv)
@@ -127,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             meta=tuple(_meta(m) for m in args.meta), out_format=args.out_format, epoch=_epoch(), say=say,
             system_extension_images=tuple(args.system_extension_image), rootfs_overlay=args.rootfs_overlay,
             remove=tuple(args.rm), kernel_path=args.kernel_path, modules_dir=args.modules_dir,
+            version=args.version,
         )  # fmt: skip
         push_to = _push_target(args.push, args.profile)
         artefact = build(args.profile, options)

@@ -142,6 +142,9 @@ class BuildOptions:
     debs_lock: Path = _inputs.PINS / "debs.lock"
     wheels_lock: Path = _inputs.PINS / "wheels.lock"
     say: Callable[[str], None] = lambda line: None
+    version: str = TALOS_VERSION
+    """The version boot entries are titled with and the ``installer`` image is labelled with (what a
+    node's boot slot records after an upgrade to it)."""
     system_extension_images: tuple[str, ...] = ()
     """``--system-extension-image``: each its own layer over the base ones, in this order."""
     rootfs_overlay: Path | None = None
@@ -649,7 +652,7 @@ def _build_from_boot_files(
         return write_output_path(
             options.output, name,
             lambda path: make_iso(path, kernel=kernel, initramfs=initramfs, cmdline=cmdline, work=work / "iso",
-                                  epoch=options.epoch, version=TALOS_VERSION, grub_lib=options.grub_lib),
+                                  epoch=options.epoch, version=options.version, grub_lib=options.grub_lib),
         )  # fmt: skip
     grub = build_grub_images(work / "grub", grub_lib=options.grub_lib)
     if profile is Profile.INSTALLER:
@@ -658,13 +661,13 @@ def _build_from_boot_files(
         return write_output_path(
             options.output, name,
             lambda path: make_installer_image(path, kernel=kernel, initramfs=initramfs, grub=grub, layers=layers,
-                                              work=work / "installer", version=TALOS_VERSION),
+                                              work=work / "installer", version=options.version),
         )  # fmt: skip
     meta = {value.key: value.value.encode() for value in options.meta}
 
     def metal(path: Path) -> None:
         builder.say(f"installing onto {path.name} (EFI, BIOS, BOOT slot A, META, STATE, EPHEMERAL)")
-        make_metal(path, kernel=kernel, initramfs=initramfs, cmdline=cmdline, grub=grub, version=TALOS_VERSION,
+        make_metal(path, kernel=kernel, initramfs=initramfs, cmdline=cmdline, grub=grub, version=options.version,
                    epoch=options.epoch, meta=meta, say=lambda line: builder.say(f"  {line}"))  # fmt: skip
 
     if options.out_format is OutFormat.RAW:

@@ -1,5 +1,6 @@
 """Container images built and moved on this machine: a reproducible OCI image from a directory
 (:mod:`._build`), an image someone else made unpacked safely (:mod:`._unpack`), its push or pull to a registry with skopeo and the registry's answers (:mod:`._registry`),
+an installer image's boot files fetched by a node over the registry API through its mirrors (:mod:`._fetch`),
 and image references and ``--registry-mirror`` values (:mod:`._reference`).
 
 Nothing here comes from the internet: tests build their images from a busybox-static rootfs and
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 from ichor.images._build import DEFAULT_MAX_BYTES, BuiltImage, ImageSpec, build_layout, busybox_rootfs
 from ichor.images._errors import ImageError
+from ichor.images._fetch import InstallerAssets, MirrorEndpoints, fetch_installer, mirrors_from_config
 from ichor.images._reference import (
     DOCKER_HUB,
     MirrorSpec,
@@ -42,6 +44,8 @@ __all__ = [
     "BuiltImage",
     "ImageError",
     "ImageSpec",
+    "InstallerAssets",
+    "MirrorEndpoints",
     "MirrorSpec",
     "Reference",
     "access_log",
@@ -49,7 +53,9 @@ __all__ = [
     "busybox_rootfs",
     "catalog",
     "extract_archive",
+    "fetch_installer",
     "manifest_digest",
+    "mirrors_from_config",
     "open_layout",
     "parse_mirror",
     "parse_reference",

@@ -36,6 +36,7 @@ from ichor.machinery.constants import TALOS_VERSION
 
 if TYPE_CHECKING:
     from ichor.machined.services.etcd import EtcdService
+    from ichor.machined.upgrade import NodeUpgrades
 
 __all__ = ["Node"]
 
@@ -102,8 +103,12 @@ class Node:
             async with etcd.client([etcd.local_endpoint()], timeout=5.0) as client:
                 return (await client.status()).member_id
 
+        upgrades = self._upgrades(say)
+        disk = upgrades.disk if upgrades is not None else None
         controllers = node_controllers(
             layout, stage=self.stage, services=self.services, events=self.events,
+            boot_slots=disk.slots if disk else None, meta_keys=disk.meta if disk else None,
+            booted_slot=disk.booted if disk else None,
             kubelet_changed=kubelet_files_changed,
             vip_store=lambda: etcd.client(etcd.control_plane_endpoints(include_self=True), timeout=5.0),
             etcd_backup_store=lambda: etcd.client([etcd.local_endpoint()], timeout=10.0),
@@ -123,7 +128,9 @@ class Node:
                 Supervisor(layout, clock=self.clock, on_change=self._on_service_change) as supervisor,
             ):
                 supervisors.append(supervisor)
-                system = _SystemServices(self, runtime, supervisor, store, etcd)
+                if upgrades is not None:
+                    await _start_upgrades(upgrades, say)
+                system = _SystemServices(self, runtime, supervisor, store, etcd, upgrades)
                 self.sequencer = Sequencer(NodeParts(
                     layout=layout, state=state, events=self.events, store=store, supervisor=supervisor,
                     stage=self.stage, say=say, clock=self.clock, services=system.for_config,
@@ -132,12 +139,32 @@ class Node:
                     ),
                     leave_etcd=system.etcd_ops.leave_before_reset,
                     background=system.background, install=install,
+                    staged_upgrade=_staged_upgrade(upgrades) if upgrades is not None else None,
                 ))  # fmt: skip
                 system.lifecycle = self.sequencer
                 return await self.sequencer.run()
         finally:
             say("node process exiting")
             console.close()
+
+    def _upgrades(self, say: Callable[[str], None]) -> NodeUpgrades | None:
+        """Upgrades, rollback and META for a node booted from its own disk (its platform lists the
+        machine's block devices); None for every other node."""
+        layout = self.layout
+        if layout.block_devices is None:
+            return None
+        from ichor.machined.bootdisk import find_boot_disk
+        from ichor.machined.upgrade import NodeUpgrades
+
+        try:
+            cmdline = layout.path("/proc/cmdline").read_text()
+        except OSError:
+            cmdline = ""
+        disk = find_boot_disk(cmdline, sys_block=layout.block_devices, mount_parent=layout.path("/run/ichor"),
+                              say=say)  # fmt: skip
+        if disk is None:
+            return None
+        return NodeUpgrades(disk, work_dir=layout.path("/var/lib/ichor/upgrade"), say=say, events=self.events)
 
     def _installation(
         self,
@@ -178,6 +205,27 @@ async def _running(work: Coroutine[Any, Any, None] | None, name: str) -> Any:
             await task
 
 
+async def _start_upgrades(upgrades: NodeUpgrades, say: Callable[[str], None]) -> None:
+    from ichor.machinery.errors import MachineryError
+
+    try:
+        await upgrades.start()
+    except (MachineryError, OSError) as err:
+        say(f"boot slots: cannot read BOOT or META: {err}")
+
+
+def _staged_upgrade(
+    upgrades: NodeUpgrades,
+) -> Callable[[LoadedConfig, Callable[[str], None]], Coroutine[Any, Any, bool]]:
+    async def run(loaded: LoadedConfig, printf: Callable[[str], None]) -> bool:
+        from ichor.machined.upgrade import upgrade_inputs
+
+        mirrors, cmdline = upgrade_inputs(loaded.config)
+        return await upgrades.run_staged(mirrors, cmdline, printf)
+
+    return run
+
+
 def _trimming_when_idle() -> Coroutine[Any, Any, None] | None:
     """Give freed heap back to the kernel when the node goes idle after load (glibc only)."""
     trim = glibc_trim()
@@ -194,6 +242,7 @@ class _SystemServices:
         supervisor: Supervisor,
         store: ConfigStore,
         etcd: EtcdService,
+        upgrades: NodeUpgrades | None = None,
     ) -> None:
         from ichor.machined.apid import MachineApi
         from ichor.machined.server._etcd_ops import EtcdOperations
@@ -203,6 +252,7 @@ class _SystemServices:
         self.supervisor = supervisor
         self.store = store
         self.etcd = etcd
+        self.upgrades = upgrades
         self.etcd_ops = EtcdOperations(self.etcd, supervisor)
         self.lifecycle: Any = None
         # The machined service publishes its handlers here and apid calls them in-process.
@@ -234,11 +284,20 @@ class _SystemServices:
         from ichor.machined.logsend import ship_logs
         from ichor.machined.services.extensions import follow_configs
 
-        return [
+        work: list[Callable[[], Coroutine[Any, Any, None]]] = [
             lambda: self.etcd.follow_spec(self.supervisor),
             lambda: follow_configs(self.node.state, self.supervisor),
             lambda: ship_logs(self.node.state, self.node.layout.log_dir),
         ]
+        upgrades = self.upgrades
+        if upgrades is not None:
+            from ichor.machined.upgrade import node_health
+
+            state = self.node.state
+            work.append(lambda: upgrades.bless_when_healthy(
+                lambda: node_health(state), reboot=lambda _why: self.lifecycle.request_reboot(""),
+            ))  # fmt: skip
+        return work
 
     def handlers(self) -> list[Any]:
         from ichor.machined.server._cluster import ClusterService
@@ -253,7 +312,7 @@ class _SystemServices:
         context = MachineContext(
             layout=node.layout, state=node.state, supervisor=self.supervisor, events=node.events, store=self.store,
             lifecycle=self.lifecycle, etcd=self.etcd_ops, clock=node.clock, say=self.etcd.say,
-            boot_id=node.boot_id,
+            boot_id=node.boot_id, upgrades=self.upgrades,
         )  # fmt: skip
         roles = roles_from_metadata
         return [

@@ -16,6 +16,9 @@ with chosen partitions). Events of a requested sequence carry the request's acto
   ``install`` sequence, in a worker thread; success reboots into the installed system, failure
   returns to maintenance mode saying why) -> save and activate it -> load and start the services
   -> running;
+* **upgrade** (a node with a boot disk): the installer's upgrade mode in a worker while the node
+  runs (a failure leaves it running, saying why: ``upgrade`` SequenceEvent with the error), then a
+  reboot; an upgrade staged in META runs at boot, before the services start, and reboots;
 * **reboot** / **shutdown**: stop every service, then :meth:`Sequencer.run` returns the launcher's
   exit code (:data:`~ichor.machined.platform.EXIT_REBOOT` / ``EXIT_POWEROFF``);
 * **reset**: leave etcd when graceful (a failure stops the reset: nothing is wiped), write
@@ -86,6 +89,8 @@ class NodeParts:
     install: Callable[[LoadedConfig, Callable[[str], None]], None] | None = None
     """Install to disk with a config (blocking: run in a worker thread; it reports progress lines
     through its second argument), on a node that installs to disk and is not installed yet."""
+    staged_upgrade: Callable[[LoadedConfig, Callable[[str], None]], Awaitable[bool]] | None = None
+    """Perform an upgrade staged in META (a node with a boot disk); True when the node must reboot."""
 
 
 class Sequencer:
@@ -156,6 +161,11 @@ class Sequencer:
             publish_wait(parts.state, INSTALL_WAIT_ID, owner="", waiting_for="a machine config that installs",
                          reason=f"installation failed: {problem}", now=parts.clock())  # fmt: skip
             loaded = None
+        if parts.staged_upgrade is not None and await self._staged_upgrade(loaded, parts.staged_upgrade):
+            parts.say("staged upgrade written: rebooting into it")
+            self._stage(MachineStage.REBOOTING)
+            self._sequence_event("reboot", "")
+            return EXIT_REBOOT
         self._sequence_event("initialize", "", stop=True)
         self._sequence_event("boot", "")
         parts.store.activate(loaded)
@@ -221,6 +231,17 @@ class Sequencer:
         self._sequence_event("install", "", stop=True, error=problem)
         return problem
 
+    async def _staged_upgrade(
+        self, loaded: LoadedConfig, run: Callable[[LoadedConfig, Callable[[str], None]], Awaitable[bool]]
+    ) -> bool:
+        parts = self.parts
+        loop = asyncio.get_running_loop()
+
+        def printf(line: str) -> None:
+            loop.call_soon_threadsafe(parts.say, f"upgrade: {line}")
+
+        return await run(loaded, printf)
+
     def _hostname(self, loaded: LoadedConfig) -> str:
         from ichor.machined.controllers.network import hostname_of
 
@@ -266,6 +287,45 @@ class Sequencer:
             task.add_done_callback(self._tasks.discard)
 
         loop.call_later(REQUEST_DELAY, start)
+
+    def request_upgrade(
+        self, actor_id: str, work: Callable[[Callable[[str], None]], Awaitable[object]], mode: int = 0
+    ) -> None:
+        """Run ``work`` (the installer's upgrade mode; it reports through its argument, from any
+        thread) as the ``upgrade`` sequence, then reboot; a failure leaves the node running."""
+        self._actor = actor_id
+        self._sequence_event("upgrade", actor_id)
+        loop = asyncio.get_running_loop()
+
+        def start() -> None:
+            task = loop.create_task(self._upgrade(actor_id, work), name="upgrade")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        loop.call_later(REQUEST_DELAY, start)
+
+    async def _upgrade(
+        self, actor_id: str, work: Callable[[Callable[[str], None]], Awaitable[object]]
+    ) -> None:
+        parts = self.parts
+        loop = asyncio.get_running_loop()
+
+        def printf(line: str) -> None:
+            loop.call_soon_threadsafe(parts.say, f"upgrade: {line}")
+
+        try:
+            with self._phase("upgrade", "upgrade"):
+                await work(printf)
+        except Exception as err:  # the node keeps running on the slot it booted
+            problem = f"{err}" + (f" ({err.hint})" if isinstance(err, MachineryError) and err.hint else "")
+            parts.say(f"upgrade failed: {problem}; the node stays on the slot it booted")
+            self._sequence_event("upgrade", actor_id, stop=True, error=problem)
+            self._actor = ""
+            return
+        self._sequence_event("upgrade", actor_id, stop=True)
+        parts.say("upgrade written: rebooting into the new slot")
+        self._sequence_event("reboot", actor_id)
+        self.finish(EXIT_REBOOT)
 
     # --- the reset sequence -------------------------------------------------------------------------
 

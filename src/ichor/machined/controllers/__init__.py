@@ -20,7 +20,7 @@ The graph, as ``talosctl inspect dependencies`` prints it:
             TimeStatus (synced by SNTP from TimeServerStatus on a node with its own network, else the host's);
             Services machined -> SecurityState; HostnameStatus -> PlatformMetadata (platform layer);
             machine.sysctls/sysfs + Talos's defaults -> KernelParamSpecs -> the kernel (what the
-            platform owns) -> KernelParamStatuses
+            platform owns) -> KernelParamStatuses; the boot disk (metal) -> MetaKeys, BootSlots
 * k8s:      MachineConfig -> KubeletConfig, NodeIPConfig; NodeIPConfig + routed NodeAddresses -> NodeIP;
             Hostname -> Nodename; KubeletConfig + Nodename + NodeIP -> KubeletSpec -> kubelet files
 * k8s:      (control planes) cluster.* -> Kubernetes PKI, component configs, their files ->
@@ -41,6 +41,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 
 from ichor.machined.controllers import (
+    boot,
     cluster,
     config,
     cri,
@@ -67,6 +68,7 @@ from ichor.machined.platform import Layout
 from ichor.machined.resources import MachineStage
 from ichor.machined.resources._k8s import STATIC_POD_SERVER_STATUSES
 from ichor.machined.services import ServiceInfo
+from ichor.machinery.bootloader import BootState, Slot
 
 __all__ = ["node_controllers"]
 
@@ -85,11 +87,15 @@ def node_controllers(
     kubelet_changed: Callable[[], Awaitable[None]] | None = None,
     say: Callable[[str], None] | None = None,
     local_etcd_member_id: etcd.LocalMemberID | None = None,
+    boot_slots: Source[BootState | None] | None = None,
+    meta_keys: Source[Mapping[int, bytes]] | None = None,
+    booted_slot: Slot | None = None,
 ) -> list[Controller]:
     """Every controller of a node, in registration order.
 
     ``etcd_backup_store``: a client of this node's own etcd member (the scheduled backups ask it who
-    leads); without one, a backup slot fails saying so."""
+    leads); without one, a backup slot fails saying so. ``boot_slots``/``meta_keys``: the boot disk's
+    state (a node booted from its own disk); without them the node has no BootSlots or MetaKeys."""
     return [
         config.machine_type_controller(),
         config.acquire_status_controller(),
@@ -109,6 +115,8 @@ def node_controllers(
         runtime.MachineStatusController(stage, events),
         runtime.ServiceController(services),
         runtime.security_state_controller(),
+        boot.MetaKeyController(meta_keys or Source("META keys", {})),
+        boot.BootSlotController(boot_slots or Source("boot slots", None), booted_slot),
         *kernel_param.kernel_param_controllers(layout),
         network_platform.platform_config_controller(layout),
         timesync.TimeSyncController() if layout.own_netns else runtime.time_status_controller(),

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from ichor.machined.cosi import Registry, ResourceType
+from ichor.machined.resources._boot import BOOT_SLOTS, BOOT_TYPES, META_KEYS, BootSlotSpec, MetaKeySpec
 from ichor.machined.resources._cluster import (
     AFFILIATES,
     CLUSTER_NAMESPACE,
@@ -274,6 +275,7 @@ __all__ = [
     "BOND_ENUMS",
     "BOOTSTRAP_MANIFESTS_CONFIGS",
     "BOOTSTRAP_MANIFESTS_CONFIG_ID",
+    "BOOT_SLOTS",
     "CERT_SANS",
     "CERT_SAN_API_ID",
     "CLUSTER_NAMESPACE",
@@ -346,6 +348,7 @@ __all__ = [
     "MANIFEST_STATUSES",
     "MANIFEST_STATUS_ID",
     "MEMBERS",
+    "META_KEYS",
     "NETWORK_CONFIG_NAMESPACE",
     "NETWORK_NAMESPACE",
     "NETWORK_STATUSES",
@@ -394,6 +397,7 @@ __all__ = [
     "AffiliateSpec",
     "ApiCertificatesSpec",
     "BondMasterSpec",
+    "BootSlotSpec",
     "BootstrapManifestsConfigSpec",
     "CertSANSpec",
     "ConfigLayer",
@@ -443,6 +447,7 @@ __all__ = [
     "ManifestSpec",
     "ManifestStatusSpec",
     "MemberSpec",
+    "MetaKeySpec",
     "NetworkStatusSpec",
     "NodeAddressFilterSpec",
     "NodeAddressSpec",
@@ -544,6 +549,7 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     *K8S_NODE_TYPES,
     *K8S_MANIFEST_TYPES,
     *KERNEL_PARAM_TYPES,
+    *BOOT_TYPES,
 )
 
 

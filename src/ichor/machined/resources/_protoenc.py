@@ -106,6 +106,7 @@ SPEC_MESSAGES: dict[str, str] = {
     "ExtensionServiceConfigStatuses.runtime.talos.dev": _P + "runtime.ExtensionServiceConfigStatusSpec",
     "PlatformMetadatas.talos.dev": _P + "runtime.PlatformMetadataSpec",
     "SecurityStates.talos.dev": _P + "runtime.SecurityStateSpec",
+    "MetaKeys.runtime.talos.dev": _P + "runtime.MetaKeySpec",
     "KernelParamSpecs.runtime.talos.dev": _P + "runtime.KernelParamSpecSpec",
     "KernelParamDefaultSpecs.runtime.talos.dev": _P + "runtime.KernelParamSpecSpec",
     "KernelParamStatuses.runtime.talos.dev": _P + "runtime.KernelParamStatusSpec",

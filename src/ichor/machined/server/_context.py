@@ -2,7 +2,9 @@
 
 :class:`MachineContext` implements the services' ``NodeContext``: identity (Version, Hostname) and
 the generated client configuration and kubeconfig come from resources; config changes go to the
-config store; reboot, shutdown and reset to the sequencer; the etcd RPCs to the etcd operations.
+config store; reboot, shutdown and reset to the sequencer; the etcd RPCs to the etcd operations;
+upgrade, rollback and META to the node's :class:`~ichor.machined.upgrade.NodeUpgrades` (only a
+node booted from its own disk has one: the others answer Talos's ``container`` mode refusal).
 It holds no state of its own.
 """
 
@@ -12,9 +14,9 @@ import contextlib
 import os
 import platform as _host
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
@@ -38,6 +40,9 @@ from ichor.machined.services import Supervisor
 from ichor.machinery import pki
 from ichor.machinery.constants import TALOS_VERSION
 
+if TYPE_CHECKING:
+    from ichor.machined.upgrade import NodeUpgrades
+
 __all__ = ["Lifecycle", "MachineContext"]
 
 
@@ -49,6 +54,14 @@ class Lifecycle(Protocol):
     def request_shutdown(self, actor_id: str, force: bool = False) -> None: ...
 
     def request_reset(self, actor_id: str, request: machine_pb2.ResetRequest) -> None: ...
+
+    def request_upgrade(
+        self, actor_id: str, work: Callable[[Callable[[str], None]], Awaitable[object]], mode: int = 0
+    ) -> None: ...
+
+
+ETCD_SINGLE_MEMBER = "only 1 etcd member found; assuming this is not an HA setup and refusing to upgrade"
+UPGRADE_ACK = "Upgrade request received"
 
 
 class MachineContext:
@@ -65,8 +78,11 @@ class MachineContext:
         clock: Callable[[], datetime],
         say: Callable[[str], None] = lambda _: None,
         boot_id: str = "",
+        upgrades: NodeUpgrades | None = None,
     ) -> None:
         self.layout = layout
+        self.upgrades = upgrades
+        """Upgrade, rollback and META: present on a node booted from its own disk only."""
         self.boot_id = boot_id or str(uuid.uuid4())
         """This node boot's id, what ``/proc/sys/kernel/random/boot_id`` reads on the node."""
         self.say = say
@@ -192,6 +208,106 @@ class MachineContext:
 
     def request_reset(self, actor_id: str, request: machine_pb2.ResetRequest) -> None:
         self._lifecycle.request_reset(actor_id, request)
+
+    # --- upgrade, rollback, META (a node booted from its own disk) --------------------------------
+
+    def _upgrades(self) -> NodeUpgrades:
+        if self.upgrades is None:  # the machine service refuses first, with Talos's text
+            raise GRPCError(Status.FAILED_PRECONDITION, "this node has no boot disk")
+        return self.upgrades
+
+    async def upgrade(self, request: machine_pb2.UpgradeRequest, actor_id: str) -> str:
+        """Talos's Upgrade: checks, the installer image fetched and checked, then the upgrade (or its
+        staging) runs after the reply; returns the ack."""
+        from ichor.images import ImageError
+        from ichor.machined.upgrade import StagedUpgrade, upgrade_inputs
+        from ichor.machinery.errors import SlotError
+
+        upgrades = self._upgrades()
+        active = self._store.active
+        if active is None:
+            raise GRPCError(Status.FAILED_PRECONDITION, "the node has no machine config")
+        try:
+            upgrades.check_trial(force=request.force)
+        except SlotError as err:
+            raise GRPCError(Status.FAILED_PRECONDITION, f"{err} ({err.hint})") from None
+        mirrors, cmdline = upgrade_inputs(active.config)
+        self.say(f"upgrade request received: preserve {request.preserve}, staged {request.stage}, "
+                 f'force {request.force}; validating "{request.image}"')  # fmt: skip
+        try:
+            assets = await upgrades.fetch(request.image, mirrors)
+        except ImageError as err:
+            raise GRPCError(
+                Status.UNKNOWN, f'error validating installer image "{request.image}": {err}'
+            ) from None
+        if self.is_control_plane() and not request.force:
+            await self._validate_etcd_for_upgrade(preserve=request.preserve)
+        if not request.preserve:
+            self.say("upgrade without --preserve: EPHEMERAL is kept as with --preserve "
+                     "(a re-partitioning upgrade is not implemented)")  # fmt: skip
+        if request.stage:
+            await upgrades.stage(StagedUpgrade(request.image, request.preserve, request.force))
+            self._lifecycle.request_reboot(actor_id, request.reboot_mode)
+            return UPGRADE_ACK
+
+        async def work(printf: Callable[[str], None]) -> None:
+            await upgrades.install(assets, cmdline=cmdline, force=request.force, printf=printf)
+
+        self._lifecycle.request_upgrade(actor_id, work, request.reboot_mode)
+        return UPGRADE_ACK
+
+    async def _validate_etcd_for_upgrade(self, *, preserve: bool) -> None:
+        """Talos's ``ValidateForUpgrade`` on a control plane (skipped with ``--force``)."""
+        try:
+            members = await self.etcd.members(query_local=False)
+        except GRPCError as err:
+            raise GRPCError(Status.UNKNOWN, f"failed to create etcd client: {err.message}") from None
+        except Exception as err:
+            raise GRPCError(Status.UNKNOWN, f"failed to create etcd client: {err}") from None
+        problem = None
+        if not preserve and len(members) == 1:
+            problem = ETCD_SINGLE_MEMBER
+        for member in members:
+            if problem is None and not member.name:
+                problem = f"etcd member {member.id} is not started, all members must be running to perform an upgrade"
+        if problem is not None:
+            raise GRPCError(Status.UNKNOWN, f"error validating etcd for upgrade: {problem}")
+
+    async def rollback(self, actor_id: str) -> None:
+        from ichor.machinery.errors import DiskError
+
+        upgrades = self._upgrades()
+        try:
+            await upgrades.rollback(actor_id)
+        except DiskError as err:
+            raise GRPCError(Status.UNKNOWN, str(err)) from None
+        self._lifecycle.request_reboot(actor_id, 0)
+
+    async def meta_write(self, key: int, value: bytes) -> None:
+        from ichor.machinery.errors import MetaError
+
+        upgrades = self._upgrades()
+        if key > 0xFF:
+            raise GRPCError(Status.INVALID_ARGUMENT, "key must be a uint8")
+        try:
+            await upgrades.meta_write(key, value)
+        except MetaError as err:
+            if str(err) == "meta write failed":
+                raise GRPCError(Status.RESOURCE_EXHAUSTED, "meta write failed") from None
+            raise GRPCError(Status.UNKNOWN, str(err)) from None
+
+    async def meta_delete(self, key: int) -> None:
+        from ichor.machinery.errors import MetaError
+
+        upgrades = self._upgrades()
+        if key > 0xFF:
+            raise GRPCError(Status.INVALID_ARGUMENT, "key must be a uint8")
+        try:
+            found = await upgrades.meta_delete(key)
+        except MetaError as err:
+            raise GRPCError(Status.UNKNOWN, str(err)) from None
+        if not found:
+            raise GRPCError(Status.NOT_FOUND, "meta key not found")
 
     # --- cluster health --------------------------------------------------------------------------
 

@@ -4,10 +4,10 @@ Every RPC checks the caller's roles (from apid's ``talos-role`` metadata, or the
 server's fixed reader role) against Talos's table first, then delegates to the node through the
 small :class:`NodeContext` protocol, so this module holds no node state of its own. RPCs Ichor does
 not serve yet answer ``UNIMPLEMENTED "method <Name> not implemented"`` exactly as Talos's gRPC
-server does for unregistered methods. What Talos refuses in ``container`` mode (Upgrade, Rollback,
-MetaWrite, MetaDelete: a node sharing the host's kernel has no boot disk and no META partition)
-is refused the same way here, ``FAILED_PRECONDITION "method is not supported in container mode"``,
-once the request has decoded (an undecodable one is ``INVALID_ARGUMENT`` first, as everywhere).
+server does for unregistered methods. Upgrade, Rollback, MetaWrite and MetaDelete go to the node,
+which serves them when it booted from its own disk (metal) and otherwise refuses them as Talos's
+``container`` mode does, ``FAILED_PRECONDITION "method is not supported in container mode"``, once
+the request has decoded (an undecodable one is ``INVALID_ARGUMENT`` first, as everywhere).
 """
 
 from __future__ import annotations
@@ -81,6 +81,14 @@ class NodeContext(Protocol):
     async def check_reset(self, request: machine_pb2.ResetRequest) -> None: ...
 
     def request_reset(self, actor_id: str, request: machine_pb2.ResetRequest) -> None: ...
+
+    async def upgrade(self, request: machine_pb2.UpgradeRequest, actor_id: str) -> str: ...
+
+    async def rollback(self, actor_id: str) -> None: ...
+
+    async def meta_write(self, key: int, value: bytes) -> None: ...
+
+    async def meta_delete(self, key: int) -> None: ...
 
 
 def _unimplemented(name: str) -> Callable[..., Any]:
@@ -316,27 +324,48 @@ class MachineService(
 
     # --- lifecycle -------------------------------------------------------------------------------
 
-    async def _unsupported_in_container_mode(self, stream: Stream[Any, Any], name: str) -> None:
-        # Talos's container mode lacks these capabilities (runtime.Mode): no install to upgrade or
-        # roll back, no META partition. It lacks Reboot and Shutdown too; Ichor's launcher gives
-        # container nodes both. Metal nodes do not serve them yet.
-        await self._request(stream, name)  # decoded first, as grpc-go does before any handler
+    # Talos's container mode lacks Upgrade, Rollback and MetaKV (runtime.Mode): a node sharing the
+    # host's kernel has no boot disk and no META partition. The node context refuses them with
+    # FAILED_PRECONDITION "method is not supported in container mode"; a node booted from its own
+    # disk serves them. The request is decoded first, as grpc-go does before any handler.
+
+    def _require_boot_disk(self) -> None:
+        if getattr(self._node, "upgrades", None) is not None:
+            return
         mode = self._node.layout.platform.mode
         if mode == "container":
             raise GRPCError(Status.FAILED_PRECONDITION, f"method is not supported in {mode} mode")
-        raise GRPCError(Status.UNIMPLEMENTED, f"method {name} not implemented")
+        raise GRPCError(
+            Status.FAILED_PRECONDITION,
+            "this node runs from no installed disk (no BOOT and META): install it first (machine.install)",
+        )
 
     async def Upgrade(self, stream: Stream[Any, Any]) -> None:
-        await self._unsupported_in_container_mode(stream, "Upgrade")
+        request = await self._request(stream, "Upgrade")
+        self._require_boot_disk()
+        actor = _new_actor()
+        ack = await self._node.upgrade(request, actor)
+        await stream.send_message(
+            machine_pb2.UpgradeResponse(messages=[machine_pb2.Upgrade(ack=ack, actor_id=actor)])
+        )
 
     async def Rollback(self, stream: Stream[Any, Any]) -> None:
-        await self._unsupported_in_container_mode(stream, "Rollback")
+        await self._request(stream, "Rollback")
+        self._require_boot_disk()
+        await self._node.rollback(_new_actor())
+        await stream.send_message(machine_pb2.RollbackResponse(messages=[machine_pb2.Rollback()]))
 
     async def MetaWrite(self, stream: Stream[Any, Any]) -> None:
-        await self._unsupported_in_container_mode(stream, "MetaWrite")
+        request = await self._request(stream, "MetaWrite")
+        self._require_boot_disk()
+        await self._node.meta_write(request.key, request.value)
+        await stream.send_message(machine_pb2.MetaWriteResponse(messages=[machine_pb2.MetaWrite()]))
 
     async def MetaDelete(self, stream: Stream[Any, Any]) -> None:
-        await self._unsupported_in_container_mode(stream, "MetaDelete")
+        request = await self._request(stream, "MetaDelete")
+        self._require_boot_disk()
+        await self._node.meta_delete(request.key)
+        await stream.send_message(machine_pb2.MetaDeleteResponse(messages=[machine_pb2.MetaDelete()]))
 
     async def Reboot(self, stream: Stream[Any, Any]) -> None:
         request = await self._request(stream, "Reboot")

@@ -1,0 +1,390 @@
+"""V3 on one VM: install v1 -> ``upgrade --preserve`` to v2 from a registry through the node's mirror ->
+blessed on slot B -> ``rollback`` -> v1 on slot A; META written and read back across reboots; then
+the talos#10364 case: an upgrade whose kernel cannot boot falls back to the last good slot; then
+``upgrade --stage``, performed at the next boot.
+
+One QEMU (TCG, UEFI, 1.5 GiB) on a tap in a network namespace the test makes, with a registry
+(``docker-registry``) on the bridge's address holding the installer images: v2 built by ``python -m
+ichor.imager installer --version v1.7.7-ichor.2`` (what ``imager installer`` and ``--push``
+produce) and a broken v3 whose initramfs is junk (the kernel panics; ``panic=10`` in the node's
+``extraKernelArgs`` reboots it). The node's config names the registry as its ``ghcr.io`` mirror and
+the upgrades ask for ``ghcr.io/siderolabs/installer:<tag>``. The first boot is the imager's kernel
+and initramfs into maintenance mode, where ``apply-config`` installs to ``/dev/vda``; QEMU
+(``-no-reboot``) exits on that reboot and is started again from the disk alone, without
+``-no-reboot``, so every later reboot goes through OVMF and GRUB's boot counting.
+
+Checked as a user sees it: ``get bootslots`` (version, state, tries, booted), ``get metakeys``,
+``read /proc/cmdline`` (``ichor.slot=``), Talos's refusal of an upgrade of a single etcd member
+without ``--preserve``, the registry's access log (the node fetched through the mirror), the
+console lines of every transition.
+
+Time budget (measured on 2 cores, TCG, other helpers idle): see the test's printed figures; the
+whole file allows 40 min (image builds ~3 min warm, install ~2.5 min, each reboot to a blessed
+node ~3 min, the broken upgrade's three failed tries ~2 min). QEMU and the registry are stopped by
+PID and the namespace deleted afterwards, on failure too.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import io
+import json
+import os
+import re
+import secrets
+import shutil
+import sys
+import tarfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from vm_helpers import talosctl_in, vm_netns
+
+from ichor.imager._installer_image import open_installer_archive
+from ichor.imager.vm import SerialLog, VMSpec, qemu_command
+from ichor.images import access_log
+from ichor.machinery import proc
+
+pytestmark = [pytest.mark.e2e, pytest.mark.vm, pytest.mark.root, pytest.mark.slow]
+
+NODE_IP = "10.79.0.2"
+GATEWAY = "10.79.0.1"
+REGISTRY = f"{GATEWAY}:5000"
+IP_ARG = f"ip={NODE_IP}::{GATEWAY}:255.255.255.0::eth0:off"
+V1 = "v1.7.6"
+V2 = "v1.7.7-ichor.2"
+V3 = "v1.7.8-broken"
+OVMF_CODE = Path("/usr/share/OVMF/OVMF_CODE_4M.fd")
+OVMF_VARS = Path("/usr/share/OVMF/OVMF_VARS_4M.fd")
+
+
+def _skip_reasons() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (network namespace, bridge, tap)"
+    tools = ("qemu-system-x86_64", "mksquashfs", "unsquashfs", "ip", "apt-get", "dpkg-deb", "depmod",
+             "grub-mkimage", "docker-registry", "skopeo")  # fmt: skip
+    for tool in tools:
+        if shutil.which(tool) is None:
+            return f"needs {tool} (scripts/os-packages.txt)"
+    if not OVMF_CODE.exists():
+        return f"needs {OVMF_CODE} (ovmf)"
+    return None
+
+
+@pytest.fixture(scope="module")
+def images(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    reason = _skip_reasons()
+    if reason:
+        pytest.skip(reason)
+    out = tmp_path_factory.mktemp("image")
+    started = time.monotonic()
+    for profile in ("kernel", "initramfs"):
+        proc.run([sys.executable, "-m", "ichor.imager", profile, "--output", str(out)], timeout=1200)
+    v2 = out / "v2"
+    v2.mkdir()
+    proc.run(
+        [sys.executable, "-m", "ichor.imager", "installer", "--version", V2, "--output", str(v2)],
+        timeout=1800,
+    )
+    print(f"images built in {time.monotonic() - started:.0f} s")
+    return {"kernel": out / "vmlinuz-amd64", "initrd": out / "initramfs-amd64.xz",
+            "installer": v2 / "installer-amd64.tar"}  # fmt: skip
+
+
+def _canonical(document: dict[str, object]) -> bytes:
+    return json.dumps(document, sort_keys=True, separators=(",", ":")).encode()
+
+
+def _broken_installer(work: Path, kernel: Path) -> Path:
+    """An installer image layout (Ichor's config and top layer) whose initramfs is junk."""
+    blobs = work / "blobs" / "sha256"
+    blobs.mkdir(parents=True)
+
+    def blob(data: bytes) -> dict[str, object]:
+        digest = hashlib.sha256(data).hexdigest()
+        (blobs / digest).write_bytes(data)
+        return {"digest": f"sha256:{digest}", "size": len(data)}
+
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w") as tar:
+        for name, data in (("usr/install/amd64/vmlinuz", kernel.read_bytes()),
+                           ("usr/install/amd64/initramfs.xz", b"not an initramfs\n" * 64)):  # fmt: skip
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    layer = gzip.compress(raw.getvalue(), compresslevel=1, mtime=0)
+    diff_id = "sha256:" + hashlib.sha256(raw.getvalue()).hexdigest()
+    config = blob(_canonical({
+        "architecture": "amd64", "os": "linux",
+        "config": {"Entrypoint": ["/usr/bin/python3.11", "-I", "-m", "ichor.installer"],
+                   "Labels": {"org.opencontainers.image.version": V3}},
+        "rootfs": {"type": "layers", "diff_ids": [diff_id]},
+    }))  # fmt: skip
+    manifest = blob(_canonical({
+        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", **config},
+        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", **blob(layer)}],
+    }))  # fmt: skip
+    (work / "oci-layout").write_text('{"imageLayoutVersion":"1.0.0"}')
+    (work / "index.json").write_bytes(_canonical({"schemaVersion": 2, "manifests": [
+        {"mediaType": "application/vnd.oci.image.manifest.v1+json", **manifest,
+         "annotations": {"org.opencontainers.image.ref.name": V3}}]}))  # fmt: skip
+    return work
+
+
+def _push(netns: str, layout: Path, tag: str) -> None:
+    proc.run(["ip", "netns", "exec", netns, "skopeo", "--insecure-policy", "copy", "--quiet", "--dest-tls-verify=false",
+              f"oci:{layout}:{tag}", f"docker://{REGISTRY}/siderolabs/installer:{tag}"], timeout=300)  # fmt: skip
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """A namespace with the VM's bridge and a registry on the bridge's address."""
+    with vm_netns("ichor-upg", GATEWAY) as netns:
+        state = tmp_path / "registry"
+        state.mkdir()
+        config = state / "registry.yml"
+        config.write_text(
+            "version: 0.1\nlog:\n  level: info\n  formatter: text\n  accesslog:\n    disabled: false\n"
+            f"storage:\n  filesystem:\n    rootdirectory: {state / 'data'}\n"
+            f"http:\n  addr: {REGISTRY}\n  secret: {secrets.token_hex(16)}\n"
+        )
+        log = state / "registry.log"
+        child = proc.start(
+            ["ip", "netns", "exec", netns, "docker-registry", "serve", str(config)], output=log
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while "listening on" not in (log.read_text() if log.exists() else ""):
+                assert child.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.2)
+            yield netns, log
+        finally:
+            child.stop(timeout=5)
+
+
+def _without_direct_boot(command: list[str]) -> list[str]:
+    """The same QEMU booting from its disk and rebooting in place: no ``-kernel``/``-initrd``/
+    ``-append``, no ``-no-reboot``."""
+    out: list[str] = []
+    skip = False
+    for arg in command:
+        if skip:
+            skip = False
+        elif arg in ("-kernel", "-initrd", "-append"):
+            skip = True
+        elif arg != "-no-reboot":
+            out.append(arg)
+    return out
+
+
+class Console:
+    """The serial log of the relaunched VM, read from a mark on (one file for every later boot)."""
+
+    def __init__(self, path: Path) -> None:
+        self.log = SerialLog(path, time.monotonic())
+        self.mark = 0
+
+    def step(self) -> None:
+        self.mark = len(self.log.text())
+
+    def wait(self, pattern: str, timeout: float, alive: object) -> float:
+        started = time.monotonic()
+        regex = re.compile(pattern)
+        while time.monotonic() - started < timeout:
+            if regex.search(self.log.text()[self.mark :]):
+                return time.monotonic() - started
+            assert alive(), "QEMU exited"  # type: ignore[operator]
+            time.sleep(0.5)
+        tail = "\n".join(self.log.text()[self.mark :].splitlines()[-60:])
+        raise AssertionError(f"no {pattern!r} on the console within {timeout:g} s:\n{tail}")
+
+
+def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
+    images: dict[str, Path], registry: tuple[str, Path], tmp_path: Path
+) -> None:
+    netns, registry_log = registry
+    figures: dict[str, float] = {}
+    t0 = time.monotonic()
+    _push(netns, open_installer_archive(images["installer"], tmp_path / "v2-layout").layout, V2)
+    _push(netns, _broken_installer(tmp_path / "v3-layout", images["kernel"]), V3)
+    figures["push"] = time.monotonic() - t0
+
+    patch = tmp_path / "patch.yaml"
+    patch.write_text(
+        "machine:\n  install:\n    disk: /dev/vda\n"
+        f'    extraKernelArgs: ["-console=tty0", "{IP_ARG}", "panic=10"]\n'
+        f'  registries:\n    mirrors:\n      ghcr.io:\n        endpoints: ["http://{REGISTRY}"]\n'
+        "  time:\n    disabled: true\n"
+        "cluster:\n  discovery:\n    enabled: false\n"
+    )
+    configs = tmp_path / "configs"
+    made = proc.run([sys.executable, "-m", "ichor", "gen", "config", "upgrade-vm", f"https://{NODE_IP}:6443",
+                     "--install-disk", "/dev/vda", "--config-patch", f"@{patch}", "--output", str(configs)],
+                    env={**os.environ, "HOME": str(tmp_path)}, check=False)  # fmt: skip
+    assert made.exit_code == 0, made.stdout + made.stderr
+    node = ("--talosconfig", str(configs / "talosconfig"), "-e", NODE_IP, "-n", NODE_IP)
+
+    def talosctl(*args: str, timeout: float = 300) -> proc.Completed:
+        return talosctl_in(netns, tmp_path, *node, *args, timeout=timeout)
+
+    disk = tmp_path / "disk0.raw"
+    with disk.open("wb") as f:
+        f.truncate(3 << 30)
+    vars_copy = tmp_path / "OVMF_VARS.fd"
+    shutil.copyfile(OVMF_VARS, vars_copy)
+    serial1, serial2 = tmp_path / "serial-1.log", tmp_path / "serial-2.log"
+    spec = VMSpec(kernel=images["kernel"], initrd=images["initrd"], serial=serial1, disk=disk, tap="tap0",
+                  memory_mb=1536, uefi_vars=vars_copy,
+                  cmdline=f"console=ttyS0 talos.platform=metal printk.devkmsg=on {IP_ARG}")  # fmt: skip
+    command = qemu_command(spec)
+    vm = proc.start(
+        ["ip", "netns", "exec", netns, "nice", "-n", "10", *command], output=tmp_path / "qemu-1.log"
+    )
+    relaunched: proc.Background | None = None
+    try:
+        # --- install v1 from maintenance mode; the node reboots from its disk, slot A ----------------
+        first = SerialLog(serial1, t0)
+        first.wait_for(
+            rf"talosctl apply-config --insecure --nodes {NODE_IP} --file",
+            400,
+            alive=lambda: vm.poll() is None,
+        )
+        applied = talosctl_in(netns, tmp_path, "apply-config", "--insecure", "-n", NODE_IP,
+                              "--file", str(configs / "controlplane.yaml"))  # fmt: skip
+        assert applied.exit_code == 0, applied.stdout + applied.stderr
+        first.wait_for("installation complete: rebooting", 600, alive=lambda: vm.poll() is None)
+        assert vm.wait(timeout=120) == 0
+        figures["install"] = time.monotonic() - t0
+        second = [a if a != f"file:{serial1}" else f"file:{serial2}" for a in _without_direct_boot(command)]
+        relaunched = proc.start(["ip", "netns", "exec", netns, "nice", "-n", "10", *second],
+                                output=tmp_path / "qemu-2.log")  # fmt: skip
+        running = relaunched
+        alive = lambda: running.poll() is None  # noqa: E731
+        console = Console(serial2)
+        console.wait(rf"boot: slot A \({V1}\), good", 600, alive)
+
+        def api_up(timeout: float = 600) -> float:
+            started = time.monotonic()
+            while True:
+                version = talosctl("version", timeout=60)
+                if version.exit_code == 0:
+                    return time.monotonic() - started
+                assert time.monotonic() - started < timeout, version.stderr + console.log.text()[-3000:]
+                time.sleep(5)
+
+        api_up()
+        deadline = time.monotonic() + 120
+        bootstrap = talosctl("bootstrap")
+        # The API answers a moment before TimeStatus is synced: Talos refuses until then.
+        while bootstrap.exit_code != 0 and "time is not in sync yet" in bootstrap.stderr:
+            assert time.monotonic() < deadline, bootstrap.stderr
+            time.sleep(3)
+            bootstrap = talosctl("bootstrap")
+        assert bootstrap.exit_code == 0, bootstrap.stderr
+        deadline = time.monotonic() + 300
+        while "HEALTH   OK" not in talosctl("service", "etcd").stdout:
+            assert time.monotonic() < deadline, "etcd never became healthy"
+            time.sleep(5)
+        figures["v1 up, etcd healthy"] = time.monotonic() - t0
+
+        slots = talosctl("get", "bootslots")
+        assert slots.exit_code == 0, slots.stderr
+        assert re.search(rf"\bA\s+\d+\s+{re.escape(V1)}\s+good\s+0\s+true", slots.stdout), slots.stdout
+        assert re.search(r"\bB\s+\d+\s+empty\s+0\s+false", slots.stdout), slots.stdout
+        wrote = talosctl("meta", "write", "0x0c", "survives-reboots")
+        assert wrote.exit_code == 0, wrote.stderr
+        keys = talosctl("get", "metakeys")
+        assert re.search(r"0x0c\s+\d+\s+survives-reboots", keys.stdout), keys.stdout
+
+        # --- Talos's refusal: one etcd member and no --preserve ---------------------------------------
+        image2 = f"ghcr.io/siderolabs/installer:{V2}"
+        refused = talosctl("upgrade", "--image", image2, "--wait=false", timeout=900)
+        assert refused.exit_code != 0
+        assert ("only 1 etcd member found; assuming this is not an HA setup and refusing to upgrade"
+                in refused.stderr), refused.stderr  # fmt: skip
+        served = [e for e in access_log(registry_log) if e.client == NODE_IP and "/manifests/" in e.path]
+        assert served and served[0].path == f"/v2/siderolabs/installer/manifests/{V2}", access_log(
+            registry_log
+        )
+
+        # --- upgrade --preserve to v2: slot B on trial, rebooted into, blessed -----------------------
+        console.step()
+        started = time.monotonic()
+        # The seeds' deploy step (001:780) as written: `--preserve=true`.
+        upgraded = talosctl(
+            "upgrade", "--image", image2, "--preserve=true", "--wait", "--timeout", "20m", timeout=1500
+        )
+        assert upgraded.exit_code == 0, upgraded.stdout + upgraded.stderr
+        console.wait(rf"upgrade: {re.escape(V2)} written to slot B, on trial for 3 boots", 1, alive)
+        console.wait(rf"boot: slot B \({re.escape(V2)}\) on trial, 2 tries left", 1, alive)
+        console.wait(rf"bless: {re.escape(V2)} \(slot B\) is good", 600, alive)
+        figures["upgrade to blessed"] = time.monotonic() - started
+        slots = talosctl("get", "bootslots")
+        assert re.search(rf"\bB\s+\d+\s+{re.escape(V2)}\s+good\s+0\s+true", slots.stdout), slots.stdout
+        assert re.search(rf"\bA\s+\d+\s+{re.escape(V1)}\s+installed\s+0\s+false", slots.stdout), slots.stdout
+        cmdline = talosctl("read", "/proc/cmdline")
+        assert "ichor.slot=B" in cmdline.stdout and "panic=10" in cmdline.stdout, cmdline.stdout
+        keys = talosctl("get", "metakeys")
+        assert "survives-reboots" in keys.stdout and "0x06" not in keys.stdout, (
+            keys.stdout
+        )  # fallback tag dropped
+
+        # --- rollback: back on v1, slot A ------------------------------------------------------------
+        console.step()
+        started = time.monotonic()
+        rolled = talosctl("rollback")
+        assert rolled.exit_code == 0, rolled.stderr
+        console.wait(
+            rf"rolling back from {re.escape(V2)} \(slot B\) to {re.escape(V1)} \(slot A\)", 60, alive
+        )
+        console.wait(rf"boot: slot A \({re.escape(V1)}\), good", 900, alive)
+        api_up()
+        figures["rollback to API up"] = time.monotonic() - started
+        slots = talosctl("get", "bootslots")
+        assert re.search(rf"\bA\s+\d+\s+{re.escape(V1)}\s+good\s+0\s+true", slots.stdout), slots.stdout
+        assert "ichor.slot=A" in talosctl("read", "/proc/cmdline").stdout
+        assert "survives-reboots" in talosctl("get", "metakeys").stdout
+
+        # --- a broken upgrade (talos#10364's opposite): three failed tries, back on the last good slot --
+        console.step()
+        started = time.monotonic()
+        broken = talosctl("upgrade", "--image", f"ghcr.io/siderolabs/installer:{V3}", "--preserve", "--wait=false",
+                          timeout=900)  # fmt: skip
+        assert broken.exit_code == 0, broken.stderr
+        line = (rf"upgrade to {re.escape(V3)} \(slot B\) failed: no healthy boot in its tries; "
+                r"booted the last good slot A")  # fmt: skip
+        console.wait(line, 1500, alive)
+        figures["broken upgrade to fallback"] = time.monotonic() - started
+        panics = re.findall(
+            r"(?m)^(?!.*end Kernel panic).*Kernel panic - not syncing.*$", console.log.text()[console.mark :]
+        )
+        assert len(panics) == 3, f"{len(panics)} failed boots of v3, expected 3 (GRUB's tries): {panics}"
+        api_up()
+        slots = talosctl("get", "bootslots")
+        assert re.search(rf"\bA\s+\d+\s+{re.escape(V1)}\s+good\s+0\s+true", slots.stdout), slots.stdout
+        assert re.search(rf"\bB\s+\d+\s+{re.escape(V3)}\s+failed\s+0\s+false", slots.stdout), slots.stdout
+
+        # --- --stage: META 7/8, the upgrade performed at the next boot, then its trial and bless ------
+        console.step()
+        started = time.monotonic()
+        staged = talosctl("upgrade", "--image", image2, "--preserve", "--stage", "--wait=false", timeout=900)
+        assert staged.exit_code == 0, staged.stderr
+        console.wait(rf"upgrade to {re.escape(image2)} staged: it runs at the next boot", 60, alive)
+        console.wait(rf"performing the staged upgrade to {re.escape(image2)}", 900, alive)
+        console.wait("staged upgrade written: rebooting into it", 600, alive)
+        console.wait(rf"bless: {re.escape(V2)} \(slot B\) is good", 900, alive)
+        figures["staged upgrade to blessed"] = time.monotonic() - started
+        keys = talosctl("get", "metakeys")
+        assert "0x07" not in keys.stdout and "0x08" not in keys.stdout, keys.stdout
+        figures["total"] = time.monotonic() - t0
+    finally:
+        print("figures (s): " + ", ".join(f"{k} {v:.0f}" for k, v in figures.items()))
+        vm.stop(timeout=5)
+        if relaunched is not None:
+            relaunched.stop(timeout=5)
+            print(SerialLog(serial2, 0).text()[-8000:])
+        print(SerialLog(serial1, 0).text()[-3000:])
