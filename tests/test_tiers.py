@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from tiers import K8S_ORDER, VM_FILES, unit_of
+from tiers import K8S_ORDER, VM_ALONE, VM_FILES, unit_of
 
 pytest_plugins = ["pytester"]
 
@@ -17,7 +17,9 @@ TESTS = Path(__file__).resolve().parent
 def test_the_kubernetes_files_are_one_unit_the_vm_files_another_and_every_other_file_its_own() -> None:
     units = {unit_of(f"tests/{name}::test_x") for name in K8S_ORDER}
     assert units == {"k8s"}
-    assert {unit_of(f"tests/{name}::test_boot") for name in VM_FILES} == {"vm"}
+    assert {unit_of(f"tests/{name}::test_boot") for name in VM_FILES if name not in VM_ALONE} == {"vm"}
+    assert {unit_of(f"tests/{name}::test_boot") for name in VM_ALONE} == {"vm-long"}
+    assert set(VM_ALONE) < set(VM_FILES)
     assert unit_of("tests/test_e2e_vip.py::test_a[1]") == "tests/test_e2e_vip.py"
     assert unit_of("tests/test_e2e_vip.py::Class::test_b") == "tests/test_e2e_vip.py"
 

@@ -68,7 +68,12 @@ VM_FILES = (
     "test_e2e_vm_upgrade.py",
 )
 """The files whose tests boot virtual machines (marked ``vm``): one unit of work under ``--dist
-loadgroup``, so their VMs boot one at a time (TCG on 2 cores)."""
+loadgroup``, so their VMs boot one at a time (TCG on 2 cores), but for :data:`VM_ALONE`."""
+
+VM_ALONE = ("test_e2e_vm_upgrade.py",)
+"""VM files long enough to be a unit of their own (``vm-long``: the upgrade scenario, ~16 min alone,
+one VM rebooted a dozen times), beside the ``vm`` unit: at most two VMs at once, as the machine
+allows, so that neither unit is the tier's tail by itself."""
 
 DEVICE_SKIP = "needs a device:"
 """A skip reason starting with this names hardware this machine lacks: allowed under CI."""
@@ -126,10 +131,14 @@ def _grouped(config: pytest.Config) -> bool:
 
 def unit_of(nodeid: str) -> str:
     """The unit of work a test belongs to under ``--dist loadgroup``: ``k8s`` for the files on the
-    shared Kubernetes cluster, ``vm`` for the files that boot VMs, else its file."""
+    shared Kubernetes cluster, ``vm-long`` and ``vm`` for the files that boot VMs, else its file."""
     path = nodeid.split("::", 1)[0]
     name = Path(path).name
-    return "k8s" if name in K8S_ORDER else "vm" if name in VM_FILES else path
+    if name in K8S_ORDER:
+        return "k8s"
+    if name in VM_FILES:
+        return "vm-long" if name in VM_ALONE else "vm"
+    return path
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -179,12 +188,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return K8S_ORDER.index(name) if name in K8S_ORDER else len(K8S_ORDER)
 
     if _grouped(config):
-        # The Kubernetes unit is the longest: it goes out first, the VM unit second (run.sh:
+        # The Kubernetes unit goes out first, then the VM units, the longest first (run.sh:
         # --no-loadscope-reorder keeps this order).
         def grouped_rank(item: pytest.Item) -> int:
             if k8s_rank(item) >= 0:
                 return k8s_rank(item)
-            return len(K8S_ORDER) + (1 if Path(str(item.fspath)).name in VM_FILES else 2)
+            name = Path(str(item.fspath)).name
+            return len(K8S_ORDER) + (1 if name in VM_ALONE else 2 if name in VM_FILES else 3)
 
         items.sort(key=grouped_rank)
     else:
