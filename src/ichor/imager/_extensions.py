@@ -235,6 +235,8 @@ def load_image_extensions(values: Sequence[str], work: Path, *, kernel_release: 
     loaded: list[ImageExtension] = []
     names: dict[str, str] = {}
     sources = [parse_source(value) for value in values]
+    if sources:
+        work.mkdir(parents=True, exist_ok=True)
     for index, source in enumerate(sources):
         directory = _unpack(source, work / f"{index:03d}", work / f"{index:03d}.layout")
         try:
