@@ -39,17 +39,18 @@ import shutil
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path, PurePosixPath
 
 from ichor.imager import InputError
 from ichor.images import (
     ImageError,
     Reference,
+    SourceKind,
     extract_archive,
     open_layout,
     parse_reference,
     pull,
+    registry_host,
     split_path_tag,
     unpack_image,
 )
@@ -79,13 +80,6 @@ _SOURCES_HINT = (
     "an OCI archive (oci-archive:<file>[:<tag>]) or an image in a local registry (127.0.0.1:5000/<repository>:<tag>)"
 )
 _LAYOUT_HINT = "a system extension holds manifest.yaml and rootfs/ (Talos's layout)"
-
-
-class SourceKind(StrEnum):
-    DIRECTORY = "directory"
-    LAYOUT = "layout"
-    ARCHIVE = "archive"
-    REGISTRY = "registry"
 
 
 @dataclass(frozen=True)
@@ -152,7 +146,7 @@ def parse_source(given: str) -> Source:
 
 
 def _local_registry(registry: str) -> bool:
-    host = registry[1:].partition("]")[0] if registry.startswith("[") else registry.partition(":")[0]
+    host = registry_host(registry)
     if host == "localhost":
         return True
     try:

@@ -22,8 +22,10 @@ from ichor.images._reference import (
     DOCKER_HUB,
     MirrorSpec,
     Reference,
+    SourceKind,
     parse_mirror,
     parse_reference,
+    registry_host,
     split_path_tag,
 )
 from ichor.images._registry import (
@@ -48,6 +50,7 @@ __all__ = [
     "MirrorEndpoints",
     "MirrorSpec",
     "Reference",
+    "SourceKind",
     "access_log",
     "build_layout",
     "busybox_rootfs",
@@ -62,6 +65,7 @@ __all__ = [
     "pull",
     "push",
     "registry_answers",
+    "registry_host",
     "split_path_tag",
     "unpack_image",
 ]

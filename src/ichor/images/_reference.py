@@ -10,12 +10,22 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from urllib.parse import urlsplit
 
 from ichor.images._errors import ImageError
 
-__all__ = ["DOCKER_HUB", "MirrorSpec", "Reference", "parse_mirror", "parse_reference", "split_path_tag"]
+__all__ = [
+    "DOCKER_HUB",
+    "MirrorSpec",
+    "Reference",
+    "SourceKind",
+    "parse_mirror",
+    "parse_reference",
+    "registry_host",
+    "split_path_tag",
+]
 
 DOCKER_HUB = "docker.io"
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -112,3 +122,17 @@ def split_path_tag(text: str, *, want_dir: bool) -> tuple[Path, str | None]:
         return whole.resolve(), None
     path, _, tag = text.rpartition(":")
     return Path(path).expanduser().resolve(), tag or None
+
+
+class SourceKind(StrEnum):
+    """What an image argument names (an extension for ``cluster create`` or the imager)."""
+
+    DIRECTORY = "directory"
+    LAYOUT = "layout"
+    ARCHIVE = "archive"
+    REGISTRY = "registry"
+
+
+def registry_host(registry: str) -> str:
+    """``registry``'s host without its port: ``[::1]:5000`` -> ``::1``, ``127.0.0.1:5000`` -> ``127.0.0.1``."""
+    return registry[1:].partition("]")[0] if registry.startswith("[") else registry.partition(":")[0]

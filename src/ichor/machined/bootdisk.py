@@ -32,14 +32,11 @@ from pathlib import Path
 from ichor.machined.cosi import Source
 from ichor.machinery.blockdev import (
     Label,
-    PartitionTable,
-    is_system_disk,
-    list_disks,
+    find_system_disk,
     partition_path,
-    read_disk_table,
 )
 from ichor.machinery.bootloader import BootDir, BootState, Slot, Transition
-from ichor.machinery.errors import DiskError, MachineryError, MetaError
+from ichor.machinery.errors import DiskError, MetaError
 from ichor.machinery.meta import Meta, MetaKey
 
 __all__ = ["BootDisk", "booted_slot", "find_boot_disk"]
@@ -223,25 +220,17 @@ def find_boot_disk(
     say: Callable[[str], None] = lambda _: None,
 ) -> BootDisk | None:
     """The node's installed system disk (BOOT and META on a Talos layout), None when it has none."""
-    for disk in list_disks(sys_block):
-        table: PartitionTable | None
-        try:
-            table = read_disk_table(disk.device_name)
-        except (MachineryError, OSError):
-            continue
-        if not is_system_disk(table):
-            continue
-        assert table is not None
-        boot, meta = table.by_name(Label.BOOT), table.by_name(Label.META)
-        if boot is None or meta is None:
-            say(
-                f"{disk.device_name} is a system disk without BOOT or META: upgrades and META are unavailable"
-            )
-            return None
-        return BootDisk(
-            disk.device_name,
-            booted=booted_slot(cmdline),
-            boot=_boot_mount(partition_path(disk.device_name, boot.number), mount_parent),
-            meta_path=Path(partition_path(disk.device_name, meta.number)),
-        )
-    return None
+    found = find_system_disk(sys_block)
+    if found is None:
+        return None
+    disk, table = found
+    boot, meta = table.by_name(Label.BOOT), table.by_name(Label.META)
+    if boot is None or meta is None:
+        say(f"{disk} is a system disk without BOOT or META: upgrades and META are unavailable")
+        return None
+    return BootDisk(
+        disk,
+        booted=booted_slot(cmdline),
+        boot=_boot_mount(partition_path(disk, boot.number), mount_parent),
+        meta_path=Path(partition_path(disk, meta.number)),
+    )

@@ -34,7 +34,7 @@ from ichor.machinery.blockdev import (
     Disk,
     Label,
     PartitionTable,
-    is_system_disk,
+    find_system_disk,
     list_disks,
     partition_path,
     read_disk_table,
@@ -280,26 +280,21 @@ def mount_system_partitions(
         time.sleep(0.2)
     from ichor.installer import format_if_blank
 
-    for disk in list_disks(sys_block):
+    found = find_system_disk(sys_block)
+    if found is None:
+        return None
+    disk, table = found
+    for label, target in ((Label.STATE, Path("/system/state")), (Label.EPHEMERAL, Path("/var"))):
+        part = table.by_name(label)
+        if part is None:
+            say(f"{disk} has no {label} partition")
+            continue
+        device = partition_path(disk, part.number)
         try:
-            table = read_disk_table(disk.device_name)
-        except (MachineryError, OSError):
-            continue
-        if not is_system_disk(table):
-            continue
-        assert table is not None
-        for label, target in ((Label.STATE, Path("/system/state")), (Label.EPHEMERAL, Path("/var"))):
-            part = table.by_name(label)
-            if part is None:
-                say(f"{disk.device_name} has no {label} partition")
-                continue
-            device = partition_path(disk.device_name, part.number)
-            try:
-                if format_if_blank(Path(device), label):
-                    say(f"formatted {label} ({device}) as xfs")
-                _mount(device, target, "xfs")
-                say(f"mounted {label} ({device}) on {target}")
-            except (MachineryError, OSError) as err:
-                say(f"cannot mount {label} ({device}) on {target}: {err}")
-        return disk.device_name
-    return None
+            if format_if_blank(Path(device), label):
+                say(f"formatted {label} ({device}) as xfs")
+            _mount(device, target, "xfs")
+            say(f"mounted {label} ({device}) on {target}")
+        except (MachineryError, OSError) as err:
+            say(f"cannot mount {label} ({device}) on {target}: {err}")
+    return disk

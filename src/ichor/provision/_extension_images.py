@@ -25,16 +25,17 @@ import re
 import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 
 from ichor.images import (
     ImageError,
     Reference,
+    SourceKind,
     extract_archive,
     open_layout,
     parse_reference,
     pull,
+    registry_host,
     split_path_tag,
     unpack_image,
 )
@@ -49,13 +50,6 @@ _SOURCES_HINT = (
 )
 
 
-class SourceKind(StrEnum):
-    DIRECTORY = "directory"
-    LAYOUT = "layout"
-    ARCHIVE = "archive"
-    REGISTRY = "registry"
-
-
 @dataclass(frozen=True)
 class ExtensionSource:
     given: str
@@ -66,7 +60,7 @@ class ExtensionSource:
 
 
 def _local_registry(registry: str, cidr: str) -> bool:
-    host = registry[1:].partition("]")[0] if registry.startswith("[") else registry.partition(":")[0]
+    host = registry_host(registry)
     if host == "localhost":
         return True
     try:

@@ -54,7 +54,7 @@ from ichor.machinery.blockdev._layout import (
 )
 from ichor.machinery.blockdev._probe import Superblock, probe, probe_bytes
 from ichor.machinery.blockdev._sysblock import Disk, DiskType, get_disk, list_disks
-from ichor.machinery.errors import PartitionTableError
+from ichor.machinery.errors import MachineryError, PartitionTableError
 
 __all__ = [
     "ALIGNMENT",
@@ -78,6 +78,7 @@ __all__ = [
     "device_size",
     "fast_wipe",
     "find_partition",
+    "find_system_disk",
     "get_disk",
     "is_block_device",
     "is_system_disk",
@@ -107,6 +108,19 @@ INSTALLED_LABELS = (Label.EPHEMERAL, Label.BOOT, Label.EFI, Label.STATE)
 def is_system_disk(table: PartitionTable | None) -> bool:
     """Whether a GPT is a Talos install: it names EPHEMERAL, BOOT, EFI or STATE."""
     return table is not None and any(table.by_name(label) for label in INSTALLED_LABELS)
+
+
+def find_system_disk(sysblock: str | os.PathLike[str] = "/sys/block") -> tuple[str, PartitionTable] | None:
+    """The first disk holding a Talos install (:func:`is_system_disk`) and its GPT. Disks that cannot
+    be opened or hold a damaged GPT are skipped."""
+    for disk in list_disks(sysblock):
+        try:
+            table = read_disk_table(disk.device_name)
+        except (MachineryError, OSError):
+            continue
+        if table is not None and is_system_disk(table):
+            return disk.device_name, table
+    return None
 
 
 def find_partition(
