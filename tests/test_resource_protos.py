@@ -46,6 +46,11 @@ SELF_ENCODING = {"MachineConfigs.config.talos.dev", "MachineTypes.config.talos.d
 EXTRA_SAMPLES: list[dict[str, Any]] = [
     {"type": "MetaKeys.runtime.talos.dev", "id": "0x0c", "spec": {"value": "hello"}},  # metal nodes only
     {
+        "type": "KernelModuleSpecs.runtime.talos.dev",
+        "id": "hello",
+        "spec": {"string": "hello", "parameters": ["greeting=x"]},
+    },
+    {
         "type": "StaticPodStatuses.kubernetes.talos.dev",
         "id": "kube-system/kube-apiserver-cp-1",
         "spec": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}], "podIP": "10.5.0.2"},

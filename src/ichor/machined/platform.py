@@ -65,6 +65,18 @@ class Platform(StrEnum):
             "this key would change the host"
         )
 
+    def kernel_module_refusal(self) -> str | None:
+        """Why this node may not load kernel modules (``machine.kernel.modules``); None when it may.
+
+        A module goes into the one kernel there is: only a metal node's kernel is its own. Container
+        and process nodes share the host's, where a module would change the host and every node."""
+        if self is Platform.METAL:
+            return None
+        return (
+            f"not loaded: a {self.value} node shares the host's kernel; loading a module would change "
+            "the host and every other node on it (modules load on metal nodes)"
+        )
+
     @property
     def installs_to_disk(self) -> bool:
         """A config applied to an uninstalled node installs Talos's system disk first (metal)."""
@@ -118,6 +130,11 @@ class Layout:
         if refusal is None and self.platform is not Platform.METAL and not self.own_netns:
             return "refused: this node runs in the host's network namespace; the key would change the host"
         return refusal
+
+    def kernel_module_refusal(self) -> str | None:
+        """Why this node may not load kernel modules; None when it may (the platform's answer,
+        :meth:`Platform.kernel_module_refusal`)."""
+        return self.platform.kernel_module_refusal()
 
     def path(self, talos_path: str) -> Path:
         """``/system/state/config.yaml`` -> ``<root>/system/state/config.yaml``.

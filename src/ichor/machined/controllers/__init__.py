@@ -20,7 +20,8 @@ The graph, as ``talosctl inspect dependencies`` prints it:
             TimeStatus (synced by SNTP from TimeServerStatus on a node with its own network, else the host's);
             Services machined -> SecurityState; HostnameStatus -> PlatformMetadata (platform layer);
             machine.sysctls/sysfs + Talos's defaults -> KernelParamSpecs -> the kernel (what the
-            platform owns) -> KernelParamStatuses; the boot disk (metal) -> MetaKeys, BootSlots
+            platform owns) -> KernelParamStatuses; machine.kernel.modules -> KernelModuleSpecs ->
+            modprobe (a node whose kernel is its own); the boot disk (metal) -> MetaKeys, BootSlots
 * k8s:      MachineConfig -> KubeletConfig, NodeIPConfig; NodeIPConfig + routed NodeAddresses -> NodeIP;
             Hostname -> Nodename; KubeletConfig + Nodename + NodeIP -> KubeletSpec -> kubelet files
 * k8s:      (control planes) cluster.* -> Kubernetes PKI, component configs, their files ->
@@ -49,6 +50,7 @@ from ichor.machined.controllers import (
     etcd_backup,
     extensions,
     k8s,
+    kernel_module,
     kernel_param,
     network,
     runtime,
@@ -118,6 +120,7 @@ def node_controllers(
         boot.MetaKeyController(meta_keys or Source("META keys", {})),
         boot.BootSlotController(boot_slots or Source("boot slots", None), booted_slot),
         *kernel_param.kernel_param_controllers(layout),
+        *kernel_module.kernel_module_controllers(layout, say=say),
         network_platform.platform_config_controller(layout),
         timesync.TimeSyncController() if layout.own_netns else runtime.time_status_controller(),
         extensions.extension_status_controller(layout),

@@ -131,6 +131,11 @@ from ichor.machined.resources._k8s_node import (
     NodeLabelSpecSpec,
     NodeTaintSpecSpec,
 )
+from ichor.machined.resources._kernel_modules import (
+    KERNEL_MODULE_SPECS,
+    KERNEL_MODULE_TYPES,
+    KernelModuleSpecSpec,
+)
 from ichor.machined.resources._kernel_params import (
     KERNEL_PARAM_DEFAULT_SPECS,
     KERNEL_PARAM_SPECS,
@@ -321,6 +326,8 @@ __all__ = [
     "INFO_ID",
     "K8S_MANIFEST_TYPES",
     "K8S_NODE_TYPES",
+    "KERNEL_MODULE_SPECS",
+    "KERNEL_MODULE_TYPES",
     "KERNEL_PARAM_DEFAULT_SPECS",
     "KERNEL_PARAM_SPECS",
     "KERNEL_PARAM_STATUSES",
@@ -430,6 +437,7 @@ __all__ = [
     "IPPrefix",
     "IdentitySpec",
     "InfoSpec",
+    "KernelModuleSpecSpec",
     "KernelParamSpecSpec",
     "KernelParamStatusSpec",
     "KubePrismConfigSpec",
@@ -549,6 +557,7 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     *K8S_NODE_TYPES,
     *K8S_MANIFEST_TYPES,
     *KERNEL_PARAM_TYPES,
+    *KERNEL_MODULE_TYPES,
     *BOOT_TYPES,
 )
 

@@ -107,6 +107,7 @@ SPEC_MESSAGES: dict[str, str] = {
     "PlatformMetadatas.talos.dev": _P + "runtime.PlatformMetadataSpec",
     "SecurityStates.talos.dev": _P + "runtime.SecurityStateSpec",
     "MetaKeys.runtime.talos.dev": _P + "runtime.MetaKeySpec",
+    "KernelModuleSpecs.runtime.talos.dev": _P + "runtime.KernelModuleSpecSpec",
     "KernelParamSpecs.runtime.talos.dev": _P + "runtime.KernelParamSpecSpec",
     "KernelParamDefaultSpecs.runtime.talos.dev": _P + "runtime.KernelParamSpecSpec",
     "KernelParamStatuses.runtime.talos.dev": _P + "runtime.KernelParamStatusSpec",
@@ -154,6 +155,7 @@ _KEY_ALIASES: dict[tuple[str, str], str] = {
     ("*", "src"): "source",
     ("NfTablesIfNameMatch", "interfaceName"): "interface_names",
     ("BootstrapManifestsConfigSpec", "string"): "server",  # Talos's own YAML key for Server
+    ("KernelModuleSpecSpec", "string"): "name",  # Talos's own YAML key for Name
     ("ControlPlane", "port"): "api_server_port",
     ("APIServerConfigSpec", "serviceCIDR"): "service_cid_rs",
 }
