@@ -14,7 +14,12 @@ control-plane config with ``machine.install.disk: /dev/vda`` and ``extraKernelAr
 disk alone (no CD), so GRUB (BOOTX64.EFI, or boot.img + core.img) boots slot A. The installed node
 must come up configured from STATE with EPHEMERAL on ``/var``: ``talosctl version`` with the
 generated talosconfig answers and ``mounts`` shows both; under UEFI, ``bootstrap`` then brings etcd
-to ``HEALTH OK`` (its data on EPHEMERAL).
+to ``HEALTH OK`` (its data on EPHEMERAL). The ISO carries one system extension, the Proprietary
+Kernel Modules procedure's out-of-tree ``hello.ko`` built here from source against the image's
+kernel headers (``tests/hello_module.py``), and the config asks for it in ``machine.kernel.modules``
+with a parameter, beside a module no image has: on the installed node (UEFI) ``read /proc/modules``
+lists it, ``/sys/module/hello/parameters/greeting`` holds the parameter, ``dmesg`` shows the taint,
+and the missing module is named with modprobe's reason in ``get waits`` and on the console.
 
 Under legacy BIOS the test stops before the install: the ISO's BIOS boot is what it adds; a SeaBIOS
 node's install and boot from its disk are test_e2e_qemu_cluster.py's second test. (This file took
@@ -40,8 +45,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hello_module import build_hello_extension, hello_skip_reason
 from vm_helpers import build_output, talosctl_in, vm_netns, vm_skip_reason
 
+from ichor.imager import _build
 from ichor.imager.vm import SerialLog, VMSpec, qemu_command, uefi_vars_copy
 from ichor.machinery import proc
 
@@ -57,9 +64,17 @@ def iso(tmp_path_factory: pytest.TempPathFactory) -> Path:
     reason = vm_skip_reason()
     if reason:
         pytest.skip(reason)
+    # The Proprietary Kernel Modules procedure: an out-of-tree module built here against the image's
+    # kernel headers, packed as a system extension, built into the image (installed with it).
+    _root, release = _build._Builder(_build.BuildOptions(output=Path(os.devnull))).kernel()
+    reason = hello_skip_reason(release)
+    if reason:
+        pytest.skip(reason)
+    hello = build_hello_extension(tmp_path_factory.mktemp("hello"), release)
     return build_output(
         tmp_path_factory.mktemp("image"), "iso", "metal-amd64.iso", "--extra-kernel-arg", "console=ttyS0",
         "--extra-kernel-arg", IP_ARG, "--extra-kernel-arg", "talos.bogus=1",
+        "--system-extension-image", str(hello),
     )  # fmt: skip
 
 
@@ -80,6 +95,9 @@ def _configs(tmp_path: Path, *, legacy_bios: bool) -> Path:
         f'    extraKernelArgs: ["-console=tty0", "{IP_ARG}"]\n'
         # No time server or discovery service is reachable from the test's namespace.
         "  time:\n    disabled: true\n"
+        # The extension's module with its parameter, and one no image has (named in waits and on the console).
+        "  kernel:\n    modules:\n      - name: hello\n        parameters: [greeting=ichor]\n"
+        "      - name: ichor-missing\n"
         "cluster:\n  discovery:\n    enabled: false\n"
     )
     out = tmp_path / "configs"
@@ -204,6 +222,8 @@ def test_the_iso_boots_installs_and_the_node_boots_configured_from_disk(
         assert mounts.exit_code == 0, mounts.stderr
         assert re.search(r"/dev/vda5\s.*\s/system/state\n", mounts.stdout), mounts.stdout
         assert re.search(r"/dev/vda6\s.*\s/var\n", mounts.stdout), mounts.stdout
+        if firmware == "uefi":
+            _the_extensions_module_is_loaded_with_its_parameter(netns, tmp_path, talosconfig, log2)
         if firmware == "uefi":  # etcd on the installed disk (EPHEMERAL): bootstrap, then healthy
             boot_started = time.monotonic()
             node = ("--talosconfig", talosconfig, "-e", NODE_IP, "-n", NODE_IP)
@@ -234,3 +254,41 @@ def test_the_iso_boots_installs_and_the_node_boots_configured_from_disk(
             relaunched.stop(timeout=5)
             print(SerialLog(tmp_path / "serial-2.log", 0).text()[-5000:])
         print(log.text()[-5000:])
+
+
+def _the_extensions_module_is_loaded_with_its_parameter(
+    netns: str, home: Path, talosconfig: str, log: SerialLog
+) -> None:
+    """``machine.kernel.modules`` on the installed node (budget 60 s): the extension's out-of-tree
+    ``hello`` is in ``/proc/modules`` (proprietary, out-of-tree, unsigned: ``(POE)``) with its
+    parameter in ``/sys/module/hello/parameters``, the kernel's taint in ``dmesg``; the module no
+    image has is named with modprobe's reason on the console and in ``get waits``."""
+    node = ("--talosconfig", talosconfig, "-e", NODE_IP, "-n", NODE_IP)
+    started = time.monotonic()
+    deadline = started + 60
+    modules = _talosctl(netns, home, *node, "read", "/proc/modules")
+    while not re.search(r"^hello ", modules.stdout, re.M) and time.monotonic() < deadline:
+        time.sleep(3)
+        modules = _talosctl(netns, home, *node, "read", "/proc/modules")
+    line = re.search(r"^hello .*$", modules.stdout, re.M)
+    assert line is not None, modules.stdout + modules.stderr + log.text()[-3000:]
+    assert line.group(0).endswith("(POE)"), line.group(0)
+    greeting = _talosctl(netns, home, *node, "read", "/sys/module/hello/parameters/greeting")
+    assert greeting.exit_code == 0 and greeting.stdout == "ichor\n", greeting.stdout + greeting.stderr
+    specs = _talosctl(netns, home, *node, "get", "kernelmodulespecs", "-o", "yaml")
+    assert "string: hello" in specs.stdout and "- greeting=ichor" in specs.stdout, specs.stdout + specs.stderr
+    dmesg = _talosctl(netns, home, *node, "dmesg")
+    assert "hello: hello, ichor" in dmesg.stdout, dmesg.stdout[-3000:]
+    assert "hello: loading out-of-tree module taints kernel" in dmesg.stdout, dmesg.stdout[-3000:]
+    waits = _talosctl(netns, home, *node, "get", "waits", "-o", "yaml")
+    said = " ".join(waits.stdout.split())  # YAML may fold a long reason
+    assert 'error loading module "ichor-missing": modprobe: FATAL: Module ichor-missing not found' in said, (
+        waits.stdout + waits.stderr
+    )
+    console = log.text()
+    assert "kernel module hello loaded with greeting=ichor" in console, console[-3000:]
+    assert (
+        "kernel module ichor-missing failed to load: modprobe: FATAL: Module ichor-missing not found"
+        in console
+    )
+    print(f"uefi: hello in /proc/modules {time.monotonic() - started:.1f} s after the API answered")

@@ -232,3 +232,14 @@ def test_a_failed_load_says_what_modprobe_and_the_kernel_said(tmp_path: Path) ->
 def test_a_missing_modprobe_is_a_reason_too(tmp_path: Path) -> None:
     with pytest.raises(KernelModuleError, match=r"cannot start .*no-modprobe"):
         load_module("hello", [], modprobe=tmp_path / "no-modprobe", kmsg=None)
+
+
+def test_ci_installs_the_headers_of_the_images_kernel() -> None:
+    """The module in the VM test is built against the pinned kernel's headers: when the pin moves,
+    scripts/os-packages.txt must name the new headers package, or CI builds for a kernel it lacks."""
+    repo = Path(__file__).resolve().parent.parent
+    pins = (repo / "src/ichor/imager/pins/debs.lock").read_text().splitlines()
+    image = next(line.split()[0] for line in pins if line.startswith("linux-image-"))
+    headers = "linux-headers-" + image.removeprefix("linux-image-")
+    packages = [line.split() for line in (repo / "scripts/os-packages.txt").read_text().splitlines()]
+    assert [headers, f"/usr/src/{headers}/Makefile"] in packages, headers
