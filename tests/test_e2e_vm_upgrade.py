@@ -40,12 +40,14 @@ import shutil
 import sys
 import tarfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from hello_module import build_hello_extension, hello_skip_reason
 from vm_helpers import build_output, talosctl_in, vm_netns, vm_skip_reason
 
+from ichor.imager import _build
 from ichor.imager._installer_image import open_installer_archive
 from ichor.imager.vm import OVMF_VARS, SerialLog, VMSpec, qemu_command
 from ichor.images import access_log
@@ -66,6 +68,9 @@ def _skip_reason() -> str | None:
     reason = vm_skip_reason()
     if reason is not None:
         return reason
+    reason = hello_skip_reason(_build._Builder(_build.BuildOptions(output=Path(os.devnull))).kernel()[1])
+    if reason is not None:
+        return reason
     missing = next((t for t in ("unsquashfs", "docker-registry", "skopeo") if shutil.which(t) is None), None)
     return f"needs {missing} (scripts/os-packages.txt)" if missing else None
 
@@ -79,7 +84,12 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     started = time.monotonic()
     kernel = build_output(out, "kernel", "vmlinuz-amd64")
     initrd = build_output(out, "initramfs", "initramfs-amd64.xz")
-    installer = build_output(out / "v2", "installer", "installer-amd64.tar", "--version", V2)
+    # v2 carries the Proprietary Kernel Modules procedure's module, built here from source against
+    # the image's kernel headers and packed as a system extension (v1 has no such module).
+    _root, release = _build._Builder(_build.BuildOptions(output=Path(os.devnull))).kernel()
+    hello = build_hello_extension(tmp_path_factory.mktemp("hello"), release)
+    installer = build_output(out / "v2", "installer", "installer-amd64.tar", "--version", V2,
+                             "--system-extension-image", str(hello))  # fmt: skip
     print(f"images built in {time.monotonic() - started:.0f} s")
     return {"kernel": kernel, "initrd": initrd, "installer": installer}
 
@@ -209,6 +219,7 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
         f'    extraKernelArgs: ["-console=tty0", "{IP_ARG}", "panic=10"]\n'
         f'  registries:\n    mirrors:\n      ghcr.io:\n        endpoints: ["http://{REGISTRY}"]\n'
         "  time:\n    disabled: true\n"
+        "  kernel:\n    modules:\n      - name: hello\n        parameters: [greeting=upgraded]\n"
         "cluster:\n  discovery:\n    enabled: false\n"
     )
     configs = tmp_path / "configs"
@@ -285,6 +296,7 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
         assert slots.exit_code == 0, slots.stderr
         assert re.search(rf"\bA\s+\d+\s+{re.escape(V1)}\s+good\s+0\s+true", slots.stdout), slots.stdout
         assert re.search(r"\bB\s+\d+\s+empty\s+0\s+false", slots.stdout), slots.stdout
+        _no_hello(talosctl)  # v1 has no such module: named in waits, not loaded
         wrote = talosctl("meta", "write", "0x0c", "survives-reboots")
         assert wrote.exit_code == 0, wrote.stderr
         keys = talosctl("get", "metakeys")
@@ -322,6 +334,7 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
         assert "survives-reboots" in keys.stdout and "0x06" not in keys.stdout, (
             keys.stdout
         )  # fallback tag dropped
+        _hello_loaded(talosctl, console.log)  # the module v2's extension carries, with its parameter
 
         # --- rollback: back on v1, slot A ------------------------------------------------------------
         console.step()
@@ -338,6 +351,7 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
         assert re.search(rf"\bA\s+\d+\s+{re.escape(V1)}\s+good\s+0\s+true", slots.stdout), slots.stdout
         assert "ichor.slot=A" in talosctl("read", "/proc/cmdline").stdout
         assert "survives-reboots" in talosctl("get", "metakeys").stdout
+        _no_hello(talosctl)  # back on an image without the module: gone
 
         # --- a broken upgrade (talos#10364's opposite): three failed tries, back on the last good slot --
         console.step()
@@ -378,3 +392,43 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
             relaunched.stop(timeout=5)
             print(SerialLog(serial2, 0).text()[-8000:])
         print(SerialLog(serial1, 0).text()[-3000:])
+
+
+Talosctl = Callable[..., proc.Completed]
+
+
+def _no_hello(talosctl: Talosctl) -> None:
+    """An image without the extension: ``hello`` is not loaded, and ``get waits`` names it with
+    modprobe's reason (the kernel modules controller retries it)."""
+    deadline = time.monotonic() + 60
+    while True:
+        waits = " ".join(talosctl("get", "waits", "-o", "yaml").stdout.split())
+        if 'error loading module "hello": modprobe: FATAL: Module hello not found' in waits:
+            break
+        assert time.monotonic() < deadline, waits
+        time.sleep(3)
+    modules = talosctl("read", "/proc/modules")
+    assert modules.exit_code == 0 and not re.search(r"^hello ", modules.stdout, re.M), modules.stdout
+
+
+def _hello_loaded(talosctl: Talosctl, log: SerialLog) -> None:
+    """The Proprietary Kernel Modules procedure's end (001:780): after ``upgrade --preserve=true`` to
+    the installer carrying the extension, ``machine.kernel.modules`` loaded the out-of-tree module with
+    its parameter (budget 60 s): ``/proc/modules`` (tainted ``(POE)``), ``/sys/module/hello/parameters``,
+    ``get extensions``, the taint in ``dmesg``."""
+    deadline = time.monotonic() + 60
+    modules = talosctl("read", "/proc/modules")
+    while not re.search(r"^hello ", modules.stdout, re.M) and time.monotonic() < deadline:
+        time.sleep(3)
+        modules = talosctl("read", "/proc/modules")
+    line = re.search(r"^hello .*$", modules.stdout, re.M)
+    assert line is not None and line.group(0).endswith("(POE)"), modules.stdout + log.text()[-3000:]
+    greeting = talosctl("read", "/sys/module/hello/parameters/greeting")
+    assert greeting.stdout == "upgraded\n", greeting.stdout + greeting.stderr
+    extensions = talosctl("get", "extensions", "-o", "yaml")
+    assert "name: ichor-hello-module" in extensions.stdout, extensions.stdout + extensions.stderr
+    dmesg = talosctl("dmesg").stdout
+    assert "hello: hello, upgraded" in dmesg and "hello: loading out-of-tree module taints kernel" in dmesg
+    assert 'error loading module "hello"' not in " ".join(
+        talosctl("get", "waits", "-o", "yaml").stdout.split()
+    )
