@@ -48,5 +48,7 @@ def test_a_module_built_from_source_is_an_extension_for_the_images_kernel(
     loaded = load_image_extensions([str(extension)], tmp_path / "work", kernel_release=kernel_release)
     assert [ext.extension.metadata.name for ext in loaded] == ["ichor-hello-module"]
 
-    with pytest.raises(InputError, match=r"ships kernel modules for .*, the image.s kernel is 6\.1\.0-99-amd64"):
+    with pytest.raises(
+        InputError, match=r"ships kernel modules for .*, the image.s kernel is 6\.1\.0-99-amd64"
+    ):
         load_image_extensions([str(extension)], tmp_path / "other", kernel_release="6.1.0-99-amd64")

@@ -16,7 +16,11 @@ and initramfs into maintenance mode, where ``apply-config`` installs to ``/dev/v
 Checked as a user sees it: ``get bootslots`` (version, state, tries, booted), ``get metakeys``,
 ``read /proc/cmdline`` (``ichor.slot=``), Talos's refusal of an upgrade of a single etcd member
 without ``--preserve``, the registry's access log (the node fetched through the mirror), the
-console lines of every transition.
+console lines of every transition. v2 also carries the Proprietary Kernel Modules procedure's
+out-of-tree ``hello.ko`` (built here from source, ``tests/hello_module.py``) as a system extension,
+and the config asks for it in ``machine.kernel.modules``: on v1 ``get waits`` names it with
+modprobe's reason; after ``upgrade --preserve=true`` to v2 it is in ``/proc/modules`` with its
+parameter (budget 60 s after the bless); after the rollback to v1 it is gone again.
 
 Time budget, measured on 2 cores (TCG, 1 vCPU, host otherwise idle), 974 s for the file with a
 warm image cache: images 16 s, install 72 s, v1 up with etcd healthy at 181 s, the refused upgrade's
