@@ -166,6 +166,32 @@ def test_a_node_sharing_the_hosts_kernel_publishes_specs_and_loads_nothing(
     ]
 
 
+def test_a_name_modprobe_would_take_for_an_option_never_reaches_it(tmp_path: Path) -> None:
+    loader, console = Loader(), []
+
+    async def main() -> None:
+        layout = _layout(tmp_path, Platform.METAL)
+        async with running(
+            *kernel_module.kernel_module_controllers(layout, loader, say=console.append)
+        ) as state:
+            apply(
+                state,
+                config(
+                    extra_machine="  kernel:\n    modules:\n      - name: --remove\n      - name: dummy\n"
+                ),
+            )
+            wait = await assert_resource(state, WAIT_STATUSES, WAIT_ID)
+            assert wait.spec.reason.startswith('error loading module "--remove": not a kernel module name')
+            while not loader.calls:
+                await asyncio.sleep(0.01)
+
+    run(main)
+    assert loader.calls == [("dummy", ())]
+    assert any(
+        line.startswith("kernel module --remove failed to load: not a kernel module name") for line in console
+    )
+
+
 def test_a_module_without_a_name_names_the_config_key(tmp_path: Path) -> None:
     async def main() -> None:
         async with running(kernel_module.kernel_module_config_controller()) as state:

@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from ichor.machined.controllers.config import ACTIVE_CONFIG, active_config
 from ichor.machined.cosi import Controller, ControllerContext, Input, Phase, TransformController, WaitingFor
-from ichor.machined.kernelmodules import KernelModuleError, load_module
+from ichor.machined.kernelmodules import KernelModuleError, check_module, load_module
 from ichor.machined.platform import Layout
 from ichor.machined.resources import KERNEL_MODULE_SPECS, KernelModuleSpecSpec
 
@@ -127,6 +127,7 @@ class KernelModuleSpecController(Controller):
         if spec.name in self._loaded:
             return None
         try:
+            check_module(spec.name, spec.parameters)  # never handed to modprobe, never retried
             await self._load(spec.name, spec.parameters)
         except KernelModuleError as err:
             self._tell(spec.name, f"kernel module {spec.name} failed to load: {err.reason}")
