@@ -20,7 +20,8 @@ console lines of every transition. v2 also carries the Proprietary Kernel Module
 out-of-tree ``hello.ko`` (built here from source, ``tests/hello_module.py``) as a system extension,
 and the config asks for it in ``machine.kernel.modules``: on v1 ``get waits`` names it with
 modprobe's reason; after ``upgrade --preserve=true`` to v2 it is in ``/proc/modules`` with its
-parameter (budget 60 s after the bless); after the rollback to v1 it is gone again.
+parameter (budget 60 s after the bless); after the rollback to v1 it is gone again. With these
+checks the file took 891 s (images 17 s, upgrade to blessed 122 s, total in the VM 872 s).
 
 Time budget, measured on 2 cores (TCG, 1 vCPU, host otherwise idle), 974 s for the file with a
 warm image cache: images 16 s, install 72 s, v1 up with etcd healthy at 181 s, the refused upgrade's
