@@ -254,9 +254,6 @@ class Generator:
             out.append(f"    {json.dumps(cls)}: {cls},")
         out.append("}")
         out.append("")
-        out.append("for _model in MODELS_BY_NAME.values():")
-        out.append("    _model.model_rebuild()")
-        out.append("")
         return "\n".join(out)
 
 
@@ -296,7 +293,7 @@ Duration = Annotated[str, StringConstraints(pattern=DURATION_PATTERN)]
 
 
 class _Base(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, protected_namespaces=())
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, protected_namespaces=(), defer_build=True)
 
 
 '''

@@ -11,6 +11,8 @@ import asyncio
 import logging
 import signal
 import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from ichor.machined.platform import EXIT_POWEROFF, Layout, Platform
@@ -76,12 +78,26 @@ def main(argv: list[str] | None = None) -> int:
         task = asyncio.current_task()
         assert task is not None
         loop = asyncio.get_running_loop()
+        loop.set_default_executor(_UnjoinedExecutor(thread_name_prefix="machined"))
         # SIGTERM from the launcher is a power-off: stop services and exit cleanly.
         loop.add_signal_handler(signal.SIGTERM, lambda: node.finish(EXIT_POWEROFF))
         loop.add_signal_handler(signal.SIGINT, lambda: node.finish(EXIT_POWEROFF))
         return await node.run()
 
-    return asyncio.run(run())
+    code = asyncio.run(run())
+    logging.getLogger("ichor.machined").info(
+        "event loop closed %.1f s after the node stopped", time.monotonic() - node.stopped_at
+    )
+    return code
+
+
+class _UnjoinedExecutor(ThreadPoolExecutor):
+    """The event loop's default executor, whose shutdown does not wait for a thread still blocked in
+    a call (a read of a device that never answers): when the node has stopped nothing waits for
+    their results, and ``asyncio.run`` would otherwise hold the reboot until the call returns."""
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        super().shutdown(wait=False, cancel_futures=True)
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from datetime import UTC, datetime
@@ -63,6 +64,8 @@ class Node:
         self.stage: Source[MachineStage] = Source("machine stage", MachineStage.BOOTING)
         self.services: Source[Mapping[str, ServiceInfo]] = Source("services", {})
         self.sequencer: Sequencer | None = None
+        self.stopped_at = 0.0
+        """``time.monotonic()`` when :meth:`run` ended (the entry point reports its own teardown)."""
 
     def finish(self, code: int) -> None:
         """Power off or reboot now (the launcher's SIGTERM)."""
@@ -144,6 +147,7 @@ class Node:
                 system.lifecycle = self.sequencer
                 return await self.sequencer.run()
         finally:
+            self.stopped_at = time.monotonic()
             say("node process exiting")
             console.close()
 

@@ -31,7 +31,7 @@ Duration = Annotated[str, StringConstraints(pattern=DURATION_PATTERN)]
 
 
 class _Base(BaseModel):
-    model_config = ConfigDict(extra="forbid", populate_by_name=True, protected_namespaces=())
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, protected_namespaces=(), defer_build=True)
 
 
 
@@ -1115,6 +1115,3 @@ MODELS_BY_NAME: dict[str, type[_Base]] = {
     "VolumeMountConfig": VolumeMountConfig,
     "WatchdogTimerConfigV1Alpha1": WatchdogTimerConfigV1Alpha1,
 }
-
-for _model in MODELS_BY_NAME.values():
-    _model.model_rebuild()
