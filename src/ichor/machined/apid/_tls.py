@@ -89,6 +89,33 @@ def reload_context(ctx: ssl.SSLContext, pair: CertKey, accepted_cas: Sequence[by
     _load_chain(ctx, pair)
 
 
+class ServerContexts:
+    """apid's listener context, whose certificate and accepted CAs can change while it listens.
+
+    An ``SSLContext``'s trust store only grows (OpenSSL cannot forget a CA), yet the last step of a
+    CA rotation (``talosctl rotate-ca``) drops the old CA from ``machine.acceptedCAs`` and from then
+    on its client certificates must be refused. So :attr:`listener` (what the server listens with)
+    switches each handshake, in its SNI callback (OpenSSL calls it with or without a server name,
+    before it checks the client's certificate), to :attr:`current`, a context built whole for the
+    current certificate and CAs; :meth:`reload` replaces that one. Open connections keep theirs.
+    """
+
+    def __init__(self, server: CertKey, accepted_cas: Sequence[bytes], *, check_ext_key_usage: bool) -> None:
+        self._check_ext_key_usage = check_ext_key_usage
+        self.current = server_context(server, accepted_cas, check_ext_key_usage=check_ext_key_usage)
+        self.listener = server_context(server, accepted_cas, check_ext_key_usage=check_ext_key_usage)
+        self.listener.sni_callback = self._switch
+
+    def _switch(
+        self, connection: ssl.SSLObject | ssl.SSLSocket, _name: str | None, _ctx: ssl.SSLContext
+    ) -> None:
+        connection.context = self.current
+
+    def reload(self, server: CertKey, accepted_cas: Sequence[bytes]) -> None:
+        """Serve ``server`` and trust exactly ``accepted_cas`` from the next handshake on."""
+        self.current = server_context(server, accepted_cas, check_ext_key_usage=self._check_ext_key_usage)
+
+
 def client_context(client: CertKey, accepted_cas: Sequence[bytes]) -> ssl.SSLContext:
     """TLS client context for dialling another node's apid with this node's client certificate."""
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies the server and its SAN
