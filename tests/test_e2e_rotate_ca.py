@@ -49,11 +49,11 @@ def _boot_id(kube: KubeCluster, node: str, *talosconfig: str) -> str:
     return done.stdout.strip()
 
 
-def _apid_starts(kube: KubeCluster, node: str, *talosconfig: str) -> int:
-    """How many times apid has started on ``node`` (its ``Running`` events)."""
+def _apid_starts(kube: KubeCluster, node: str, *talosconfig: str) -> tuple[int, int]:
+    """How many times apid has been prepared and has finished on ``node`` (its service events)."""
     done = kube.cluster.talosctl(*talosconfig, "-n", node, "service", "apid")
     assert done.exit_code == 0, done.stdout + done.stderr
-    return sum(1 for line in done.stdout.splitlines() if "[Running]" in line)
+    return done.stdout.count("[Preparing]"), done.stdout.count("[Finished]")
 
 
 def _ready(kubectl: Path, kubeconfig: Path) -> set[str]:
