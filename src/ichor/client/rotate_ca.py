@@ -494,7 +494,8 @@ async def _with_kubelet_restart(
     await patch()
     start, restarted = pace.monotonic(), False
     while True:
-        now = await _kubelet(client, node)
+        now = await _retry(lambda: _kubelet(client, node), limit=10, interval=0.5, retryable=_unavailable,
+                           log=lambda _line: None, pace=pace)  # fmt: skip
         fresh = [e for e in now.events if last is None or (e.time is not None and e.time > last)] or list(
             now.events[seen:]
         )
