@@ -23,11 +23,12 @@ import base64
 import json
 import threading
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from container_helpers import CONTAINER_NODES, KubeCluster, connects, until
+from container_helpers import CONTAINER_NODES, KUBE_NAME, KubeCluster, connects, until
 
 from ichor.machinery import pki, proc, yamlio
 from ichor.machinery.clientconfig import TalosConfig
@@ -66,6 +67,30 @@ def _ready(kubectl: Path, kubeconfig: Path) -> set[str]:
         for n in json.loads(done.stdout)["items"]
         if any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])
     }
+
+
+def _kubelet_cert_from(kube: KubeCluster, node: str, talosconfig: tuple[str, ...], ca: bytes) -> bool:
+    """The kubelet's newest client certificate on ``node`` (``kubelet-client-<time>.pem``, which
+    ``kubelet-client-current.pem`` points at) is signed by ``ca``."""
+    listed = kube.cluster.talosctl(*talosconfig, "-n", node, "ls", "/var/lib/kubelet/pki")
+    names = sorted(
+        w for w in listed.stdout.split() if w.startswith("kubelet-client-2") and w.endswith(".pem")
+    )
+    if listed.exit_code != 0 or not names:
+        return False
+    done = kube.cluster.talosctl(*talosconfig, "-n", node, "read", f"/var/lib/kubelet/pki/{names[-1]}")
+    return (
+        done.exit_code == 0 and "CERTIFICATE" in done.stdout and pki.issued_by_any(done.stdout.encode(), ca)
+    )
+
+
+def _lease_renewed(kubectl: Path, kubeconfig: Path, name: str, since: datetime) -> bool:
+    """The kubelet of Node ``name`` renewed its Lease after ``since`` (it authenticates every 10 s)."""
+    done = proc.run([str(kubectl), "--kubeconfig", str(kubeconfig), "-n", "kube-node-lease", "get", "lease", name,
+                     "-o", "jsonpath={.spec.renewTime}"], check=False, timeout=30)  # fmt: skip
+    if done.exit_code != 0 or not done.stdout.strip():
+        return False
+    return datetime.fromisoformat(done.stdout.strip().replace("Z", "+00:00")) > since
 
 
 class _APIWatch:
@@ -174,6 +199,21 @@ def test_rotate_ca_dry_run_then_both_cas_rolled_without_a_node_losing_its_api(
     until(
         "both Nodes Ready with the new kubeconfig", lambda: len(_ready(kube.kubectl, kubeconfig)) == 2, 180, 2
     )
+    # Each kubelet joined again with a client certificate from the new CA, and renews its Lease with it.
+    rotated = datetime.now(UTC)
+    for node, name in ((cp, f"{KUBE_NAME}-controlplane-1"), (worker, f"{KUBE_NAME}-worker-1")):
+        until(
+            f"{name}'s kubelet certificate from the new CA",
+            lambda node=node: _kubelet_cert_from(kube, node, new, new_k8s_ca),
+            120,
+            2,
+        )
+        until(
+            f"{name}'s Lease renewed",
+            lambda name=name: _lease_renewed(kube.kubectl, kubeconfig, name, rotated),
+            60,
+            2,
+        )
     stale = proc.run([str(kube.kubectl), "--kubeconfig", str(kube.kubeconfig), "get", "nodes"], check=False,
                      timeout=30)  # fmt: skip
     assert stale.exit_code != 0, "the API server still accepts the old kubeconfig"
