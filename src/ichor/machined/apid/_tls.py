@@ -74,6 +74,9 @@ def server_context(
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.set_ciphers(_TLS12_CIPHERS)
     ctx.options |= ssl.OP_NO_TICKET
+    # Go's SessionTicketsDisabled sends no TLS 1.3 ticket either (OpenSSL would send stateful ones):
+    # no session outlives a change of the accepted CAs by resumption, past the client's certificate.
+    ctx.num_tickets = 0
     ctx.verify_mode = ssl.CERT_REQUIRED
     ctx.load_verify_locations(cadata=_ca_data(accepted_cas))
     _load_chain(ctx, server)
