@@ -202,3 +202,14 @@ def test_a_kubernetes_step_waits_for_the_kubelet_to_restart_and_be_healthy(
     seen[:] = [_kubelet("Waiting", False, *running)]
     with pytest.raises(RotateError, match="kubelet is not healthy"):
         asyncio.run(rotate._with_kubelet_restart(None, "10.5.0.3", patch, limit=5, pace=clock.pace()))  # type: ignore[arg-type]
+
+
+def test_the_command_takes_talos_flags_and_is_a_dry_run_unless_told(talosctl: Any) -> None:
+    shown = talosctl("rotate-ca", "--help")
+    assert shown.exit_code == 0
+    for flag in ("--init-node", "--control-plane-nodes", "--worker-nodes", "--k8s-endpoint", "--with-docs",
+                 "--with-examples", "--output", "--talos", "--kubernetes"):  # fmt: skip
+        assert flag in shown.stdout
+    assert "[default: dry-run]" in shown.stdout
+    wrong = talosctl("rotate-ca", "--dry-run=maybe")
+    assert wrong.exit_code == 2 and 'invalid argument "maybe" for "--dry-run" flag' in wrong.stderr
