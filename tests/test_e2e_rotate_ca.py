@@ -181,8 +181,8 @@ def test_rotate_ca_dry_run_then_both_cas_rolled_without_a_node_losing_its_api(
     new_context = yamlio.to_plain(
         yamlio.load_documents(new_talosconfig.read_text(), source="new talosconfig")[0]
     )
-    name = new_context["context"]
-    new_os_ca = base64.b64decode(new_context["contexts"][name]["ca"])
+    context_name = new_context["context"]
+    new_os_ca = base64.b64decode(new_context["contexts"][context_name]["ca"])
     cp_config = yamlio.to_plain(yamlio.load_documents(_config_text(kube, cp, *new), source="cp config")[0])
     assert base64.b64decode(cp_config["machine"]["ca"]["crt"]) == new_os_ca
     assert not cp_config["machine"].get("acceptedCAs") and not cp_config["cluster"].get("acceptedCAs")
@@ -220,7 +220,7 @@ def test_rotate_ca_dry_run_then_both_cas_rolled_without_a_node_losing_its_api(
 
     # Leave the cluster usable: new credentials where the other tests look, kube-system pods restarted.
     home = TalosConfig.load(home_config)
-    fresh = TalosConfig.load(new_talosconfig).contexts[name]
+    fresh = TalosConfig.load(new_talosconfig).contexts[context_name]
     for context in home.contexts.values():
         context.ca, context.crt, context.key = fresh.ca, fresh.crt, fresh.key
     home.save(home_config)
