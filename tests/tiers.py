@@ -48,11 +48,13 @@ K8S_ORDER = (
     "test_e2e_k8s_health.py",
     "test_e2e_k8s_troubleshooting.py",
     "test_e2e_k8s_faults.py",
+    "test_e2e_rotate_ca.py",
 )
 """The files sharing the session's Kubernetes cluster (``k8s_cluster``), in the order they run, after
 every other test (the cluster goes when the session ends): the ones that read it first, then the
 ones that break it on purpose and repair it (a rejected apiserver flag, a rebooted worker, a wiped
-control plane recovered from a snapshot)."""
+control plane recovered from a snapshot), and last ``rotate-ca``, which changes both CAs of the cluster
+for good (it leaves the new talosconfig and kubeconfig where the others look)."""
 
 EARLY_CLOSE: dict[str, Callable[[], None]] = {}
 """Shared fixtures' early teardowns, by fixture name (conftest registers them): called after the

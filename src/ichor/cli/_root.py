@@ -173,6 +173,7 @@ cli.add_lazy("upgrade", f"{_OPS}:upgrade", "Upgrade Talos on the target node")
 cli.add_lazy("rollback", f"{_OPS}:rollback", "Rollback a node to the previous installation")
 cli.add_lazy("meta", f"{_OPS}:meta", "Write and delete keys in the META partition")
 cli.add_lazy("inject", f"{_CLI}._inject:inject", "Inject Talos API resources into Kubernetes manifests")
+cli.add_lazy("rotate-ca", f"{_CLI}._rotate_ca:rotate_ca", "Rotate cluster CAs (Talos and Kubernetes APIs).")
 _OLD = f"{_CLI}._deprecated"
 cli.add_lazy("crashdump", f"{_OLD}:crashdump", "Dump debug information about the cluster", hidden=True)
 cli.add_lazy("interfaces", f"{_OLD}:interfaces", "List network interfaces", hidden=True)

@@ -33,6 +33,11 @@ TRUSTD_PORT = 50001
 
 class SecurityService(security_grpc.SecurityServiceBase):
     def __init__(self, os_ca: pki.CertKey, token: str, accepted_cas: Sequence[bytes]) -> None:
+        self.update(os_ca, token, accepted_cas)
+
+    def update(self, os_ca: pki.CertKey, token: str, accepted_cas: Sequence[bytes]) -> None:
+        """Sign with ``os_ca`` and answer with ``accepted_cas`` from the next request on (Talos's
+        trustd reads ``OSRootSecrets`` at each request: a CA rotation swaps the issuing CA)."""
         self._ca = os_ca
         self._token = token
         self._accepted = b"".join(accepted_cas)

@@ -41,7 +41,7 @@ from ._inproc import InProcessBackend, MachineApi
 from ._methods import METHODS, Method, is_streamed
 from ._relay import Fanout, Requests
 from ._router import NODE_KEY, NODES_KEY, PROXYFROM_KEY, Route, RouteKind, local_target_checker, route
-from ._tls import client_context, reload_context, server_context
+from ._tls import ServerContexts, client_context, reload_context
 from ._wire import WireError, append_info, error_reply
 
 log = logging.getLogger(__name__)
@@ -104,7 +104,7 @@ class Apid:
         self.max_message_size = max_message_size
         self._remote_port = port if remote_port is None else remote_port
         self._dial_timeout = dial_timeout
-        self._server_ssl = server_context(server_cert, accepted_cas, check_ext_key_usage=check_ext_key_usage)
+        self._server_tls = ServerContexts(server_cert, accepted_cas, check_ext_key_usage=check_ext_key_usage)
         self._client_ssl = client_context(client_cert, accepted_cas) if client_cert is not None else None
         self._is_local = local_target_checker([address, *local_addresses])
         # Talos forwards the caller's :authority here; grpclib does not expose it, so the address
@@ -122,10 +122,12 @@ class Apid:
     ) -> None:
         """Serve ``server_cert`` (and dial with ``client_cert``) from the next TLS handshake on.
 
-        The listener's context is changed in place: connections already open keep their session.
-        New accepted CAs are added to the ones trusted; one no longer listed stays trusted until
-        apid restarts (OpenSSL cannot forget a CA), as during Talos's own CA rotation both are."""
-        reload_context(self._server_ssl, server_cert, accepted_cas)
+        Connections already open keep their session. The listener trusts exactly ``accepted_cas``
+        from the next handshake on (:class:`ServerContexts`): a client certificate from a CA
+        dropped from ``machine.acceptedCAs`` is refused, as Talos's apid does after a CA rotation.
+        The dialling side adds new CAs to the ones it trusts (a CA it no longer needs stays
+        trusted for the servers it dials until apid restarts)."""
+        self._server_tls.reload(server_cert, accepted_cas)
         if client_cert is not None and self._client_ssl is not None:
             reload_context(self._client_ssl, client_cert, accepted_cas)
         elif client_cert is not None:
@@ -162,7 +164,7 @@ class Apid:
             )
         server = Server([self], codec=RawCodec(), status_details_codec=RawStatusDetailsCodec())
         try:
-            await server.start(sock=sock, ssl=self._server_ssl)
+            await server.start(sock=sock, ssl=self._server_tls.listener)
         except BaseException:
             sock.close()
             raise

@@ -74,6 +74,9 @@ def server_context(
     ctx.minimum_version = ssl.TLSVersion.TLSv1_2
     ctx.set_ciphers(_TLS12_CIPHERS)
     ctx.options |= ssl.OP_NO_TICKET
+    # Go's SessionTicketsDisabled sends no TLS 1.3 ticket either (OpenSSL would send stateful ones):
+    # no session outlives a change of the accepted CAs by resumption, past the client's certificate.
+    ctx.num_tickets = 0
     ctx.verify_mode = ssl.CERT_REQUIRED
     ctx.load_verify_locations(cadata=_ca_data(accepted_cas))
     _load_chain(ctx, server)
@@ -87,6 +90,33 @@ def reload_context(ctx: ssl.SSLContext, pair: CertKey, accepted_cas: Sequence[by
     """Give ``ctx`` a new key pair and trust ``accepted_cas`` too, from its next handshake on."""
     ctx.load_verify_locations(cadata=_ca_data(accepted_cas))
     _load_chain(ctx, pair)
+
+
+class ServerContexts:
+    """apid's listener context, whose certificate and accepted CAs can change while it listens.
+
+    An ``SSLContext``'s trust store only grows (OpenSSL cannot forget a CA), yet the last step of a
+    CA rotation (``talosctl rotate-ca``) drops the old CA from ``machine.acceptedCAs`` and from then
+    on its client certificates must be refused. So :attr:`listener` (what the server listens with)
+    switches each handshake, in its SNI callback (OpenSSL calls it with or without a server name,
+    before it checks the client's certificate), to :attr:`current`, a context built whole for the
+    current certificate and CAs; :meth:`reload` replaces that one. Open connections keep theirs.
+    """
+
+    def __init__(self, server: CertKey, accepted_cas: Sequence[bytes], *, check_ext_key_usage: bool) -> None:
+        self._check_ext_key_usage = check_ext_key_usage
+        self.current = server_context(server, accepted_cas, check_ext_key_usage=check_ext_key_usage)
+        self.listener = server_context(server, accepted_cas, check_ext_key_usage=check_ext_key_usage)
+        self.listener.sni_callback = self._switch
+
+    def _switch(
+        self, connection: ssl.SSLObject | ssl.SSLSocket, _name: str | None, _ctx: ssl.SSLContext
+    ) -> None:
+        connection.context = self.current
+
+    def reload(self, server: CertKey, accepted_cas: Sequence[bytes]) -> None:
+        """Serve ``server`` and trust exactly ``accepted_cas`` from the next handshake on."""
+        self.current = server_context(server, accepted_cas, check_ext_key_usage=self._check_ext_key_usage)
 
 
 def client_context(client: CertKey, accepted_cas: Sequence[bytes]) -> ssl.SSLContext:

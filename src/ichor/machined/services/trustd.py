@@ -43,6 +43,13 @@ def trustd_service(layout: Layout, state: State) -> Service:
         def reload(new: ApiCertificatesSpec) -> None:
             assert new.server is not None
             pki.load_into_ssl_context(context, new.server.crt, new.server.key)
+            # Re-issued because the OS root changed (rotate-ca swapped the issuing CA) or the SANs did.
+            root = state.get(OS_ROOT_SECRETS.default_namespace, OS_ROOT_SECRETS, OS_ROOT_ID).spec
+            if root.issuing_ca is not None and root.issuing_ca.key:
+                service.update(
+                    pki.CertKey(root.issuing_ca.crt, root.issuing_ca.key), root.token,
+                    tuple(c.crt for c in new.accepted_cas),
+                )  # fmt: skip
 
         async with asyncio.TaskGroup() as tasks:
             tasks.create_task(trust.serve(layout.address, context, service))

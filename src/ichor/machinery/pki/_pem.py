@@ -9,9 +9,10 @@ import base64
 import binascii
 import hashlib
 import re
+from datetime import UTC, datetime
 
 from cryptography import x509
-from cryptography.exceptions import UnsupportedAlgorithm
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import serialization
 
 from ichor.machinery.errors import PKIError
@@ -66,6 +67,45 @@ def load_certificate(data: bytes, *, what: str = "certificate") -> x509.Certific
         return x509.load_der_x509_certificate(der)
     except ValueError as exc:
         raise PKIError(f"{what}: cannot parse the certificate: {exc}") from None
+
+
+def load_certificates(data: bytes, *, what: str = "certificates") -> list[x509.Certificate]:
+    """Every PEM ``CERTIFICATE`` block of ``data`` (a CA bundle), in order; other blocks are skipped."""
+    out = []
+    for index, match in enumerate(_PEM_BLOCK.finditer(data)):
+        if match.group(1) == PEM_CERTIFICATE.encode():
+            out.append(load_certificate(match.group(0), what=f"{what}[{index}]"))
+    return out
+
+
+def issued_by_any(cert_pem: bytes, ca_bundle: bytes) -> bool:
+    """Whether the first non-CA certificate of ``cert_pem`` (a kubelet's ``cert+key`` file holds its
+    chain) is signed directly by one of the CAs of ``ca_bundle`` and valid now (Go's
+    ``Certificate.Verify`` with a pool of roots, for leaves issued straight from a root)."""
+    leaves = [
+        c for c in load_certificates(cert_pem, what="certificate")
+        if not _is_ca(c)
+    ]  # fmt: skip
+    if not leaves:
+        return False
+    leaf = leaves[0]
+    now = datetime.now(UTC)
+    if not leaf.not_valid_before_utc <= now <= leaf.not_valid_after_utc:
+        return False
+    for ca in load_certificates(ca_bundle, what="CA bundle"):
+        try:
+            leaf.verify_directly_issued_by(ca)
+        except (ValueError, TypeError, InvalidSignature):
+            continue
+        return True
+    return False
+
+
+def _is_ca(cert: x509.Certificate) -> bool:
+    try:
+        return bool(cert.extensions.get_extension_for_class(x509.BasicConstraints).value.ca)
+    except x509.ExtensionNotFound:
+        return False
 
 
 def load_csr(data: bytes, *, what: str = "certificate request") -> x509.CertificateSigningRequest:

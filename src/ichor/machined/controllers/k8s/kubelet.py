@@ -18,12 +18,22 @@
   ``bootstrap-kubeconfig``, ``pki/ca.crt`` and, with ``credentialProviderConfig``,
   ``kubelet-credentialproviderconfig.yaml`` (removed without one) in the node (a file is rewritten
   only when it changes), then ``on_change()`` (the node restarts a running ``kubelet``).
+  The CA the kubelet trusts is ``cluster.ca`` plus ``cluster.acceptedCAs``
+  (:func:`kubelet_ca_bundle`); as Talos's ``refreshKubeletCerts``/``updateKubeconfig``, a kubelet
+  client certificate no CA of that bundle signed is removed with the kubelet's kubeconfig (the
+  kubelet joins again with its bootstrap token), and otherwise the kubeconfig's CA and server follow
+  the config: the steps of ``talosctl rotate-ca`` for Kubernetes. Talos also drops a certificate
+  issued for another node name; Ichor does not (yet).
 """
 
 from __future__ import annotations
 
+import base64
 import ipaddress
+import os
+import shutil
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 from ichor.machined.controllers.config import ACTIVE_CONFIG, active_config, machine_type_of
@@ -77,6 +87,7 @@ _NODE_IP_ADDRESSES = filtered_node_address_id(NODE_ADDRESS_ROUTED_ID, NODE_ADDRE
 
 __all__ = [
     "KubeletServiceController",
+    "kubelet_ca_bundle",
     "kubelet_config_controller",
     "kubelet_controllers",
     "kubelet_spec_controller",
@@ -289,6 +300,22 @@ def kubelet_server(config: Config) -> str:
     return str(plane.endpoint)
 
 
+def kubelet_ca_bundle(config: Config) -> bytes:
+    """The CAs the kubelet trusts (its ``pki/ca.crt``, its kubeconfigs' CA): ``cluster.ca`` then
+    every ``cluster.acceptedCAs`` (Talos's ``secrets.Kubelet`` AcceptedCAs), so that during a CA
+    rotation (``talosctl rotate-ca``) certificates from the old and the new CA are both good."""
+    cluster = config.cluster
+    if cluster is None or cluster.ca is None or not cluster.ca.crt:
+        raise ConfigError(
+            "the machine config has no Kubernetes CA", hint="set cluster.ca.crt (talosctl gen config)"
+        )
+    bundle = [pki.CertKey.from_b64(cluster.ca.crt, "", what="cluster.ca").crt]
+    for index, accepted in enumerate(cluster.accepted_cas or []):
+        if accepted.crt:
+            bundle.append(pki.CertKey.from_b64(accepted.crt, "", what=f"cluster.acceptedCAs[{index}]").crt)
+    return b"".join(crt if crt.endswith(b"\n") else crt + b"\n" for crt in bundle)
+
+
 def kubelet_files(spec: KubeletSpecSpec, config: Config) -> dict[str, tuple[str | bytes, int]]:
     """Each file the kubelet reads (Talos path -> content, mode); the credential provider config
     only when one is set (:data:`OPTIONAL_FILES`: removed otherwise)."""
@@ -297,7 +324,7 @@ def kubelet_files(spec: KubeletSpecSpec, config: Config) -> dict[str, tuple[str 
         raise ConfigError(
             "the machine config has no Kubernetes CA", hint="set cluster.ca.crt (talosctl gen config)"
         )
-    ca_pem = pki.CertKey.from_b64(cluster.ca.crt, "", what="cluster.ca").crt
+    ca_pem = kubelet_ca_bundle(config)
     files: dict[str, tuple[str | bytes, int]] = {
         render.CONFIG_FILE: (yamlio.dump_document(yamlio.from_plain(spec.config)), 0o600),
         render.CA_FILE: (ca_pem, 0o400),
@@ -318,6 +345,9 @@ def kubelet_files(spec: KubeletSpecSpec, config: Config) -> dict[str, tuple[str 
     return files
 
 
+CLIENT_CERTIFICATE = f"{render.PKI_DIR}/kubelet-client-current.pem"
+"""The kubelet's client certificate and key, which it writes once its bootstrap CSR is signed."""
+
 OPTIONAL_FILES = (credentials.CONFIG_FILE,)
 """Files :func:`kubelet_files` writes only for some specs: removed from the node when it does not."""
 
@@ -330,8 +360,8 @@ class KubeletServiceController(Controller):
     inputs = (Input(KUBELET_SPECS, id=KUBELET_ID), ACTIVE_CONFIG)
     outputs: tuple[Output, ...] = ()
     writes = (
-        f"({render.CONFIG_FILE}, {render.BOOTSTRAP_KUBECONFIG}, {render.CA_FILE}, {credentials.CONFIG_FILE} "
-        "in the node)"
+        f"({render.CONFIG_FILE}, {render.BOOTSTRAP_KUBECONFIG}, {render.CA_FILE}, {credentials.CONFIG_FILE}, "
+        f"{render.KUBECONFIG}'s CA, {render.PKI_DIR} in the node)"
     )
 
     def __init__(self, layout: Layout, on_change: Callable[[], Awaitable[None]] | None = None) -> None:
@@ -355,12 +385,67 @@ class KubeletServiceController(Controller):
                     changed |= self._write(path, content, mode)
                 for path in OPTIONAL_FILES:
                     changed |= path not in files and self._remove(path)
+                if render.BOOTSTRAP_KUBECONFIG in files:
+                    changed |= self._refresh_client(kubelet_ca_bundle(config), kubelet_server(config))
             except (MachineryError, OSError) as err:
                 hint = getattr(err, "hint", None)
                 problems.append(f"{err} ({hint})" if hint else str(err))
             if changed and self._on_change is not None:
                 await self._on_change()
             retry = ctx.waiting_on("kubelet files", problems, retry_after=_RETRY_AFTER)
+
+    def _read_client_certificate(self) -> bytes | None:
+        """The kubelet's current client certificate file (a symlink the kubelet points at its newest
+        ``kubelet-client-<time>.pem`` by its own absolute path), or None when it has none yet."""
+        current = self._layout.path(CLIENT_CERTIFICATE)
+        if current.is_symlink():
+            target = os.readlink(current)
+            current = self._layout.path(target) if target.startswith("/") else current.parent / target
+        return current.read_bytes() if current.is_file() else None
+
+    def _refresh_client(self, bundle: bytes, server: str) -> bool:
+        """Talos's ``refreshKubeletCerts`` and ``updateKubeconfig``: a client certificate that no
+        CA of ``bundle`` signed (the old CA left ``cluster.acceptedCAs`` at the end of a CA
+        rotation) is removed with the kubelet's kubeconfig, so the restarted kubelet joins again
+        with its bootstrap token; otherwise the kubeconfig's CA and server follow the config."""
+        cert = self._read_client_certificate()
+        kubeconfig = self._layout.path(render.KUBECONFIG)
+        if cert is not None:
+            try:
+                trusted = pki.issued_by_any(cert, bundle)
+            except MachineryError:
+                trusted = False
+            if not trusted:
+                shutil.rmtree(self._layout.path(render.PKI_DIR), ignore_errors=True)
+                kubeconfig.unlink(missing_ok=True)
+                return True
+        if not kubeconfig.is_file():
+            return False
+        return self._update_kubeconfig(kubeconfig, bundle, server)
+
+    def _update_kubeconfig(self, kubeconfig: Path, bundle: bytes, server: str) -> bool:
+        docs = yamlio.load_documents(kubeconfig.read_text(), source=render.KUBECONFIG)
+        doc = yamlio.to_plain(docs[0]) if docs else None
+        if not isinstance(doc, dict):
+            return False
+        contexts = {
+            c.get("name"): c.get("context") or {} for c in doc.get("contexts") or [] if isinstance(c, dict)
+        }
+        wanted = (contexts.get(doc.get("current-context")) or {}).get("cluster")
+        values = {"certificate-authority-data": base64.b64encode(bundle).decode("ascii"), "server": server}
+        changed = False
+        for entry in doc.get("clusters") or []:
+            if not isinstance(entry, dict) or entry.get("name") != wanted:
+                continue
+            cluster = entry.get("cluster")
+            if not isinstance(cluster, dict):
+                continue
+            for key, value in values.items():
+                changed |= cluster.get(key) != value
+                cluster[key] = value
+        if changed:  # compared by value: the kubelet's own formatting of the file is no change
+            write_atomic(kubeconfig, yamlio.dump_document(yamlio.from_plain(doc)).encode(), mode=0o600)
+        return changed
 
     def _remove(self, path: str) -> bool:
         target = self._layout.path(path)
