@@ -41,7 +41,7 @@ from ._inproc import InProcessBackend, MachineApi
 from ._methods import METHODS, Method, is_streamed
 from ._relay import Fanout, Requests
 from ._router import NODE_KEY, NODES_KEY, PROXYFROM_KEY, Route, RouteKind, local_target_checker, route
-from ._tls import client_context, reload_context, server_context
+from ._tls import AlertingServer, client_context, reload_context, server_context
 from ._wire import WireError, append_info, error_reply
 
 log = logging.getLogger(__name__)
@@ -160,9 +160,11 @@ class Apid:
                 ),
                 self._dial_timeout,
             )
-        server = Server([self], codec=RawCodec(), status_details_codec=RawStatusDetailsCodec())
+        server = AlertingServer(
+            [self], codec=RawCodec(), status_details_codec=RawStatusDetailsCodec(), tls=self._server_ssl
+        )
         try:
-            await server.start(sock=sock, ssl=self._server_ssl)
+            await server.start(sock=sock)
         except BaseException:
             sock.close()
             raise

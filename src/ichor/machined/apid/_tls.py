@@ -6,16 +6,28 @@ feature a non-CA client certificate must carry exactly the ``ClientAuth`` extend
 Go checks that during the handshake, so here a refused certificate fails the handshake too.
 
 Key pairs are loaded with :func:`ichor.machinery.pki.load_into_ssl_context` (keys never touch disk).
+
+A refused handshake sends its TLS alert before the connection closes (:class:`AlertingServer`): a
+client without a certificate (``apply-config --insecure`` against a configured node) then reads
+TLS 1.3's ``certificate_required``, and Talos's Go client says ``remote error: tls: certificate
+required``, as against Talos's apid. asyncio's own TLS server drops the alert OpenSSL wrote and
+resets the connection, which Go reports as ``EOF``/``connection reset by peer``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import ssl
+from asyncio import sslproto
 from collections.abc import Sequence
+from typing import Any, cast
 
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
+from grpclib.protocol import H2Protocol
+from grpclib.server import Server
 
 from ichor.machinery.pki import CertKey, load_into_ssl_context
 
@@ -97,3 +109,31 @@ def client_context(client: CertKey, accepted_cas: Sequence[bytes]) -> ssl.SSLCon
     _load_chain(ctx, client)
     ctx.set_alpn_protocols(["h2"])
     return ctx
+
+
+class _AlertingSSLProtocol(sslproto.SSLProtocol):
+    """asyncio's TLS server side, but a failed handshake first sends what OpenSSL wrote for the peer
+    (the alert), then closes as asyncio does."""
+
+    def _on_handshake_complete(self, handshake_exc: BaseException | None) -> None:
+        if handshake_exc is not None:
+            with contextlib.suppress(Exception):  # a peer already gone: nothing to tell it
+                self._process_outgoing()  # type: ignore[attr-defined]  # CPython's, not in typeshed
+        super()._on_handshake_complete(handshake_exc)
+
+
+class AlertingServer(Server):
+    """grpclib's server over TLS whose refused handshakes send their alert (see the module doc).
+
+    Start it with ``start(sock=...)`` and no ``ssl``: each accepted connection gets its own TLS
+    layer from ``tls`` (reloading ``tls`` in place changes the next handshakes, as before)."""
+
+    def __init__(self, *args: Any, tls: ssl.SSLContext, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._tls = tls
+
+    def _protocol_factory(self) -> Any:  # an asyncio protocol wrapping grpclib's H2Protocol
+        app: H2Protocol = super()._protocol_factory()
+        loop = asyncio.get_running_loop()
+        no_waiter = cast("asyncio.Future[Any]", None)  # nobody awaits the handshake: SSLProtocol allows None
+        return _AlertingSSLProtocol(loop, app, self._tls, no_waiter, server_side=True)

@@ -1,0 +1,282 @@
+"""What the official talosctl v1.7.6 met on a container cluster and Talos's own answers fix.
+
+Found by driving a 1+1 container cluster with Kubernetes with the official client (issue 25 §4);
+each test here fails on what Ichor answered before:
+
+- Go's YAML is case-sensitive: ``HostDNSConfig``'s ``serviceHostDNSAddress`` went out as
+  ``serviceHostDnsAddress`` (the protobuf form matched it by number, so only the YAML form lost it).
+  Every key of every served spec is checked against Talos's resource YAML tags
+  (``tests/data/talos_resource_yaml_keys.txt``, ``scripts/gen_talos_yaml_keys.py``).
+- A physical link's ``LinkSpec`` had ``type: ""``: no value of Talos's ``LinkType`` in the YAML form,
+  and its protobuf form failed to encode (served empty). Go's zero is ``netrom``.
+- ``image ls --namespace system`` asked the system containerd; Talos asks the CRI containerd, whose
+  namespace ``system`` holds the kubelet's image.
+- ``events --since <not an id>``: Talos's text (``error parsing tail_id: xid: invalid ID``, Unknown).
+- ``apply-config --insecure`` against a configured node: apid sends the TLS alert before closing, so
+  Talos's client reports ``tls: certificate required`` instead of ``EOF``/``connection reset``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import socket
+import ssl
+import tempfile
+import typing
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from datetime import timedelta
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from grpclib.client import Channel
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError
+from grpclib.health.service import Health
+from grpclib.health.v1.health_grpc import HealthStub
+from grpclib.health.v1.health_pb2 import HealthCheckRequest, HealthCheckResponse
+from grpclib.server import Server
+
+from ichor.api.gen.common import common_pb2
+from ichor.api.gen.machine import machine_grpc, machine_pb2
+from ichor.machined import authz, cri
+from ichor.machined.apid._tls import AlertingServer, server_context
+from ichor.machined.cosi import spec_to_plain
+from ichor.machined.events import EventBus
+from ichor.machined.platform import Layout
+from ichor.machined.resources import NODE_TYPES
+from ichor.machined.resources._hostdns import HostDNSConfigSpec
+from ichor.machined.resources._network_stack import LinkSpecSpec
+from ichor.machined.resources._protoenc import SPEC_MESSAGES, decode_spec, encode_spec
+from ichor.machined.server import _containers
+from ichor.machined.server._machine import MachineService
+from ichor.machinery.pki import load_into_ssl_context, new_ed25519_ca, new_keypair
+
+TIMEOUT = 10.0
+TALOS_KEYS = set((Path(__file__).parent / "data" / "talos_resource_yaml_keys.txt").read_text().split())
+
+
+def _run(coro: Any) -> Any:
+    return asyncio.run(asyncio.wait_for(coro, TIMEOUT))
+
+
+# ----------------------------------------------------------------------------- typed specs
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def _spec_classes() -> list[type]:
+    """Every dataclass reachable from the specs of the types Talos has (nested ones too)."""
+    seen: list[type] = []
+
+    def visit(tp: Any) -> None:
+        if not (isinstance(tp, type) and dataclasses.is_dataclass(tp)) or tp in seen:
+            for arg in typing.get_args(tp):
+                visit(arg)
+            return
+        seen.append(tp)
+        hints = typing.get_type_hints(tp)
+        for f in dataclasses.fields(tp):
+            visit(hints.get(f.name))
+
+    for t in NODE_TYPES:
+        if t.type in SPEC_MESSAGES:
+            visit(t.spec_class)
+    return seen
+
+
+def test_talos_keys_are_loaded() -> None:
+    assert len(TALOS_KEYS) > 400 and "serviceHostDNSAddress" in TALOS_KEYS and "linkName" in TALOS_KEYS
+
+
+def test_every_yaml_key_that_talos_has_is_spelt_as_talos_spells_it() -> None:
+    by_lower: dict[str, set[str]] = {}
+    for key in TALOS_KEYS:
+        by_lower.setdefault(key.lower(), set()).add(key)
+    classes = _spec_classes()
+    assert len(classes) > 60
+    drifted = [
+        f"{cls.__name__}.{f.name}: {key!r}, Talos {sorted(by_lower[key.lower()])}"
+        for cls in classes
+        for f in dataclasses.fields(cls)
+        if (key := f.metadata.get("yaml", _camel(f.name))) not in TALOS_KEYS and key.lower() in by_lower
+    ]
+    assert drifted == []
+
+
+def test_host_dns_config_names_the_service_address_as_talos() -> None:
+    spec = HostDNSConfigSpec(
+        enabled=True, listen_addresses=("127.0.0.53:53",), service_host_dns_address="10.96.0.9"
+    )
+    plain = spec_to_plain(spec)
+    assert plain["serviceHostDNSAddress"] == "10.96.0.9" and "serviceHostDnsAddress" not in plain
+    decoded = decode_spec(
+        "HostDNSConfigs.net.talos.dev", encode_spec("HostDNSConfigs.net.talos.dev", spec) or b""
+    )
+    assert decoded["service_host_dns_address"] == "10.96.0.9"
+
+
+def test_a_physical_links_spec_shows_gos_zero_link_type_in_both_forms() -> None:
+    spec = LinkSpecSpec(name="eth0", up=True, mtu=1500)
+    assert spec_to_plain(spec)["type"] == "netrom"  # Talos's YAML of LinkType 0
+    encoded = encode_spec("LinkSpecs.net.talos.dev", spec)
+    assert encoded is not None
+    decoded = decode_spec("LinkSpecs.net.talos.dev", encoded)
+    assert decoded["name"] == "eth0" and decoded.get("type", "netrom") == "netrom"
+    # "" stays the zero internally: an upper layer without a type keeps the lower one's.
+    assert (
+        LinkSpecSpec(name="lo", up=True, type="loopback").merged(LinkSpecSpec(name="lo")).type == "loopback"
+    )
+    assert spec_to_plain(LinkSpecSpec(name="bond0", logical=True, type="ether"))["type"] == "ether"
+
+
+def test_every_spec_left_at_its_defaults_encodes_in_talos_types() -> None:
+    encoded = 0
+    for t in NODE_TYPES:
+        if t.type not in SPEC_MESSAGES or not dataclasses.is_dataclass(t.spec_class):
+            continue
+        try:
+            spec = t.spec_class()
+        except TypeError:
+            continue  # a spec with required fields has no defaults to check
+        encode_spec(t.type, spec)  # raises SpecEncodingError for a value Talos's type cannot hold
+        encoded += 1
+    assert encoded > 50
+
+
+# ----------------------------------------------------------------------------- MachineService
+
+
+@asynccontextmanager
+async def _machine_service(node: Any) -> AsyncIterator[Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        server = Server(
+            [MachineService(node, roles_of=lambda stream: authz.roles_from_metadata(stream.metadata))]
+        )
+        path = str(Path(tmp) / "machine.sock")
+        await server.start(path=path)
+        channel = Channel(path=path)
+        try:
+            yield machine_grpc.MachineServiceStub(channel)
+        finally:
+            channel.close()
+            server.close()
+            await server.wait_closed()
+
+
+_ADMIN = [("talos-role", "os:admin")]
+
+
+def test_a_tail_id_that_is_no_xid_is_refused_with_talos_text_after_the_hello() -> None:
+    async def go() -> None:
+        async with _machine_service(SimpleNamespace(events=EventBus())) as stub:
+            with pytest.raises(GRPCError) as raised:
+                async with stub.Events.open(metadata=_ADMIN) as call:
+                    await call.send_message(machine_pb2.EventsRequest(tail_id="5m"), end=True)
+                    hello = await call.recv_message()
+                    assert hello is not None and hello.data.type_url == ""
+                    assert await call.recv_message() is None  # the stream ends; its status says why
+        assert raised.value.status is Status.UNKNOWN
+        assert raised.value.message == "error parsing tail_id: xid: invalid ID"
+
+    _run(go())
+
+
+class _FakeCtr:
+    asked: typing.ClassVar[list[tuple[str, str]]] = []
+
+    def __init__(self, address: Path) -> None:
+        self.address = address
+
+    async def images(self, namespace: str) -> list[cri.Image]:
+        self.asked.append((str(self.address), namespace))
+        return [
+            cri.Image(name="ghcr.io/siderolabs/kubelet:v1.30.3", digest="sha256:" + "0" * 64, size=31_000_000)
+        ]
+
+
+@pytest.mark.parametrize(
+    ("namespace", "expected"), [(common_pb2.NS_SYSTEM, "system"), (common_pb2.NS_CRI, "k8s.io")]
+)
+def test_image_list_asks_the_cri_containerd_in_either_namespace(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, namespace: int, expected: str
+) -> None:
+    layout = Layout(root=tmp_path, address="127.5.0.2")
+    monkeypatch.setattr(cri, "Ctr", _FakeCtr)
+    monkeypatch.setattr(_containers, "skip_reason", lambda layout: "")
+    _FakeCtr.asked.clear()
+
+    async def go() -> list[Any]:
+        async with _machine_service(SimpleNamespace(layout=layout)) as stub:
+            return list(
+                await stub.ImageList(machine_pb2.ImageListRequest(namespace=namespace), metadata=_ADMIN)
+            )
+
+    replies = _run(go())
+    assert [r.name for r in replies] == ["ghcr.io/siderolabs/kubelet:v1.30.3"]
+    assert _FakeCtr.asked == [(str(layout.path(cri.CRI.address)), expected)]
+
+
+# ----------------------------------------------------------------------------- apid's TLS refusal
+
+
+def _node_tls() -> tuple[ssl.SSLContext, Any]:
+    ca = new_ed25519_ca(organization="talos", ttl=timedelta(days=1))
+    cert = new_keypair(ca, common_name="node", ttl=timedelta(days=1), server=True, client=False,
+                       ip_addresses=["127.0.0.1"])  # fmt: skip
+    return server_context(cert, [ca.crt], check_ext_key_usage=False), ca
+
+
+@asynccontextmanager
+async def _alerting(ctx: ssl.SSLContext) -> AsyncIterator[int]:
+    sock = socket.create_server(("127.0.0.1", 0))
+    server = AlertingServer([Health()], tls=ctx)
+    await server.start(sock=sock)
+    try:
+        yield sock.getsockname()[1]
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+def test_a_client_without_a_certificate_reads_the_certificate_required_alert() -> None:
+    async def go() -> None:
+        ctx, _ = _node_tls()
+        async with _alerting(ctx) as port:
+            insecure = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            insecure.check_hostname, insecure.verify_mode = False, ssl.CERT_NONE
+            insecure.set_alpn_protocols(["h2"])
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=insecure)
+            writer.write(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")  # the client preface, as Go's sends next
+            try:
+                with pytest.raises(ssl.SSLError, match="CERTIFICATE_REQUIRED"):
+                    await reader.read(100)  # asyncio's own server: b"" (EOF), or a reset
+            finally:
+                writer.close()
+
+    _run(go())
+
+
+def test_a_client_with_a_certificate_of_the_cluster_is_served() -> None:
+    async def go() -> None:
+        ctx, ca = _node_tls()
+        client = new_keypair(ca, common_name="admin", ttl=timedelta(days=1), server=False, client=True)
+        async with _alerting(ctx) as port:
+            tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+            tls.load_verify_locations(cadata=ca.crt.decode())
+            load_into_ssl_context(tls, client.crt, client.key)
+            tls.set_alpn_protocols(["h2"])
+            channel = Channel("127.0.0.1", port, ssl=tls)
+            try:
+                reply = await HealthStub(channel).Check(HealthCheckRequest())
+            finally:
+                channel.close()
+            assert reply.status == HealthCheckResponse.SERVING
+
+    _run(go())
