@@ -14,26 +14,30 @@ each test here fails on what Ichor answered before:
 - ``events --since <not an id>``: Talos's text (``error parsing tail_id: xid: invalid ID``, Unknown).
 - ``apply-config --insecure`` against a configured node: apid sends the TLS alert before closing, so
   Talos's client reports ``tls: certificate required`` instead of ``EOF``/``connection reset``.
+- ``logs apid`` had no line per call: apid logs each as Talos's gRPC logging middleware does.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import random
+import re
 import socket
 import ssl
 import tempfile
 import typing
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from google.protobuf import empty_pb2
 from grpclib.client import Channel
-from grpclib.const import Status
+from grpclib.const import Cardinality, Handler, Status
 from grpclib.exceptions import GRPCError
 from grpclib.health.service import Health
 from grpclib.health.v1.health_grpc import HealthStub
@@ -43,6 +47,8 @@ from grpclib.server import Server
 from ichor.api.gen.common import common_pb2
 from ichor.api.gen.machine import machine_grpc, machine_pb2
 from ichor.machined import authz, cri
+from ichor.machined.apid import Apid
+from ichor.machined.apid._requestlog import request_line
 from ichor.machined.apid._tls import AlertingServer, server_context
 from ichor.machined.cosi import spec_to_plain
 from ichor.machined.events import EventBus
@@ -280,3 +286,92 @@ def test_a_client_with_a_certificate_of_the_cluster_is_served() -> None:
             assert reply.status == HealthCheckResponse.SERVING
 
     _run(go())
+
+
+# ----------------------------------------------------------------------------- apid's request log
+
+
+def test_a_request_line_is_talos_middlewares() -> None:
+    at = datetime(2024, 5, 1, 12, 0, 0, 123456, tzinfo=UTC)
+    metadata = [
+        (":authority", "10.5.0.2:50000"),
+        ("nodes", "10.5.0.3"),
+        ("nodes", "10.5.0.4"),
+        ("token", "s3cret"),
+    ]
+    ok = request_line(at, path="/machine.MachineService/Version", streaming=False,
+                      took=timedelta(microseconds=1234), status=Status.OK, message="", metadata=metadata)  # fmt: skip
+    assert ok == (
+        "2024/05/01 12:00:00.123456 log.go:73: OK [/machine.MachineService/Version] 1.234ms unary Success "
+        "(:authority=10.5.0.2:50000;nodes=10.5.0.3,10.5.0.4;token=<hidden>)"
+    )
+    denied = request_line(at, path="/machine.MachineService/Logs", streaming=True, took=timedelta(seconds=2),
+                          status=Status.PERMISSION_DENIED, message="not authorized", metadata=[])  # fmt: skip
+    assert denied == (
+        "2024/05/01 12:00:00.123456 log.go:94: PermissionDenied [/machine.MachineService/Logs] 2s stream "
+        "rpc error: code = PermissionDenied desc = not authorized ()"
+    )
+
+
+class _Machined:
+    """machined's Version, behind its unix socket."""
+
+    async def version(self, stream: Any) -> None:
+        await stream.recv_message()
+        await stream.send_message(machine_pb2.VersionResponse(messages=[machine_pb2.Version()]))
+
+    def __mapping__(self) -> dict[str, Handler]:
+        return {
+            "/machine.MachineService/Version": Handler(
+                self.version, Cardinality.UNARY_UNARY, empty_pb2.Empty, machine_pb2.VersionResponse
+            )
+        }
+
+
+def test_apid_logs_every_call_with_its_status() -> None:
+    address = f"127.{random.randint(100, 199)}.{random.randint(0, 255)}.{random.randint(2, 250)}"
+    ca = new_ed25519_ca(organization="talos", ttl=timedelta(days=1))
+    server_cert = new_keypair(ca, common_name=address, ttl=timedelta(days=1), server=True, client=False,
+                              ip_addresses=[address])  # fmt: skip
+    lines: list[str] = []
+
+    def client(*roles: str) -> Channel:
+        cert = new_keypair(ca, organizations=roles, ttl=timedelta(days=1), server=False, client=True)
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        tls.load_verify_locations(cadata=ca.crt.decode())
+        load_into_ssl_context(tls, cert.crt, cert.key)
+        tls.set_alpn_protocols(["h2"])
+        return Channel(address, port, ssl=tls)
+
+    async def go() -> None:
+        with tempfile.TemporaryDirectory(dir="/tmp") as tmp:
+            machined = Server([_Machined()])
+            await machined.start(path=f"{tmp}/machined.sock")
+            apid = Apid(address=address, port=port, machined_socket=Path(f"{tmp}/machined.sock"),
+                        server_cert=server_cert, accepted_cas=[ca.crt], client_cert=None,
+                        request_log=lines.append)  # fmt: skip
+            try:
+                async with apid:
+                    admin, reader = client("os:admin"), client("os:reader")
+                    try:
+                        await machine_grpc.MachineServiceStub(admin).Version(empty_pb2.Empty())
+                        with pytest.raises(GRPCError):
+                            await machine_grpc.MachineServiceStub(reader).Reboot(machine_pb2.RebootRequest())
+                    finally:
+                        admin.close()
+                        reader.close()
+            finally:
+                machined.close()
+                await machined.wait_closed()
+
+    port = random.randint(20000, 60000)
+    _run(go())
+    assert len(lines) == 2, lines
+    version, reboot = lines
+    assert re.fullmatch(
+        r"\d{4}/\d\d/\d\d \d\d:\d\d:\d\d\.\d{6} log\.go:73: OK \[/machine\.MachineService/Version\] \S+ unary "
+        rf"Success \(:authority={re.escape(address)}:{port};content-type=application/grpc;user-agent=grpc-python\S*.*\)",
+        version,
+    ), version
+    assert "PermissionDenied [/machine.MachineService/Reboot]" in reboot
+    assert "unary rpc error: code = PermissionDenied desc = not authorized" in reboot
