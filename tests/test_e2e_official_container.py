@@ -8,7 +8,7 @@ without a panic and ``--since`` refuses a non-id with Talos's text, each node ha
 own, ``ls -r`` recurses, ``/etc/kubernetes/manifests`` is there and empty, ``--insecure`` against a
 configured node reports Talos's TLS refusal, every config create wrote validates in container mode,
 ``image ls --namespace system`` lists the kubelet's image, ``time``, ``usage``, ``get etcdmembers``
-and ``get securitystate`` answer, ``health --server=false`` passes and ``apply-config --mode try``
+and ``get securitystate`` answer, ``logs apid`` has a line per call, ``health --server=false`` passes and ``apply-config --mode try``
 returns. Time budget: ~4 min (create with Kubernetes ~130 s, the checks ~40 s, destroy ~10 s).
 """
 
@@ -105,6 +105,12 @@ def test_official_talosctl_against_a_container_cluster_with_kubernetes(tmp_path:
         for args in (("time",), ("usage", "/etc"), ("get", "etcdmembers"), ("get", "securitystate")):
             got = official("-n", cp, *args)
             assert got.exit_code == 0 and got.stdout.count("\n") >= 2, (args, got.stdout, got.stderr)
+
+        # apid logs every call, as Talos's does.
+        apid_log = official("-n", cp, "logs", "apid", "--tail", "5")
+        assert apid_log.exit_code == 0 and apid_log.stdout.count("[/machine.MachineService/") == 5, (
+            apid_log.stdout
+        )
 
         health = official("-n", cp, "health", "--server=false", "--wait-timeout", "2m", timeout=180)
         assert health.exit_code == 0, health.stdout + health.stderr
