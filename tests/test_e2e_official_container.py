@@ -8,7 +8,8 @@ without a panic and ``--since`` refuses a non-id with Talos's text, each node ha
 own, ``ls -r`` recurses, ``/etc/kubernetes/manifests`` is there and empty, ``--insecure`` against a
 configured node reports Talos's TLS refusal, every config create wrote validates in container mode,
 ``image ls --namespace system`` lists the kubelet's image, ``time``, ``usage``, ``get etcdmembers``
-and ``get securitystate`` answer, ``logs apid`` has a line per call, ``health --server=false`` passes and ``apply-config --mode try``
+and ``get securitystate`` answer, ``logs apid`` has a line per call, ``netstat --pods`` names the
+pods' sockets, ``health --server=false`` passes and ``apply-config --mode try``
 returns. Time budget: ~4 min (create with Kubernetes ~130 s, the checks ~40 s, destroy ~10 s).
 """
 
@@ -110,6 +111,12 @@ def test_official_talosctl_against_a_container_cluster_with_kubernetes(tmp_path:
         apid_log = official("-n", cp, "logs", "apid", "--tail", "5")
         calls = [line for line in apid_log.stdout.splitlines() if re.search(r" log\.go:\d+: \w+ \[/", line)]
         assert apid_log.exit_code == 0 and len(calls) == 5, apid_log.stdout
+
+        # netstat --pods: the pods' own sockets, each named by its pod (CoreDNS on :53 in its own).
+        pods = official("-n", f"{cp},{worker}", "netstat", "--pods", "-l")
+        assert pods.exit_code == 0 and re.search(r":53\s.*LISTEN\s+kube-system/coredns-", pods.stdout), (
+            pods.stdout
+        )
 
         health = official("-n", cp, "health", "--server=false", "--wait-timeout", "2m", timeout=180)
         assert health.exit_code == 0, health.stdout + health.stderr

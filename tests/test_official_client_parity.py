@@ -15,12 +15,15 @@ each test here fails on what Ichor answered before:
 - ``apply-config --insecure`` against a configured node: apid sends the TLS alert before closing, so
   Talos's client reports ``tls: certificate required`` instead of ``EOF``/``connection reset``.
 - ``logs apid`` had no line per call: apid logs each as Talos's gRPC logging middleware does.
+- ``netstat --pods`` named no pod: the pods' network namespaces (``/var/run/netns/cni-...``) are
+  listed with their names, and ``containers -k`` gives each sandbox that name, as Talos's do.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import random
 import re
 import socket
@@ -46,6 +49,7 @@ from grpclib.server import Server
 
 from ichor.api.gen.common import common_pb2
 from ichor.api.gen.machine import machine_grpc, machine_pb2
+from ichor.cli._netstat import _pod_netns
 from ichor.machined import authz, cri
 from ichor.machined.apid import Apid
 from ichor.machined.apid._requestlog import request_line
@@ -59,6 +63,7 @@ from ichor.machined.resources._network_stack import LinkSpecSpec
 from ichor.machined.resources._protoenc import SPEC_MESSAGES, decode_spec, encode_spec
 from ichor.machined.server import _containers
 from ichor.machined.server._machine import MachineService
+from ichor.machined.server._netstat import named_netns, netstat
 from ichor.machinery.pki import load_into_ssl_context, new_ed25519_ca, new_keypair
 
 TIMEOUT = 10.0
@@ -375,3 +380,89 @@ def test_apid_logs_every_call_with_its_status() -> None:
     ), version
     assert "PermissionDenied [/machine.MachineService/Reboot]" in reboot
     assert "unary rpc error: code = PermissionDenied desc = not authorized" in reboot
+
+
+# ----------------------------------------------------------------------------- netstat --pods
+
+_POD_TCP = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000:0035 00000000:0000 0A 00000000:00000000 00:00000000 00000000 65532        0 5353 1 ffff 100 0 0 10 0
+"""
+_HOST_TCP = """  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242 1 ffff 100 0 0 10 0
+"""
+
+
+def _process(proc: Path, pid: int, comm: str, net_inode: int, tcp: str, sockets: list[int]) -> None:
+    (proc / str(pid) / "fd").mkdir(parents=True)
+    (proc / str(pid) / "net").mkdir()
+    (proc / str(pid) / "ns").mkdir()
+    (proc / str(pid) / "comm").write_text(comm + "\n")
+    (proc / str(pid) / "net" / "tcp").write_text(tcp)
+    os.symlink(f"net:[{net_inode}]", proc / str(pid) / "ns" / "net")
+    for fd, inode in enumerate(sockets, start=3):
+        os.symlink(f"socket:[{inode}]", proc / str(pid) / "fd" / str(fd))
+
+
+def test_netstat_pods_adds_each_pod_network_namespace_by_its_cri_name(tmp_path: Path) -> None:
+    netns_dir = tmp_path / "netns"
+    netns_dir.mkdir()
+    (netns_dir / "cni-1111").write_text("")  # a bound namespace: its inode is the namespace's
+    (netns_dir / "cni-gone").write_text("")  # no process in it any more
+    proc = tmp_path / "proc"
+    _process(proc, 1, "machined", 1, _HOST_TCP, [4242])
+    _process(proc, 40, "coredns", os.stat(netns_dir / "cni-1111").st_ino, _POD_TCP, [5353])
+    pod_netns = named_netns(netns_dir, [1, 40], proc)
+    assert pod_netns == {"cni-1111": 40}
+
+    request = machine_pb2.NetstatRequest(filter=machine_pb2.NetstatRequest.LISTENING)
+    request.l4proto.tcp = True
+    request.feature.pid = True
+    request.netns.hostnetwork = True
+    request.netns.allnetns = True
+    host, pod = netstat(request, [1, 40], proc, pod_netns=pod_netns)
+    assert (host.netns, host.localport, host.process.name) == ("", 8080, "machined")
+    assert (pod.netns, pod.localport, pod.process.pid, pod.process.name) == ("cni-1111", 53, 40, "coredns")
+    request.netns.allnetns = False  # without --pods: the node's own sockets only
+    assert [r.netns for r in netstat(request, [1, 40], proc, pod_netns=pod_netns)] == [""]
+    named = machine_pb2.NetstatRequest(netns=machine_pb2.NetstatRequest.NetNS(netns=["cni-1111"]))
+    named.l4proto.tcp = True
+    named.filter = machine_pb2.NetstatRequest.ALL
+    assert [r.netns for r in netstat(named, [1, 40], proc, pod_netns=pod_netns)] == ["cni-1111"]
+
+
+def test_a_pod_sandbox_carries_its_network_namespace_name_a_host_network_one_none() -> None:
+    labels = {"io.kubernetes.pod.namespace": "kube-system", "io.kubernetes.pod.name": "coredns-abc"}
+    spec = {
+        "linux": {"namespaces": [{"type": "pid"}, {"type": "network", "path": "/var/run/netns/cni-1111"}]}
+    }
+    base = cri.Container(id="f" * 64, image="registry.k8s.io/pause:3.8", pid=40, status="RUNNING")
+    sandbox = cri.pod_container(base, {"Labels": labels, "Spec": spec}, {})
+    assert (sandbox.pod, sandbox.network_namespace, sandbox.status) == (
+        "kube-system/coredns-abc",
+        "cni-1111",
+        "SANDBOX_READY",
+    )
+    host_network = {"linux": {"namespaces": [{"type": "pid"}, {"type": "mount"}]}}
+    assert cri.pod_container(base, {"Labels": labels, "Spec": host_network}, {}).network_namespace == ""
+
+
+def test_the_cli_names_each_pod_namespace_by_its_running_sandbox() -> None:
+    sandbox = machine_pb2.ContainerInfo(id="kube-system/coredns-abc", pod_id="kube-system/coredns-abc", pid=40,
+                                        network_namespace="cni-1111")  # fmt: skip
+    container = machine_pb2.ContainerInfo(id="kube-system/coredns-abc:coredns:0123456789ab",
+                                          pod_id="kube-system/coredns-abc", pid=41, network_namespace="cni-1111")  # fmt: skip
+    host_network = machine_pb2.ContainerInfo(
+        id="kube-system/kube-proxy-x", pod_id="kube-system/kube-proxy-x", pid=50
+    )
+    message = machine_pb2.Container(containers=[sandbox, container, host_network])
+    message.metadata.hostname = "10.5.0.2"
+    asked: list[Any] = []
+
+    class _Machine:
+        async def Containers(self, request: Any) -> Any:
+            asked.append(request)
+            return machine_pb2.ContainersResponse(messages=[message])
+
+    client = SimpleNamespace(machine=_Machine(), peer_host="10.5.0.2")
+    assert _run(_pod_netns(client)) == {("10.5.0.2", "cni-1111"): "kube-system/coredns-abc"}
+    assert (asked[0].namespace, asked[0].driver) == ("k8s.io", common_pb2.ContainerDriver.CRI)

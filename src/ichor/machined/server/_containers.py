@@ -108,7 +108,8 @@ class ContainerMethods:
         found = await self._listing(namespace)
         infos = [
             machine_pb2.ContainerInfo(namespace=namespace, id=c.display, name=c.name, pod_id=c.pod_id,
-                                      image=c.image, pid=c.pid, status=c.status)
+                                      image=c.image, pid=c.pid, status=c.status,
+                                      network_namespace=c.network_namespace)
             for c in found
         ]  # fmt: skip
         await stream.send_message(
