@@ -588,8 +588,8 @@ def test_rbac_off_gives_every_role(ca: PKI, short_tmp: Path) -> None:
 
 
 async def _refused_by_tls(channel: Channel) -> None:
-    # TLS 1.3: the server checks the client certificate after the client finished its handshake
-    # and drops the connection without an alert, so the client sees the connection lost.
+    # TLS 1.3: the server checks the client certificate after the client finished its handshake,
+    # sends its alert and closes; grpclib's client reports the connection lost.
     with pytest.raises(StreamTerminatedError, match="Connection lost"):
         await version(channel)
 

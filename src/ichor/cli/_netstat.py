@@ -3,7 +3,8 @@
 ``netstat`` prints Talos's table (``Proto Recv-Q Send-Q Local Address Foreign Address State`` plus
 the columns ``-x``, ``-p``, ``-k``, ``-o`` add) from the ``Netstat`` RPC. On a process node the
 sockets are those held by the node's own processes (see ``ichor.machined.server._netstat``).
-``stats`` prints ``NODE NAMESPACE ID MEMORY(MB) CPU`` from ``Stats``; a process node answers that it
+``--pods`` adds the sockets of the pods' own network namespaces, each named by its pod from
+``containers -k``, as Talos's client does. ``stats`` prints ``NODE NAMESPACE ID MEMORY(MB) CPU`` from ``Stats``; a process node answers that it
 runs no containers. ``cgroups`` reads the node's ``/sys/fs/cgroup`` as Talos does; a process node
 has none of its own (it lives in the host's cgroup), and the command says so.
 """
@@ -63,6 +64,7 @@ def netstat(pod: str | None, **flags: bool) -> None:
     request = netstat_request(flags)
 
     async def work(client: Any) -> None:
+        pods = await _pod_netns(client) if flags["pods"] else {}
         response = await client.machine.Netstat(request)
         state_names = machine_pb2.ConnectRecord.State.Name
         timer_names = machine_pb2.ConnectRecord.TimerActive.Name
@@ -78,7 +80,7 @@ def netstat(pod: str | None, **flags: bool) -> None:
                 if flags["programs"]:
                     cells.append(f"{r.process.pid}/{r.process.name}" if r.process.pid else "-")
                 if flags["pods"]:
-                    cells.append("-")
+                    cells.append(pods.get((node, r.netns), "-") if r.netns else "-")
                 if flags["timers"]:
                     cells.append(
                         f"{timer_names(r.tr).lower()} ({r.timerwhen / 100:.2f}/{r.retrnsmt}/{r.timeout})"
@@ -91,6 +93,22 @@ def netstat(pod: str | None, **flags: bool) -> None:
             click.echo(render_table([["NODE", *header] if named else header, *rows]), nl=False)
 
     run(work)
+
+
+async def _pod_netns(client: Any) -> dict[tuple[str, str], str]:
+    """(node, network namespace) -> the pod in it, from ``containers -k``'s running sandboxes, as
+    Talos's client names the pods of ``netstat --pods``."""
+    from ichor.api.gen.common import common_pb2
+    from ichor.api.gen.machine import machine_pb2
+
+    request = machine_pb2.ContainersRequest(namespace="k8s.io", driver=common_pb2.ContainerDriver.CRI)
+    response = await client.machine.Containers(request)
+    return {
+        (node, c.network_namespace): c.id
+        for node, message in replies(client, response, "error getting container list")
+        for c in message.containers
+        if c.network_namespace and c.pid and c.id == c.pod_id
+    }
 
 
 def netstat_request(flags: dict[str, bool]) -> Any:

@@ -10,7 +10,7 @@ This module only keeps and fans out events; what publishes them is up to the nod
 
 from __future__ import annotations
 
-__all__ = ["EventBus", "NodeEvent", "new_xid"]
+__all__ = ["INVALID_XID", "EventBus", "NodeEvent", "new_xid"]
 
 import asyncio
 import hashlib
@@ -41,9 +41,13 @@ def new_xid(now: datetime | None = None) -> str:
     return "".join(_B32HEX[(number >> shift) & 31] for shift in range(95, -5, -5))
 
 
+INVALID_XID = "xid: invalid ID"
+"""rs/xid's ``ErrInvalidID`` text, which Talos's Events wraps as ``error parsing tail_id: ...``."""
+
+
 def _xid_bytes(xid: str) -> int:
     if len(xid) != 20 or any(ch not in _B32HEX for ch in xid):
-        raise ValueError(f"invalid xid {xid!r}")
+        raise ValueError(INVALID_XID)
     number = 0
     for ch in xid:
         number = (number << 5) | _B32HEX.index(ch)

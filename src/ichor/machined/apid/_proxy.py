@@ -10,6 +10,9 @@ before reading a byte of the request, and reads requests one message at a time, 
 over :data:`MAX_MESSAGE_SIZE` from its length prefix. A client stream fanned out to several nodes
 is relayed as it arrives (``_relay.Fanout``), never collected.
 
+Every call ends with a line in apid's request log (``request_log``: Talos's middleware's format,
+:mod:`._requestlog`), which ``talosctl logs apid`` shows.
+
 Each call runs in its grpclib handler task; fan-out to several nodes runs in a ``TaskGroup`` inside it,
 so cancelling the call (client gone, deadline, shutdown) cancels every backend call it started.
 """
@@ -20,7 +23,9 @@ import asyncio
 import ipaddress
 import logging
 import socket
+import time
 from collections.abc import AsyncIterable, Awaitable, Callable, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import TracebackType
 
@@ -40,8 +45,9 @@ from ._failure import BackendFailed, Metadata, RequestRefused
 from ._inproc import InProcessBackend, MachineApi
 from ._methods import METHODS, Method, is_streamed
 from ._relay import Fanout, Requests
+from ._requestlog import request_line
 from ._router import NODE_KEY, NODES_KEY, PROXYFROM_KEY, Route, RouteKind, local_target_checker, route
-from ._tls import ServerContexts, client_context, reload_context
+from ._tls import AlertingServer, ServerContexts, client_context, reload_context
 from ._wire import WireError, append_info, error_reply
 
 log = logging.getLogger(__name__)
@@ -94,6 +100,8 @@ class Apid:
         max_message_size: int = MAX_MESSAGE_SIZE,
         listen_address: str | None = None,
         machine_api: MachineApi | None = None,
+        request_log: Callable[[str], None] | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     ) -> None:
         self.address = address
         # A node with its own network namespace listens on every address, as Talos's apid does (a
@@ -112,6 +120,8 @@ class Apid:
         self._proxyfrom = f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
         self._machined_socket = machined_socket
         self._machine_api = machine_api
+        self._request_log = request_log
+        self._clock = clock
         self._local: Backend | None = None
         self._remotes: dict[str, Backend] = {}
         self._server: Server | None = None
@@ -162,9 +172,14 @@ class Apid:
                 ),
                 self._dial_timeout,
             )
-        server = Server([self], codec=RawCodec(), status_details_codec=RawStatusDetailsCodec())
+        server = AlertingServer(
+            [self],
+            codec=RawCodec(),
+            status_details_codec=RawStatusDetailsCodec(),
+            tls=self._server_tls.listener,
+        )
         try:
-            await server.start(sock=sock, ssl=self._server_tls.listener)
+            await server.start(sock=sock)
         except BaseException:
             sock.close()
             raise
@@ -261,13 +276,42 @@ class Apid:
         return out
 
     async def _handle(self, method: Method, stream: Stream[bytes, bytes]) -> None:
+        started = time.monotonic()
+        status, message = Status.OK, ""
         try:
-            await self._route_and_forward(method, stream)
+            failed = await self._route_and_forward(method, stream)
+            if failed is not None:
+                status, message = failed
             stop_request(stream)  # answered before the caller finished sending (refused, ...)
+        except GRPCError as exc:
+            status, message = exc.status, exc.message or ""
+            raise
         except asyncio.CancelledError:
+            status, message = Status.CANCELLED, "context canceled"
             if self._closing:
                 await self._say_goodbye(stream)
             raise
+        except Exception as exc:  # grpclib answers it as Unknown
+            status, message = Status.UNKNOWN, str(exc)
+            raise
+        finally:
+            if self._request_log is not None:
+                self._log_request(
+                    method, stream, timedelta(seconds=time.monotonic() - started), status, message
+                )
+
+    def _log_request(
+        self, method: Method, stream: Stream[bytes, bytes], took: timedelta, status: Status, message: str
+    ) -> None:
+        assert self._request_log is not None
+        metadata = [(":authority", self._proxyfrom), ("content-type", "application/grpc")]
+        if stream.user_agent:
+            metadata.append(("user-agent", stream.user_agent))
+        metadata += [(k, v) for k, v in (stream.metadata or Metadata()).items() if isinstance(v, str)]
+        streaming = method.cardinality.name != "UNARY_UNARY"
+        line = request_line(self._clock(), path=method.path, streaming=streaming, took=took, status=status,
+                            message=message, metadata=metadata)  # fmt: skip
+        self._request_log(line)
 
     async def _say_goodbye(self, stream: Stream[bytes, bytes]) -> None:
         # grpclib cancels handlers on shutdown but leaves their streams open; end them with a
@@ -280,7 +324,10 @@ class Apid:
         except (ProtocolError, StreamTerminatedError, OSError, TimeoutError, AttributeError):
             pass  # already ended, or the connection is gone
 
-    async def _route_and_forward(self, method: Method, stream: Stream[bytes, bytes]) -> None:
+    async def _route_and_forward(
+        self, method: Method, stream: Stream[bytes, bytes]
+    ) -> tuple[Status, str] | None:
+        """The call proxied; the status and message it ended with, when that was not OK."""
         metadata: MultiMapping[str | bytes] = stream.metadata or Metadata()
         roles = authz.caller_roles(_peer_certificate(stream), metadata, rbac=self.rbac)
         where: Route = route(
@@ -289,13 +336,13 @@ class Apid:
         if not authz.is_allowed(method.path, roles):
             # Decided from the path and the certificate alone: not a byte of the request is read.
             await self._refuse(method, stream, where)
-            return
+            return None
         outgoing = self._outgoing(metadata, roles)
         if where.kind is RouteKind.ONE_TO_MANY:
             await self._one_to_many(method, stream, where.targets, outgoing)
-            return
+            return None
         backend = self._local_backend() if where.kind is RouteKind.LOCAL else self._target(where.targets[0])
-        await self._one_to_one(method, stream, backend, outgoing)
+        return await self._one_to_one(method, stream, backend, outgoing)
 
     async def _refuse(self, method: Method, stream: Stream[bytes, bytes], where: Route) -> None:
         """PermissionDenied, shaped as machined's refusal would reach the caller through apid."""
@@ -313,8 +360,9 @@ class Apid:
 
     async def _one_to_one(
         self, method: Method, stream: Stream[bytes, bytes], backend: Backend, outgoing: Metadata
-    ) -> None:
-        """Pass everything through unchanged: headers, messages, trailers, status."""
+    ) -> tuple[Status, str] | None:
+        """Pass everything through unchanged: headers, messages, trailers, status (returned when
+        not OK)."""
 
         async def on_headers(headers: Metadata) -> None:
             if headers:
@@ -332,8 +380,9 @@ class Apid:
             await stream.send_trailing_metadata(
                 status=f.status, status_message=f.message, status_details=f.details, metadata=f.trailers
             )
-            return
+            return f.status, f.message or ""
         await stream.send_trailing_metadata(metadata=trailers)
+        return None
 
     async def _one_to_many(
         self, method: Method, stream: Stream[bytes, bytes], targets: Sequence[str], outgoing: Metadata

@@ -6,16 +6,28 @@ feature a non-CA client certificate must carry exactly the ``ClientAuth`` extend
 Go checks that during the handshake, so here a refused certificate fails the handshake too.
 
 Key pairs are loaded with :func:`ichor.machinery.pki.load_into_ssl_context` (keys never touch disk).
+
+A refused handshake sends its TLS alert before the connection closes (:class:`AlertingServer`): a
+client without a certificate (``apply-config --insecure`` against a configured node) then reads
+TLS 1.3's ``certificate_required``, and Talos's Go client says ``remote error: tls: certificate
+required``, as against Talos's apid. asyncio's own TLS server drops the alert OpenSSL wrote and
+resets the connection, which Go reports as ``EOF``/``connection reset by peer``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import ssl
+from asyncio import sslproto
 from collections.abc import Sequence
+from typing import Any, cast
 
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
+from grpclib.protocol import H2Protocol
+from grpclib.server import Server
 
 from ichor.machinery.pki import CertKey, load_into_ssl_context
 
@@ -127,3 +139,79 @@ def client_context(client: CertKey, accepted_cas: Sequence[bytes]) -> ssl.SSLCon
     _load_chain(ctx, client)
     ctx.set_alpn_protocols(["h2"])
     return ctx
+
+
+REFUSED_LINGER = 2.0
+"""Seconds a refused connection stays open for reading after its alert and FIN (see below)."""
+
+
+class _AlertingSSLProtocol(sslproto.SSLProtocol):
+    """asyncio's TLS server side, but a refused handshake ends as Go's does, readable by the peer:
+    the alert OpenSSL wrote is sent, then a FIN, and what the peer still sends (Go's client has
+    its HTTP/2 preface and first request on the way) is read and dropped until it closes or
+    :data:`REFUSED_LINGER` passes. asyncio drops the alert and closes at once, and a close with
+    unread data is a TCP reset, which makes the peer's next write fail (``broken pipe``) before it
+    reads anything."""
+
+    _refused = False
+    lingering: set[asyncio.Transport] | None = None
+    """The server's refused connections still open: closing the server aborts them."""
+
+    def _on_handshake_complete(self, handshake_exc: BaseException | None) -> None:
+        transport = cast("asyncio.Transport | None", self._transport)
+        if handshake_exc is None or transport is None or transport.is_closing():
+            super()._on_handshake_complete(handshake_exc)
+            return
+        timeout = cast("asyncio.TimerHandle | None", self._handshake_timeout_handle)  # type: ignore[has-type]
+        if timeout is not None:
+            timeout.cancel()
+            self._handshake_timeout_handle = None
+        self._refused = True
+        self._set_state(sslproto.SSLProtocolState.UNWRAPPED)  # type: ignore[attr-defined]  # CPython's
+        with contextlib.suppress(Exception):  # a peer already gone: nothing to tell it
+            self._process_outgoing()  # type: ignore[attr-defined]  # CPython's, not in typeshed
+            transport.write_eof()
+        lingering = self.lingering if self.lingering is not None else set()
+        lingering.add(transport)
+
+        def done() -> None:
+            lingering.discard(transport)
+            transport.abort()
+
+        self._loop.call_later(REFUSED_LINGER, done)
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if self.lingering is not None and self._transport is not None:
+            self.lingering.discard(cast("asyncio.Transport", self._transport))
+        super().connection_lost(exc)
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if not self._refused:
+            super().buffer_updated(nbytes)
+
+
+class AlertingServer(Server):
+    """grpclib's server over TLS whose refused handshakes send their alert (see the module doc).
+
+    Start it with ``start(sock=...)`` and no ``ssl``: each accepted connection gets its own TLS
+    layer from ``tls`` (reloading ``tls`` in place changes the next handshakes, as before)."""
+
+    def __init__(self, *args: Any, tls: ssl.SSLContext, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._tls = tls
+        self._lingering: set[asyncio.Transport] = set()
+
+    def close(self) -> None:
+        """Stop listening, as grpclib's, and drop the refused connections still draining."""
+        super().close()
+        for transport in list(self._lingering):
+            transport.abort()
+        self._lingering.clear()
+
+    def _protocol_factory(self) -> Any:  # an asyncio protocol wrapping grpclib's H2Protocol
+        app: H2Protocol = super()._protocol_factory()
+        loop = asyncio.get_running_loop()
+        no_waiter = cast("asyncio.Future[Any]", None)  # nobody awaits the handshake: SSLProtocol allows None
+        protocol = _AlertingSSLProtocol(loop, app, self._tls, no_waiter, server_side=True)
+        protocol.lingering = self._lingering
+        return protocol

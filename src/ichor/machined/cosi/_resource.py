@@ -227,6 +227,8 @@ def spec_to_plain(spec: Any) -> Any:
     Go ``[]byte``, which Talos's YAML writes as a sequence of numbers (the only form Go reads back
     into a ``[]byte``), as is a ``str`` field with ``{"binary": True}`` (text here, bytes in Talos);
     ``{"base64": True}`` makes bytes plain base64 instead (Go's PEM types marshal themselves so).
+    ``{"zero": "netrom"}`` names an enum field's Go zero value, shown for "" (Go's YAML has no empty
+    enum: ``LinkSpec``'s ``type`` of a physical link is ``netrom``, number 0).
     """
     if dataclasses.is_dataclass(spec) and not isinstance(spec, type):
         out: dict[str, Any] = {}
@@ -236,8 +238,10 @@ def spec_to_plain(spec: Any) -> Any:
             value = getattr(spec, f.name)
             if f.metadata.get("omitempty") and _is_empty(value):
                 continue
-            if f.metadata.get("base64") and isinstance(value, bytes):
-                plain: Any = base64.b64encode(value).decode("ascii")  # Go's PEM types do so
+            if value == "" and "zero" in f.metadata:
+                plain: Any = f.metadata["zero"]  # an enum's Go zero value, by its name
+            elif f.metadata.get("base64") and isinstance(value, bytes):
+                plain = base64.b64encode(value).decode("ascii")  # Go's PEM types do so
             elif f.metadata.get("binary") and isinstance(value, str):
                 plain = list(value.encode())  # text held as Go []byte
             elif f.metadata.get("url") and isinstance(value, str):

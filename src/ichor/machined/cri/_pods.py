@@ -60,6 +60,9 @@ class PodContainer:
     """Node-relative CRI log file (``/var/log/pods/...``); ``""`` for a sandbox."""
     created_at: int = 0
     exit_code: int = 0
+    network_namespace: str = ""
+    """A sandbox's network namespace by the name the CRI bound it under (``cni-<uuid>``, the base
+    name of its spec's network namespace path, as Talos shows it); ``""`` on the host network."""
 
     @property
     def sandbox(self) -> bool:
@@ -100,6 +103,14 @@ def _extension(info: dict[str, Any]) -> dict[str, Any]:
     return metadata if isinstance(metadata, dict) else {}
 
 
+def _network_namespace(info: dict[str, Any]) -> str:
+    linux = (info.get("Spec") or {}).get("linux") or {}
+    for namespace in linux.get("namespaces") or ():
+        if isinstance(namespace, dict) and namespace.get("type") == "network" and namespace.get("path"):
+            return str(namespace["path"]).rstrip("/").rsplit("/", 1)[-1]
+    return ""
+
+
 def _cri_status(status_file: str) -> dict[str, Any]:
     try:
         data = json.loads(Path(status_file).read_text())
@@ -118,7 +129,8 @@ def pod_container(base: Container, info: dict[str, Any], cri_status: dict[str, A
     name = labels.get(_CONTAINER_NAME, "")
     if not name:
         status = "SANDBOX_READY" if base.status == "RUNNING" else "SANDBOX_NOTREADY"
-        return PodContainer(base.id, f"{namespace}/{pod}", "", base.image, base.pid, status)
+        return PodContainer(base.id, f"{namespace}/{pod}", "", base.image, base.pid, status,
+                            network_namespace=_network_namespace(info))  # fmt: skip
     if base.status == "RUNNING":
         status = "CONTAINER_RUNNING"
     elif cri_status.get("FinishedAt") or base.status == "STOPPED":

@@ -30,7 +30,7 @@ class HostDNSConfigSpec:
     enabled: bool = False
     listen_addresses: tuple[str, ...] = ()
     """``ip:port`` pairs (Go's ``netip.AddrPort``)."""
-    service_host_dns_address: str = ""
+    service_host_dns_address: str = dataclasses.field(default="", metadata={"yaml": "serviceHostDNSAddress"})
     """Go's zero ``netip.Addr`` is ``""``: set only with ``forwardKubeDNSToHost``."""
 
 

@@ -168,7 +168,9 @@ class LinkSpecSpec:
     up: bool = False
     mtu: int = 0
     kind: str = ""
-    type: str = ""
+    type: str = dataclasses.field(default="", metadata={"zero": "netrom"})
+    """A logical link's ARP hardware type (``ether``...); "" for a physical one, whose Go zero value
+    Talos's YAML shows as ``netrom``."""
     parent_name: str = dataclasses.field(default="", metadata=_omit())
     master_name: str = dataclasses.field(default="", metadata=_omit())
     slave_index: int = dataclasses.field(default=0, metadata=_omit())

@@ -5,8 +5,8 @@
 (``talosctl containers [-k]``); the CRI one's containers are named by pod as Talos 1.7 names them
 (``kube-system/kube-apiserver-<node>`` for the sandbox, ``...:kube-apiserver:<id[:12]>`` for its
 container: :mod:`ichor.machined.cri._pods`), and ``logs``/``restart``/``stats -k`` take those names
-(``ns/pod:container`` alone means its newest attempt); ``ImageList``/``ImagePull`` map ``NS_CRI`` (the default) to
-``k8s.io`` in the CRI containerd and ``NS_SYSTEM`` to ``system`` in the system containerd; a pull is
+(``ns/pod:container`` alone means its newest attempt); ``ImageList``/``ImagePull`` ask the CRI containerd as Talos's do, ``NS_CRI`` (the
+default) in namespace ``k8s.io`` and ``NS_SYSTEM`` in ``system``, where the kubelet's image is; a pull is
 retried while its registry cannot be reached (:func:`ichor.machined.cri.pull_with_retry`). A node
 that runs no containerd answers ``FAILED_PRECONDITION`` with the reason; a containerd that does not
 answer is ``UNAVAILABLE``, as in Talos.
@@ -46,8 +46,12 @@ def _instance(namespace: str) -> cri.Instance:
     return cri.CRI if namespace == cri.CRI.namespace else cri.SYSTEM
 
 
-def _image_instance(namespace: int) -> cri.Instance:
-    return cri.SYSTEM if namespace == common_pb2.NS_SYSTEM else cri.CRI
+def image_namespace(namespace: int) -> str:
+    """The CRI containerd's namespace ``ImageList``/``ImagePull`` use: ``system`` (the kubelet's and
+    etcd's images, Talos 1.7's ``image ls --namespace system``) or ``k8s.io``. Talos asks the CRI
+    containerd for both; the system containerd holds no images (its ``ext-*`` services run from
+    extension rootfs)."""
+    return cri.SYSTEM.namespace if namespace == common_pb2.NS_SYSTEM else cri.CRI.namespace
 
 
 def _grpc_error(err: cri.CRIError) -> GRPCError:
@@ -104,7 +108,8 @@ class ContainerMethods:
         found = await self._listing(namespace)
         infos = [
             machine_pb2.ContainerInfo(namespace=namespace, id=c.display, name=c.name, pod_id=c.pod_id,
-                                      image=c.image, pid=c.pid, status=c.status)
+                                      image=c.image, pid=c.pid, status=c.status,
+                                      network_namespace=c.network_namespace)
             for c in found
         ]  # fmt: skip
         await stream.send_message(
@@ -220,9 +225,8 @@ class ContainerMethods:
 
     async def ImageList(self, stream: Stream[Any, Any]) -> None:
         request = await self._request(stream, "ImageList")
-        instance = _image_instance(request.namespace)
         try:
-            images = await self._ctr(instance).images(instance.namespace)
+            images = await self._ctr(cri.CRI).images(image_namespace(request.namespace))
         except cri.CRIError as err:
             raise _grpc_error(err) from None
         for image in images:
@@ -237,15 +241,15 @@ class ContainerMethods:
         reference = request.reference
         if not reference:
             raise GRPCError(Status.INVALID_ARGUMENT, "image reference is required")
-        instance = _image_instance(request.namespace)
-        ctr = self._ctr(instance)
+        namespace = image_namespace(request.namespace)
+        ctr = self._ctr(cri.CRI)
         hosts_dir = self._node.layout.path(cri.CRI_HOSTS_DIR)
         timeout = cri.PULL_TIMEOUT
         if stream.deadline is not None:
             timeout = min(timeout, max(0.0, stream.deadline.time_remaining() - 1.0))
         try:
             await cri.pull_with_retry(
-                lambda: ctr.pull(instance.namespace, reference, hosts_dir),
+                lambda: ctr.pull(namespace, reference, hosts_dir),
                 reference,
                 cri.mirrors_for(hosts_dir, cri.registry_of(reference)),
                 report=self._node.say,

@@ -279,8 +279,8 @@ class MachineService(
             async for event in subscription:
                 data = {"type_url": event.type_url, "value": event.payload.SerializeToString()}
                 await stream.send_message(machine_pb2.Event(data=data, id=event.id, actor_id=event.actor_id))
-        except ValueError as exc:
-            raise GRPCError(Status.INVALID_ARGUMENT, str(exc)) from None
+        except ValueError as exc:  # only a tail_id that is no xid; Talos answers it as a plain error
+            raise GRPCError(Status.UNKNOWN, f"error parsing tail_id: {exc}") from None
 
     # --- files and system facts ------------------------------------------------------------------
 

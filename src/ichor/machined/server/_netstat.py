@@ -4,8 +4,11 @@ A process node shares the host's network namespace, so the kernel's socket table
 (``/proc/net/tcp`` ...) list every socket of the host, other nodes' included. What is the node's is
 what its own processes hold: Netstat answers with the sockets whose inode is an open file of a
 process in the node's process tree (machined and the services it started, etcd included), in
-Talos's ``ConnectRecord`` form. Pod network namespaces (``netns``, ``allnetns``) add nothing: a
-process node has no pods.
+Talos's ``ConnectRecord`` form. A container node has its own network namespace, and its pods theirs:
+``allnetns`` (``talosctl netstat --pods``) or ``netns`` names add the sockets of the named network
+namespaces the CRI made (``/var/run/netns/cni-...``, every socket there is the pod's), each record
+carrying the namespace's name, which ``containers -k`` gives each pod sandbox
+(``network_namespace``), as Talos's go-netstat does; a process node has none.
 
 ``Stats`` is served with the containers (``_containers``).
 """
@@ -23,6 +26,9 @@ from grpclib.server import Stream
 
 from ichor.api.gen.machine import machine_pb2
 from ichor.machined.server import _files, _pcap
+
+POD_NETNS_DIR = "/var/run/netns"
+"""Where the CRI binds the pods' network namespaces (containerd's ``netns_mounts_under``)."""
 
 PROTOCOLS = ("tcp", "tcp6", "udp", "udp6", "udplite", "udplite6", "raw", "raw6")
 
@@ -120,19 +126,61 @@ def _matches(socket: Socket, filter_: int) -> bool:
     return True
 
 
-def netstat(request: Any, pids: list[int], proc: Path = Path("/proc")) -> list[machine_pb2.ConnectRecord]:
-    """The node's sockets as Talos's records, filtered as the request asks."""
-    if request.HasField("netns") and not request.netns.hostnetwork and not request.netns.allnetns:
-        return []  # only pod network namespaces asked for, and a process node has none
+def named_netns(netns_dir: Path, pids: Iterable[int], proc: Path = Path("/proc")) -> dict[str, int]:
+    """Each network namespace bound under ``netns_dir`` (the CRI's ``/var/run/netns``) -> a process
+    in it, found by the namespace's inode; one no process is in is left out."""
+    try:
+        names = sorted(os.listdir(netns_dir))
+    except OSError:
+        return {}
+    by_inode: dict[int, int] = {}
+    for pid in pids:
+        try:
+            link = os.readlink(proc / str(pid) / "ns" / "net")  # net:[4026532281]
+        except OSError:
+            continue
+        by_inode.setdefault(int(link[5:-1]), pid)
+    found = {}
+    for name in names:
+        try:
+            inode = os.stat(netns_dir / name).st_ino
+        except OSError:
+            continue
+        if inode in by_inode:
+            found[name] = by_inode[inode]
+    return found
+
+
+def netstat(
+    request: Any, pids: list[int], proc: Path = Path("/proc"), pod_netns: dict[str, int] | None = None
+) -> list[machine_pb2.ConnectRecord]:
+    """The node's sockets as Talos's records, filtered as the request asks; ``pod_netns`` (name ->
+    a process in it, :func:`named_netns`) adds the pods' namespaces the request names."""
+    host = not request.HasField("netns") or request.netns.hostnetwork
+    namespaces: list[tuple[str, int]] = [("", pids[0])] if host else []
+    if request.HasField("netns") and pod_netns:
+        chosen = set(pod_netns) if request.netns.allnetns else set(request.netns.netns)
+        namespaces += [(name, pid) for name, pid in sorted(pod_netns.items()) if name in chosen]
     owners = socket_owners(pids, proc)
+    records = []
+    for netns, reader in namespaces:
+        records += _records(request, proto_reader=reader, netns=netns, owners=owners, proc=proc)
+    return records
+
+
+def _records(
+    request: Any, *, proto_reader: int, netns: str, owners: dict[int, tuple[int, str]], proc: Path
+) -> list[machine_pb2.ConnectRecord]:
+    """The sockets of the network namespace ``proto_reader`` is in: the node's own (``netns`` "")
+    only those its processes hold (a process node shares the host's tables), a pod's all."""
     records = []
     for proto in _wanted(request):
         try:
-            text = (proc / str(pids[0]) / "net" / proto).read_text()
+            text = (proc / str(proto_reader) / "net" / proto).read_text()
         except OSError:
             continue  # the kernel has no such table (no udplite, no IPv6)
         for s in parse_socket_table(proto, text):
-            if s.inode not in owners or not _matches(s, request.filter):
+            if (not netns and s.inode not in owners) or not _matches(s, request.filter):
                 continue
             record = machine_pb2.ConnectRecord(
                 l4proto=proto, localip=s.local[0], localport=s.local[1], remoteip=s.remote[0],
@@ -140,7 +188,8 @@ def netstat(request: Any, pids: list[int], proc: Path = Path("/proc")) -> list[m
                 tr=cast(Any, s.timer), timerwhen=s.timer_when, retrnsmt=s.retransmits, uid=s.uid, timeout=s.timeout, inode=s.inode,
                 ref=s.ref, pointer=s.pointer,
             )  # fmt: skip
-            if request.feature.pid:
+            record.netns = netns
+            if request.feature.pid and s.inode in owners:
                 pid, command = owners[s.inode]
                 record.process.pid, record.process.name = pid, command
             records.append(record)
@@ -158,7 +207,10 @@ class NetstatMethods:
     async def Netstat(self, stream: Stream[Any, Any]) -> None:
         request = await self._request(stream, "Netstat")
         pids = _files.process_tree(self._node.process_root())
-        records = netstat(request, pids)
+        pod_netns = None
+        if request.HasField("netns") and (request.netns.allnetns or request.netns.netns):
+            pod_netns = named_netns(self._node.layout.path(POD_NETNS_DIR), pids)
+        records = netstat(request, pids, pod_netns=pod_netns)
         await stream.send_message(
             machine_pb2.NetstatResponse(messages=[machine_pb2.Netstat(connectrecord=records)])
         )

@@ -1,5 +1,6 @@
 """The ``apid`` service: the mutual-TLS Talos API on ``<address>:50000``, from ``ApiCertificates``
-(a re-issued certificate is served from the next handshake on, without a restart)."""
+(a re-issued certificate is served from the next handshake on, without a restart); a line per call
+in its log, as Talos's apid writes (``talosctl logs apid``)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,10 @@ def apid_service(layout: Layout, state: State, machine_api: MachineApi | None = 
     async def run(log_file: IO[str]) -> None:
         from ichor.machined.apid import Apid
 
+        def request_log(line: str) -> None:  # every call, as Talos's apid logs them
+            log_file.write(line + "\n")
+            log_file.flush()
+
         certs = state.get(API_CERTIFICATES.default_namespace, API_CERTIFICATES, API_CERTIFICATES_ID).spec
         hostname = state.get(HOSTNAME_STATUSES.default_namespace, HOSTNAME_STATUSES, HOSTNAME_STATUS_ID).spec
         config = state.get(MACHINE_CONFIGS.default_namespace, MACHINE_CONFIGS, ACTIVE_CONFIG_ID).spec.v1alpha1
@@ -47,7 +52,7 @@ def apid_service(layout: Layout, state: State, machine_api: MachineApi | None = 
             accepted_cas=tuple(c.crt for c in certs.accepted_cas),
             client_cert=pki.CertKey(certs.client.crt, certs.client.key) if certs.client else None,
             rbac=rbac, local_addresses=[hostname.fqdn], listen_address="0.0.0.0" if layout.own_netns else None,
-            machine_api=machine_api,
+            machine_api=machine_api, request_log=request_log,
         )  # fmt: skip
         log_file.write(f"apid serving on {server.listen_address}:50000\n")
         log_file.flush()
