@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import logging
 import signal
 import sys
@@ -47,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr)
 
+    # Importing the node's stack makes ~10^5 objects and no garbage worth a collection: the cyclic
+    # collector stays off until the node is built, then what exists is frozen out of its scans
+    # (13% less CPU to maintenance mode on the host; in a TCG guest, seconds of every boot).
+    gc.disable()
     from ichor.machined.h2writes import coalesce_h2_writes
     from ichor.machined.memory import bound_h2_closed_streams, start_tracemalloc_from_env
     from ichor.machined.node import Node
@@ -73,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         ),
         config_source=args.config,
     )
+
+    gc.freeze()
+    gc.enable()
 
     async def run() -> int:
         task = asyncio.current_task()

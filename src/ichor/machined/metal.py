@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import os
 import selectors
 import signal
@@ -228,6 +229,7 @@ def _run_machined(args: KernelArgs, out_fd: int) -> None:
         signal.set_wakeup_fd(-1)
         sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
+        gc.disable()  # while the stack imports: machined's entry point freezes and re-enables it
         from ichor.machined import _metal_boot
 
         code = _metal_boot.run(args)
