@@ -28,6 +28,7 @@ from ichor.machined.controllers.network import default_hostname
 from ichor.machined.cosi import Registry, Runtime, Source, State
 from ichor.machined.events import EventBus
 from ichor.machined.memory import IdleTrimmer, glibc_trim
+from ichor.machined.partitions import DirectoryPartitions, DiskPartitions, SystemPartitions
 from ichor.machined.platform import Layout
 from ichor.machined.resources import MACHINE_CONFIGS, MachineStage, register_node_types
 from ichor.machined.sequencer import NodeParts, Sequencer
@@ -35,6 +36,7 @@ from ichor.machined.services import Service, ServiceInfo, Supervisor
 from ichor.machinery.constants import TALOS_VERSION
 
 if TYPE_CHECKING:
+    from ichor.machined.bootdisk import BootDisk
     from ichor.machined.services.etcd import EtcdService
     from ichor.machined.upgrade import NodeUpgrades
 
@@ -119,6 +121,7 @@ class Node:
             runtime.register(controller)
         say(f"Ichor {TALOS_VERSION}-compatible node booting on {layout.address} (root {layout.root})")
         install, install_check = self._installation()
+        partitions = _system_partitions(layout, disk)
         store = ConfigStore(layout, state, self.events, say=say, clock=self.clock, source=self.config_source,
                             install_check=install_check)  # fmt: skip
         try:
@@ -140,6 +143,7 @@ class Node:
                     leave_etcd=system.etcd_ops.leave_before_reset,
                     background=system.background, install=install,
                     staged_upgrade=_staged_upgrade(upgrades) if upgrades is not None else None,
+                    partitions=partitions,
                 ))  # fmt: skip
                 system.lifecycle = self.sequencer
                 return await self.sequencer.run()
@@ -188,6 +192,14 @@ class Node:
             disks.install(plan, loaded.text, printf)
 
         return install, lambda loaded: disks.plan(loaded.config).summary()
+
+
+def _system_partitions(layout: Layout, disk: BootDisk | None) -> SystemPartitions:
+    """What a reset wipes: the installed disk's partitions on a node booted from one, else the
+    layout's directories."""
+    if disk is None:
+        return DirectoryPartitions(layout)
+    return DiskPartitions(disk.disk, layout, delete_meta_key=disk.meta_delete)
 
 
 @contextlib.asynccontextmanager
