@@ -121,7 +121,6 @@ class Node:
             runtime.register(controller)
         say(f"Ichor {TALOS_VERSION}-compatible node booting on {layout.address} (root {layout.root})")
         install, install_check = self._installation()
-        partitions = _system_partitions(layout, disk)
         store = ConfigStore(layout, state, self.events, say=say, clock=self.clock, source=self.config_source,
                             install_check=install_check)  # fmt: skip
         try:
@@ -143,7 +142,7 @@ class Node:
                     leave_etcd=system.etcd_ops.leave_before_reset,
                     background=system.background, install=install,
                     staged_upgrade=_staged_upgrade(upgrades) if upgrades is not None else None,
-                    partitions=partitions,
+                    partitions=system.partitions,
                 ))  # fmt: skip
                 system.lifecycle = self.sequencer
                 return await self.sequencer.run()
@@ -265,6 +264,7 @@ class _SystemServices:
         self.store = store
         self.etcd = etcd
         self.upgrades = upgrades
+        self.partitions = _system_partitions(node.layout, upgrades.disk if upgrades is not None else None)
         self.etcd_ops = EtcdOperations(self.etcd, supervisor)
         self.lifecycle: Any = None
         # The machined service publishes its handlers here and apid calls them in-process.
@@ -324,7 +324,7 @@ class _SystemServices:
         context = MachineContext(
             layout=node.layout, state=node.state, supervisor=self.supervisor, events=node.events, store=self.store,
             lifecycle=self.lifecycle, etcd=self.etcd_ops, clock=node.clock, say=self.etcd.say,
-            boot_id=node.boot_id, upgrades=self.upgrades,
+            boot_id=node.boot_id, upgrades=self.upgrades, partitions=self.partitions,
         )  # fmt: skip
         roles = roles_from_metadata
         return [
