@@ -57,6 +57,10 @@ class SystemPartitions(Protocol):
         """Wipe ``labels`` (None: the whole system disk, Talos's ``ResetSystemDisk``); blocking."""
         ...
 
+    def wipe_disks(self, devices: Sequence[str], say: Callable[[str], None]) -> None:
+        """FastWipe the user disks ``devices`` (``--user-disks-to-wipe``, checked by the API); blocking."""
+        ...
+
 
 class DirectoryPartitions:
     """System partitions as directories under the node's root (container and process nodes)."""
@@ -82,6 +86,10 @@ class DirectoryPartitions:
                     child.unlink(missing_ok=True)
             say(f"wiped {label}")
 
+    def wipe_disks(self, devices: Sequence[str], say: Callable[[str], None]) -> None:
+        if devices:  # the API refuses them first: such a node lists no disks
+            raise OSError(errno.ENODEV, f"this node has no disks of its own: {', '.join(devices)}")
+
 
 class DiskPartitions:
     """The system disk's partitions (a node booted from its installed disk)."""
@@ -104,6 +112,12 @@ class DiskPartitions:
     def labels(self) -> Collection[str]:
         table = read_disk_table(self.disk)
         return tuple(table.names()) if table is not None else ()
+
+    def wipe_disks(self, devices: Sequence[str], say: Callable[[str], None]) -> None:
+        for device in devices:
+            with open_device(device, write=True) as fd:
+                fast_wipe(fd)
+            say(f"wiped user disk {device}")
 
     def wipe(self, labels: Sequence[str] | None, say: Callable[[str], None]) -> None:
         from ichor.installer import reset_partitions

@@ -374,6 +374,12 @@ class Sequencer:
                 "resetSpec" if spec else "reset", "resetSystemDiskSpec" if spec else "resetSystemDisk"
             ):
                 await self._wipe(chosen if spec else None)
+        if request.user_disks_to_wipe and request.mode != machine_pb2.ResetRequest.SYSTEM_DISK:
+            with self._phase("resetUserDisks", "resetUserDisks"):
+                partitions = parts.partitions or DirectoryPartitions(parts.layout)
+                await asyncio.to_thread(
+                    partitions.wipe_disks, list(request.user_disks_to_wipe), self._say_from_thread()
+                )
         self.finish(EXIT_REBOOT if request.reboot else EXIT_POWEROFF)
 
     async def _left_discovery(self) -> None:
@@ -390,9 +396,13 @@ class Sequencer:
         parts = self.parts
         partitions = parts.partitions or DirectoryPartitions(parts.layout)
         parts.say(f"resetting: wiping {', '.join(labels) if labels is not None else 'the system disk'}")
-        loop = asyncio.get_running_loop()
+        await asyncio.to_thread(partitions.wipe, labels, self._say_from_thread())
 
-        def say(line: str) -> None:
-            loop.call_soon_threadsafe(parts.say, f"resetting: {line}")
+    def _say_from_thread(self) -> Callable[[str], None]:
+        """A console writer for a worker thread (a reset's device work), prefixed ``resetting:``."""
+        loop, say = asyncio.get_running_loop(), self.parts.say
 
-        await asyncio.to_thread(partitions.wipe, labels, say)
+        def say_from_thread(line: str) -> None:
+            loop.call_soon_threadsafe(say, f"resetting: {line}")
+
+        return say_from_thread
