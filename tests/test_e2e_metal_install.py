@@ -295,7 +295,7 @@ def _the_extensions_module_is_loaded_with_its_parameter(
     print(f"uefi: hello in /proc/modules {time.monotonic() - started:.1f} s after the API answered")
 
 
-def _boot_from_disk(netns: str, home: Path, spec: VMSpec, n: int) -> tuple[proc.Process, SerialLog]:
+def _boot_from_disk(netns: str, home: Path, spec: VMSpec, n: int) -> tuple[proc.Background, SerialLog]:
     serial = home / f"serial-{n}.log"
     command = qemu_command(dataclasses.replace(spec, cdrom=None, serial=serial))
     vm = proc.start(
@@ -305,7 +305,7 @@ def _boot_from_disk(netns: str, home: Path, spec: VMSpec, n: int) -> tuple[proc.
 
 
 def _resets_wipe_the_installed_partitions(
-    netns: str, home: Path, spec: VMSpec, talosconfig: str, running: proc.Process, log2: SerialLog
+    netns: str, home: Path, spec: VMSpec, talosconfig: str, running: proc.Background, log2: SerialLog
 ) -> None:
     """Issue 23 §4 on the installed node (UEFI), two more boots from its disk (budget 5 min; measured
     in the run's output): ``reset --system-labels-to-wipe EPHEMERAL --reboot --graceful=false`` (the
@@ -320,7 +320,7 @@ def _resets_wipe_the_installed_partitions(
     started = time.monotonic()
     etcd_dir = _talosctl(netns, home, *node, "list", "/var/lib/etcd")
     assert "member" in etcd_dir.stdout, etcd_dir.stdout + etcd_dir.stderr
-    vms: list[proc.Process] = []
+    vms: list[proc.Background] = []
     try:
         reset = _talosctl(netns, home, *node, "reset", "--system-labels-to-wipe", "EPHEMERAL", "--reboot",
                           "--graceful=false", "--wait=false")  # fmt: skip
