@@ -1,5 +1,6 @@
 """V1/V2/V5, the ISO to an installed node: ISO boot -> maintenance mode -> ``apply-config --insecure``
--> installed -> reboot from disk.
+-> installed -> reboot from disk; then V4, ``reset`` of EPHEMERAL (back configured) and of STATE (back
+in maintenance mode) on that node.
 
 Boots the imager's ``iso`` output (built with ``console=ttyS0``, the node's static ``ip=`` and an
 unknown ``talos.bogus=1``) as a CD beside a blank 3 GiB virtio disk, in a network namespace the test
