@@ -28,6 +28,7 @@ def node(tmp_path: Path) -> Iterator[tuple[FakeNode, list[machine_pb2.ResetReque
 
     async def reset(stream: Stream[Any, Any]) -> None:
         request = await stream.recv_message()
+        assert request is not None
         seen.append(request)
         if request.mode == machine_pb2.ResetRequest.SYSTEM_DISK and request.user_disks_to_wipe:
             raise GRPCError(
