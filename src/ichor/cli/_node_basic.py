@@ -299,22 +299,60 @@ def shutdown(force: bool, wait: bool) -> None:
     multiple=True,
     help="if set, just wipe selected system disk partitions by label but keep other partitions intact",
 )
+@click.option("--user-disks-to-wipe", multiple=True, help="if set, wipes defined devices in the list")
+@click.option("--wipe-mode", default="all", help="disk reset mode")
+@click.option(
+    "--insecure", is_flag=True, help="reset using the insecure (encrypted with no auth) maintenance service"
+)
 @click.option(
     "--wait/--no-wait", default=True, help="wait for the operation to complete, tracking its progress"
 )
-def reset(graceful: bool, reboot: bool, system_labels_to_wipe: tuple[str, ...], wait: bool) -> None:
-    labels = [label.strip() for value in system_labels_to_wipe for label in value.split(",") if label.strip()]
+def reset(
+    graceful: bool,
+    reboot: bool,
+    system_labels_to_wipe: tuple[str, ...],
+    user_disks_to_wipe: tuple[str, ...],
+    wipe_mode: str,
+    insecure: bool,
+    wait: bool,
+) -> None:
+    from ichor.client._talos import RESET_WIPE_MODES, reset_request
+
+    if wipe_mode not in RESET_WIPE_MODES:
+        raise click.UsageError(
+            f'invalid argument "{wipe_mode}" for "--wipe-mode" flag: possible options are: '
+            + ", ".join(sorted(RESET_WIPE_MODES))
+        )
+    labels = _split(system_labels_to_wipe)
+    disks = _split(user_disks_to_wipe)
+    if wait and insecure:
+        raise click.ClickException("cannot use --wait and --insecure together")
+    request = reset_request(graceful=graceful, reboot=reboot, wipe=labels, mode=wipe_mode, user_disks=disks)
+    if insecure:
+        from ichor.cli._node_ops import _failing
+        from ichor.cli._nodecmd import run
+
+        async def work(client: Any) -> None:
+            with _failing("error executing reset"):
+                await client.machine.Reset(request)
+
+        run(work, insecure=True)
+        return
     keeps_config = bool(labels) and "STATE" not in labels
     # A node that keeps its config comes back configured after a reboot: wait for that; one that lost
     # it comes back in maintenance mode, which this client cannot ask: it is done once it went down.
     _lifecycle(
         "Reset",
-        None,
-        act=lambda talos: talos.reset(graceful=graceful, reboot=reboot, wipe=labels),
+        request,
         wait=wait,
         comes_back=reboot and keeps_config,
-        outcome=reset_outcome(labels, reboot=reboot),
+        outcome=reset_outcome(labels, reboot=reboot) if wipe_mode != "user-disks" else "",
     )
+
+
+def _split(values: tuple[str, ...]) -> list[str]:
+    """A string-slice flag: repeated and/or comma-separated."""
+    return [item.strip() for value in values for item in value.split(",") if item.strip()]
 
 
 def reset_outcome(labels: list[str], *, reboot: bool) -> str:

@@ -516,21 +516,22 @@ class Talos:
         return await self._lifecycle("shutdown", machine_pb2.ShutdownRequest(force=force))
 
     async def reset(
-        self, *, graceful: bool = True, reboot: bool = False, wipe: Sequence[str] = ()
+        self,
+        *,
+        graceful: bool = True,
+        reboot: bool = False,
+        wipe: Sequence[str] = (),
+        mode: str = "all",
+        user_disks: Sequence[str] = (),
     ) -> Results[LifecycleAction]:
-        """Reset the nodes: wipe ``wipe``'s partition labels (default: STATE, EPHEMERAL and META,
-        so the node forgets its config), leaving etcd first when ``graceful``; then reboot or
-        power off."""
-        from ichor.api.gen.machine import machine_pb2
-
-        request = machine_pb2.ResetRequest(
-            graceful=graceful,
-            reboot=reboot,
-            system_partitions_to_wipe=[
-                machine_pb2.ResetPartitionSpec(label=label, wipe=True) for label in wipe
-            ],
+        """Reset the nodes: wipe ``wipe``'s partition labels (default: the whole system disk, so
+        the node forgets its config), leaving etcd first when ``graceful``; then reboot or power
+        off. ``mode`` is ``--wipe-mode`` (all, system-disk, user-disks); ``user_disks`` are
+        ``--user-disks-to-wipe``."""
+        return await self._lifecycle(
+            "reset",
+            reset_request(graceful=graceful, reboot=reboot, wipe=wipe, mode=mode, user_disks=user_disks),
         )
-        return await self._lifecycle("reset", request)
 
     # --- COSI resources ----------------------------------------------------------------------
 
@@ -785,3 +786,27 @@ def match_definition(definitions: Sequence[Any], resource_type: str) -> Any:
 def _code(exc: ClientError) -> int | None:
     code = getattr(exc, "code", None)
     return code if isinstance(code, int) else None
+
+
+RESET_WIPE_MODES = ("all", "system-disk", "user-disks")
+"""``talosctl reset --wipe-mode`` values, in ``ResetRequest.WipeMode`` order."""
+
+
+def reset_request(
+    *,
+    graceful: bool,
+    reboot: bool,
+    wipe: Sequence[str] = (),
+    mode: str = "all",
+    user_disks: Sequence[str] = (),
+) -> Any:
+    """The ``ResetRequest`` talosctl's flags make (``buildResetRequest``)."""
+    from ichor.api.gen.machine import machine_pb2
+
+    return machine_pb2.ResetRequest(
+        graceful=graceful,
+        reboot=reboot,
+        mode=machine_pb2.ResetRequest.WipeMode.Name(RESET_WIPE_MODES.index(mode)),
+        user_disks_to_wipe=list(user_disks),
+        system_partitions_to_wipe=[machine_pb2.ResetPartitionSpec(label=label, wipe=True) for label in wipe],
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -19,11 +20,13 @@ class Console:
 
     def print(self, message: str) -> None:
         stamp = self._clock().strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-        for line in message.splitlines() or [""]:
-            text = f"{stamp} [talos] {line}\n"
+        text = "".join(f"{stamp} [talos] {line}\n" for line in message.splitlines() or [""])
+        sys.stderr.write(text)
+        # The log's filesystem may be gone (a reset shut EPHEMERAL down under it): stderr still has it.
+        with contextlib.suppress(OSError):
             self._file.write(text)
-            sys.stderr.write(text)
-        self._file.flush()
+            self._file.flush()
 
     def close(self) -> None:
-        self._file.close()
+        with contextlib.suppress(OSError):
+            self._file.close()

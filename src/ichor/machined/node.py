@@ -29,6 +29,7 @@ from ichor.machined.controllers.network import default_hostname
 from ichor.machined.cosi import Registry, Runtime, Source, State
 from ichor.machined.events import EventBus
 from ichor.machined.memory import IdleTrimmer, glibc_trim
+from ichor.machined.partitions import DirectoryPartitions, DiskPartitions, SystemPartitions
 from ichor.machined.platform import Layout
 from ichor.machined.resources import MACHINE_CONFIGS, MachineStage, register_node_types
 from ichor.machined.sequencer import NodeParts, Sequencer
@@ -36,6 +37,7 @@ from ichor.machined.services import Service, ServiceInfo, Supervisor
 from ichor.machinery.constants import TALOS_VERSION
 
 if TYPE_CHECKING:
+    from ichor.machined.bootdisk import BootDisk
     from ichor.machined.services.etcd import EtcdService
     from ichor.machined.upgrade import NodeUpgrades
 
@@ -143,6 +145,7 @@ class Node:
                     leave_etcd=system.etcd_ops.leave_before_reset,
                     background=system.background, install=install,
                     staged_upgrade=_staged_upgrade(upgrades) if upgrades is not None else None,
+                    partitions=system.partitions,
                 ))  # fmt: skip
                 system.lifecycle = self.sequencer
                 return await self.sequencer.run()
@@ -192,6 +195,14 @@ class Node:
             disks.install(plan, loaded.text, printf)
 
         return install, lambda loaded: disks.plan(loaded.config).summary()
+
+
+def _system_partitions(layout: Layout, disk: BootDisk | None) -> SystemPartitions:
+    """What a reset wipes: the installed disk's partitions on a node booted from one, else the
+    layout's directories."""
+    if disk is None:
+        return DirectoryPartitions(layout)
+    return DiskPartitions(disk.disk, layout, delete_meta_key=disk.meta_delete)
 
 
 @contextlib.asynccontextmanager
@@ -257,6 +268,7 @@ class _SystemServices:
         self.store = store
         self.etcd = etcd
         self.upgrades = upgrades
+        self.partitions = _system_partitions(node.layout, upgrades.disk if upgrades is not None else None)
         self.etcd_ops = EtcdOperations(self.etcd, supervisor)
         self.lifecycle: Any = None
         # The machined service publishes its handlers here and apid calls them in-process.
@@ -316,7 +328,7 @@ class _SystemServices:
         context = MachineContext(
             layout=node.layout, state=node.state, supervisor=self.supervisor, events=node.events, store=self.store,
             lifecycle=self.lifecycle, etcd=self.etcd_ops, clock=node.clock, say=self.etcd.say,
-            boot_id=node.boot_id, upgrades=self.upgrades,
+            boot_id=node.boot_id, upgrades=self.upgrades, partitions=self.partitions,
         )  # fmt: skip
         roles = roles_from_metadata
         return [

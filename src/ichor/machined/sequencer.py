@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import shutil
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -44,6 +43,7 @@ from ichor.api.gen.machine import machine_pb2
 from ichor.machined.configstore import ConfigStore, LoadedConfig
 from ichor.machined.cosi import EmptySpec, EventType, Source, State, clear_wait, publish_wait
 from ichor.machined.events import EventBus
+from ichor.machined.partitions import DirectoryPartitions, SystemPartitions
 from ichor.machined.platform import EXIT_POWEROFF, EXIT_REBOOT, Layout
 from ichor.machined.resources import (
     DISCOVERY_STATUS_ID,
@@ -91,6 +91,8 @@ class NodeParts:
     through its second argument), on a node that installs to disk and is not installed yet."""
     staged_upgrade: Callable[[LoadedConfig, Callable[[str], None]], Awaitable[bool]] | None = None
     """Perform an upgrade staged in META (a node with a boot disk); True when the node must reboot."""
+    partitions: SystemPartitions | None = None
+    """What a reset wipes (the node's disk or its directories); None: the layout's directories."""
 
 
 class Sequencer:
@@ -331,11 +333,10 @@ class Sequencer:
 
     async def _reset(self, request: machine_pb2.ResetRequest) -> None:
         parts = self.parts
-        labels = [p.label for p in request.system_partitions_to_wipe if p.wipe] or [
-            "STATE",
-            "EPHEMERAL",
-            "META",
-        ]
+        chosen = [p.label for p in request.system_partitions_to_wipe if p.wipe]
+        # Talos: labels given -> resetSpec (those partitions), none -> the whole system disk;
+        # mode USER_DISKS leaves the system disk alone.
+        wipe_system = request.mode != machine_pb2.ResetRequest.USER_DISKS
         self._resetting = True
         self._stage(MachineStage.RESETTING)
         runs_etcd = any(info.id == "etcd" for info in parts.supervisor.list())
@@ -367,11 +368,18 @@ class Sequencer:
         parts.say("resetting: stopping services")
         with self._phase("stopEverything", "stopAllServices"):
             await parts.supervisor.stop_all(keep=RESET_KEEPS)
-        chosen = bool(request.system_partitions_to_wipe)
-        with self._phase(
-            "resetSpec" if chosen else "reset", "resetSystemDiskSpec" if chosen else "resetSystemDisk"
-        ):
-            self._wipe(labels)
+        spec = bool(chosen)
+        if wipe_system:
+            with self._phase(
+                "resetSpec" if spec else "reset", "resetSystemDiskSpec" if spec else "resetSystemDisk"
+            ):
+                await self._wipe(chosen if spec else None)
+        if request.user_disks_to_wipe and request.mode != machine_pb2.ResetRequest.SYSTEM_DISK:
+            with self._phase("resetUserDisks", "resetUserDisks"):
+                partitions = parts.partitions or DirectoryPartitions(parts.layout)
+                await asyncio.to_thread(
+                    partitions.wipe_disks, list(request.user_disks_to_wipe), self._say_from_thread()
+                )
         self.finish(EXIT_REBOOT if request.reboot else EXIT_POWEROFF)
 
     async def _left_discovery(self) -> None:
@@ -384,15 +392,17 @@ class Sequencer:
                     if event.type is EventType.DESTROYED or event.resource.spec.left:
                         return  # not on a discovery service, or deleted from it
 
-    def _wipe(self, labels: list[str]) -> None:
-        layout = self.parts.layout
-        self.parts.say(f"resetting: wiping {', '.join(labels)}")
-        for label in labels:
-            target = layout.partition(label)
-            for child in target.iterdir() if target.exists() else ():
-                if child == layout.console_log.parent and label == "EPHEMERAL":
-                    continue  # keep the console log readable across a reset, as a serial console is
-                if child.is_dir() and not child.is_symlink():
-                    shutil.rmtree(child, ignore_errors=True)
-                else:
-                    child.unlink(missing_ok=True)
+    async def _wipe(self, labels: list[str] | None) -> None:
+        parts = self.parts
+        partitions = parts.partitions or DirectoryPartitions(parts.layout)
+        parts.say(f"resetting: wiping {', '.join(labels) if labels is not None else 'the system disk'}")
+        await asyncio.to_thread(partitions.wipe, labels, self._say_from_thread())
+
+    def _say_from_thread(self) -> Callable[[str], None]:
+        """A console writer for a worker thread (a reset's device work), prefixed ``resetting:``."""
+        loop, say = asyncio.get_running_loop(), self.parts.say
+
+        def say_from_thread(line: str) -> None:
+            loop.call_soon_threadsafe(say, f"resetting: {line}")
+
+        return say_from_thread

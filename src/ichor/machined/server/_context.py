@@ -10,6 +10,7 @@ It holds no state of its own.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import platform as _host
@@ -41,6 +42,7 @@ from ichor.machinery import pki
 from ichor.machinery.constants import TALOS_VERSION
 
 if TYPE_CHECKING:
+    from ichor.machined.partitions import SystemPartitions
     from ichor.machined.upgrade import NodeUpgrades
 
 __all__ = ["Lifecycle", "MachineContext"]
@@ -79,8 +81,11 @@ class MachineContext:
         say: Callable[[str], None] = lambda _: None,
         boot_id: str = "",
         upgrades: NodeUpgrades | None = None,
+        partitions: SystemPartitions | None = None,
     ) -> None:
         self.layout = layout
+        self.partitions = partitions
+        """What a reset may wipe (None: the layout's directories)."""
         self.upgrades = upgrades
         """Upgrade, rollback and META: present on a node booted from its own disk only."""
         self.boot_id = boot_id or str(uuid.uuid4())
@@ -202,7 +207,33 @@ class MachineContext:
         self._lifecycle.request_shutdown(actor_id, force)
 
     async def check_reset(self, request: machine_pb2.ResetRequest) -> None:
-        """Refuse a reset that could not be carried out as asked, before it starts."""
+        """Refuse a reset that could not be carried out as asked, before it starts: Talos 1.7's
+        checks of wipe mode, labels and user disks (:func:`~ichor.machinery.reset.plan_reset`, its
+        texts, code Unknown as Talos's plain errors), then a graceful reset that cannot leave etcd."""
+        from ichor.machined.partitions import DirectoryPartitions
+        from ichor.machinery.blockdev import list_disks
+        from ichor.machinery.errors import ResetError
+        from ichor.machinery.reset import WipeMode, plan_reset
+
+        partitions = self.partitions or DirectoryPartitions(self.layout)
+        modes = {machine_pb2.ResetRequest.SYSTEM_DISK: WipeMode.SYSTEM_DISK,
+                 machine_pb2.ResetRequest.USER_DISKS: WipeMode.USER_DISKS}  # fmt: skip
+        sys_block = self.layout.block_devices
+
+        def plan() -> object:
+            return plan_reset(
+                modes.get(request.mode, WipeMode.ALL),
+                system_labels={spec.label: spec.wipe for spec in request.system_partitions_to_wipe},
+                user_disks=list(request.user_disks_to_wipe),
+                disks=list_disks(sys_block) if request.user_disks_to_wipe and sys_block is not None else (),
+                system_disk=partitions.system_disk,
+                partition_labels=partitions.labels() if request.system_partitions_to_wipe else (),
+            )
+
+        try:
+            await asyncio.to_thread(plan)
+        except ResetError as err:
+            raise GRPCError(Status.UNKNOWN, str(err)) from None
         if request.graceful:
             await self.etcd.check_graceful_reset()
 

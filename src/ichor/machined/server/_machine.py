@@ -383,14 +383,6 @@ class MachineService(
 
     async def Reset(self, stream: Stream[Any, Any]) -> None:
         request = await self._request(stream, "Reset")
-        if request.mode == machine_pb2.ResetRequest.SYSTEM_DISK and request.user_disks_to_wipe:
-            raise GRPCError(
-                Status.INVALID_ARGUMENT, "user disks to wipe can't be specified in system disk mode"
-            )
-        if request.mode == machine_pb2.ResetRequest.USER_DISKS and request.system_partitions_to_wipe:
-            raise GRPCError(
-                Status.INVALID_ARGUMENT, "system partitions to wipe can't be specified in user disks mode"
-            )
         await self._node.check_reset(request)
         actor = _new_actor()
         self._node.request_reset(actor, request)
