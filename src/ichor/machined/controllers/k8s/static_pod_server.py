@@ -6,6 +6,18 @@ of the StaticPods resources (sorted by id). The URL is published as StaticPodSer
 ``static-pod-server-status``; each pod the server has not served before is logged as
 "rendered new static pod" with its id (the line the troubleshooting guide greps the console for).
 
+The kubelet makes a static pod's mirror pod only when it syncs that pod after its Node is
+registered, and when nothing changes it syncs a pod once a minute (``syncFrequency``): the
+control-plane mirror pods (what ``health`` waits for) appeared 40-90 s after the node registered.
+So each served pod carries a ``metadata.uid`` of its own, the MD5 of the pod and the server's URL
+(what the kubelet would make itself; a changed pod still gets a new UID and is replaced), and
+once the kubelet has its client certificate (``/var/lib/kubelet/pki/kubelet-client-current.pem``,
+written a fraction of a second before it registers the Node; looked for every
+:data:`REGISTERED_POLL` seconds while absent) every pod is served again with the annotation
+:data:`REGISTERED_ANNOTATION`. Same UID, other annotations: the kubelet's next fetch of the list
+(``httpCheckFrequency``, 20 s) reports an update of each pod, syncs it at once and so creates its
+mirror pod, without restarting any container (a container's hash covers its own spec only).
+
 The server only answers loopback clients of the node and reads at most a small request head with a
 timeout; anything else gets an HTTP error and the connection is closed. It runs exactly as long
 as the controller does.
@@ -15,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
+import hashlib
 import json
 from collections.abc import Callable
 from http import HTTPStatus
@@ -29,16 +43,44 @@ from ichor.machined.resources._k8s import (
     StaticPodServerStatusSpec,
 )
 
-__all__ = ["MAX_REQUEST_HEAD", "REQUEST_TIMEOUT", "StaticPodServerController", "pod_list"]
+__all__ = [
+    "KUBELET_CLIENT_CERT",
+    "MAX_REQUEST_HEAD",
+    "REGISTERED_ANNOTATION",
+    "REGISTERED_POLL",
+    "REQUEST_TIMEOUT",
+    "StaticPodServerController",
+    "pod_list",
+]
 
 MAX_REQUEST_HEAD = 8192
 """Bytes of request line and headers a client may send; the kubelet sends a few hundred."""
 REQUEST_TIMEOUT = 10.0
 
 
-def pod_list(pods: list[tuple[str, dict[str, Any]]]) -> bytes:
-    """The PodList body for ``(id, pod)`` pairs, in id order."""
-    items = [pod for _, pod in sorted(pods, key=lambda p: p[0])]
+KUBELET_CLIENT_CERT = "/var/lib/kubelet/pki/kubelet-client-current.pem"
+"""Node-relative: the kubelet's client certificate, there once its TLS bootstrap is done."""
+REGISTERED_ANNOTATION = "ichor.dev/kubelet-registered"
+"""Added to every served pod once the kubelet has its client certificate (see the module doc)."""
+REGISTERED_POLL = 1.0
+"""Seconds between looks for :data:`KUBELET_CLIENT_CERT` while it is absent and pods are served."""
+
+
+def _with_uid(pod: dict[str, Any], salt: str, registered: bool) -> dict[str, Any]:
+    out = copy.deepcopy(pod)
+    meta = out.setdefault("metadata", {})
+    if not meta.get("uid"):
+        digest = hashlib.md5(json.dumps(pod, sort_keys=True).encode() + salt.encode(), usedforsecurity=False)
+        meta["uid"] = digest.hexdigest()
+    if registered:
+        meta["annotations"] = {**(meta.get("annotations") or {}), REGISTERED_ANNOTATION: "true"}
+    return out
+
+
+def pod_list(pods: list[tuple[str, dict[str, Any]]], *, salt: str = "", registered: bool = False) -> bytes:
+    """The PodList body for ``(id, pod)`` pairs, in id order: each pod with its UID (the MD5 of the
+    pod as given and ``salt``, unless it has one) and, when ``registered``, :data:`REGISTERED_ANNOTATION`."""
+    items = [_with_uid(pod, salt, registered) for _, pod in sorted(pods, key=lambda p: p[0])]
     return json.dumps({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items}).encode()
 
 
@@ -63,6 +105,7 @@ class StaticPodServerController(Controller):
         # host's loopback and binds its own address there instead.
         self._host = "127.0.0.1" if layout.own_netns else layout.address
         self._say = say
+        self._layout = layout
         self._body = pod_list([])
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -99,10 +142,14 @@ class StaticPodServerController(Controller):
             port = server.sockets[0].getsockname()[1]
             url = f"http://{self._host}:{port}"
             served: set[str] = set()
+            registered = False
+            retry: float | None = None
             while True:
-                await ctx.changed()
+                await ctx.changed(timeout=retry)
                 pods = [(r.id, dict(r.spec.pod)) for r in ctx.list(STATIC_PODS)]
-                self._body = pod_list(pods)
+                registered = registered or self._layout.path(KUBELET_CLIENT_CERT).exists()
+                retry = None if registered or not pods else REGISTERED_POLL
+                self._body = pod_list(pods, salt=url, registered=registered)
                 for id_ in sorted({id_ for id_, _ in pods} - served):
                     ctx.logger.info("rendered new static pod", id=id_)
                     if self._say is not None:
