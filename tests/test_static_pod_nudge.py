@@ -32,11 +32,11 @@ def _items(body: bytes) -> list[dict[str, Any]]:
 
 def test_the_uid_stays_when_only_the_registered_annotation_comes() -> None:
     before = _items(pod_list([("default-web", POD)], salt="http://127.0.0.1:1"))[0]
-    after = _items(pod_list([("default-web", POD)], salt="http://127.0.0.1:1", registered=True))[0]
+    after = _items(pod_list([("default-web", POD)], salt="http://127.0.0.1:1", serial=3))[0]
     assert before["metadata"]["uid"] == after["metadata"]["uid"]
     assert len(before["metadata"]["uid"]) == 32
     assert "annotations" not in before["metadata"]
-    assert after["metadata"]["annotations"] == {REGISTERED_ANNOTATION: "true"}
+    assert after["metadata"]["annotations"] == {REGISTERED_ANNOTATION: "3"}
     assert POD["metadata"] == {"name": "web", "namespace": "default"}  # the resource is not changed
 
 
@@ -50,12 +50,13 @@ def test_a_changed_pod_or_server_gets_another_uid_and_a_given_uid_is_kept() -> N
     assert uid({**POD, "metadata": {"name": "web", "uid": "fixed"}}) == "fixed"
 
 
-def test_the_annotation_is_served_once_the_kubelet_has_its_client_certificate(
+def test_each_fetch_in_the_window_after_the_client_certificate_is_a_change(
     tmp_path: Path, monkeypatch: Any
 ) -> None:
     """Budget 2 s: the controller looks for the certificate every 0.05 s here."""
     monkeypatch.setattr(static_pod_server, "REGISTERED_POLL", 0.05)
     layout = Layout(root=tmp_path, address=ADDRESS)
+    now = [1000.0]
 
     async def fetch(url: str) -> list[dict[str, Any]]:
         host, port = url.removeprefix("http://").rsplit(":", 1)
@@ -66,7 +67,7 @@ def test_the_annotation_is_served_once_the_kubelet_has_its_client_certificate(
         return _items(data.partition(b"\r\n\r\n")[2])
 
     async def main() -> None:
-        async with running(StaticPodServerController(layout)) as state:
+        async with running(StaticPodServerController(layout, clock=lambda: now[0])) as state:
             state.create(STATIC_PODS.new("default-web", StaticPodSpec(POD)))
             status = await assert_resource(state, STATIC_POD_SERVER_STATUSES, "static-pod-server-status",
                                            lambda r: True)  # fmt: skip
@@ -85,7 +86,13 @@ def test_the_annotation_is_served_once_the_kubelet_has_its_client_certificate(
                 if items[0]["metadata"].get("annotations"):
                     break
                 await asyncio.sleep(0.05)
-            assert items[0]["metadata"]["annotations"] == {REGISTERED_ANNOTATION: "true"}
+            serial = int(items[0]["metadata"]["annotations"][REGISTERED_ANNOTATION])
             assert items[0]["metadata"]["uid"] == first_uid
+            again = (await fetch(status.spec.url))[0]["metadata"]
+            assert again["annotations"] == {REGISTERED_ANNOTATION: str(serial + 1)}
+            assert again["uid"] == first_uid
+            now[0] += static_pod_server.REGISTERED_WINDOW + 1  # the window is over: the list stays
+            assert (await fetch(status.spec.url))[0]["metadata"] == again
+            assert (await fetch(status.spec.url))[0]["metadata"] == again
 
     run(main, timeout=5)
