@@ -88,8 +88,9 @@ hour; times since create started, from create's progress lines and the kubelet l
     coredns ready                      148.54       171.52             81.25              73.00
     create                             148.58       171.54             81.27              73.02
 
-The mirror-pod wait is gone (75 s after the static pods ran on main, 0.06 s with a serial per
-fetch). (*) Not committed: the kubelet restarted once when its client certificate appears (a
+A second run with a serial per fetch: create 84.69 s (nodes report 47.53 s, Ready 70.82 s, static
+pods running 70.87 s, mirror pods Ready 83.59 s, coredns 84.67 s). The mirror-pod wait is down from
+75 s after the static pods ran (main) to 0.06-12.7 s (the kubelet's next 20 s fetch of the list). (*) Not committed: the kubelet restarted once when its client certificate appears (a
 kubelet started without credentials keeps its informers' stretched backoff; restarted, it lists at
 once); it ran in that one measured create only.
 
