@@ -6,6 +6,22 @@ of the StaticPods resources (sorted by id). The URL is published as StaticPodSer
 ``static-pod-server-status``; each pod the server has not served before is logged as
 "rendered new static pod" with its id (the line the troubleshooting guide greps the console for).
 
+The kubelet makes a static pod's mirror pod only when it syncs that pod while its node informer
+already holds its Node, and when nothing changes it syncs a pod once a minute (``syncFrequency``):
+the control-plane mirror pods (what ``health`` waits for) appeared 40-90 s after the node
+registered. Its informer is late too: it lists Nodes with the client certificate it does not have
+yet, so after minutes of ``Unauthorized`` its next list comes up to 30 s (client-go's reflector
+backoff) after the certificate. So each served pod carries a ``metadata.uid`` of its own, the MD5
+of the pod and the server's URL (what the kubelet would make itself; a changed pod still gets a new
+UID and is replaced), and once the kubelet has its client certificate
+(``/var/lib/kubelet/pki/kubelet-client-current.pem``, written a fraction of a second before it
+registers the Node; looked for every :data:`REGISTERED_POLL` seconds while absent) each fetch of
+the list for :data:`REGISTERED_WINDOW` seconds serves every pod with the annotation
+:data:`REGISTERED_ANNOTATION` set to the fetch's serial number, then the last one stays. Same UID,
+another annotation: each of those fetches (``httpCheckFrequency``, every 20 s) is an update of each
+pod, which the kubelet syncs at once, creating the mirror pod as soon as its informer has the Node,
+without restarting any container (a container's hash covers its own spec only).
+
 The server only answers loopback clients of the node and reads at most a small request head with a
 timeout; anything else gets an HTTP error and the connection is closed. It runs exactly as long
 as the controller does.
@@ -15,7 +31,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
+import hashlib
 import json
+import time
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
@@ -29,16 +48,48 @@ from ichor.machined.resources._k8s import (
     StaticPodServerStatusSpec,
 )
 
-__all__ = ["MAX_REQUEST_HEAD", "REQUEST_TIMEOUT", "StaticPodServerController", "pod_list"]
+__all__ = [
+    "KUBELET_CLIENT_CERT",
+    "MAX_REQUEST_HEAD",
+    "REGISTERED_ANNOTATION",
+    "REGISTERED_POLL",
+    "REGISTERED_WINDOW",
+    "REQUEST_TIMEOUT",
+    "StaticPodServerController",
+    "pod_list",
+]
 
 MAX_REQUEST_HEAD = 8192
 """Bytes of request line and headers a client may send; the kubelet sends a few hundred."""
 REQUEST_TIMEOUT = 10.0
 
 
-def pod_list(pods: list[tuple[str, dict[str, Any]]]) -> bytes:
-    """The PodList body for ``(id, pod)`` pairs, in id order."""
-    items = [pod for _, pod in sorted(pods, key=lambda p: p[0])]
+KUBELET_CLIENT_CERT = "/var/lib/kubelet/pki/kubelet-client-current.pem"
+"""Node-relative: the kubelet's client certificate, there once its TLS bootstrap is done."""
+REGISTERED_ANNOTATION = "ichor.dev/kubelet-registered"
+"""Set on every served pod once the kubelet has its client certificate (see the module doc)."""
+REGISTERED_POLL = 1.0
+"""Seconds between looks for :data:`KUBELET_CLIENT_CERT` while it is absent and pods are served."""
+REGISTERED_WINDOW = 120.0
+"""Seconds after the client certificate is seen during which each fetch gets a new serial: the
+reflector's 30 s backoff plus a minute's resync, after which the kubelet's own resync has run."""
+
+
+def _with_uid(pod: dict[str, Any], salt: str, serial: int | None) -> dict[str, Any]:
+    out = copy.deepcopy(pod)
+    meta = out.setdefault("metadata", {})
+    if not meta.get("uid"):
+        digest = hashlib.md5(json.dumps(pod, sort_keys=True).encode() + salt.encode(), usedforsecurity=False)
+        meta["uid"] = digest.hexdigest()
+    if serial is not None:
+        meta["annotations"] = {**(meta.get("annotations") or {}), REGISTERED_ANNOTATION: str(serial)}
+    return out
+
+
+def pod_list(pods: list[tuple[str, dict[str, Any]]], *, salt: str = "", serial: int | None = None) -> bytes:
+    """The PodList body for ``(id, pod)`` pairs, in id order: each pod with its UID (the MD5 of the
+    pod as given and ``salt``, unless it has one) and, with a ``serial``, :data:`REGISTERED_ANNOTATION`."""
+    items = [_with_uid(pod, salt, serial) for _, pod in sorted(pods, key=lambda p: p[0])]
     return json.dumps({"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items}).encode()
 
 
@@ -58,12 +109,20 @@ class StaticPodServerController(Controller):
     outputs = (Output(STATIC_POD_SERVER_STATUSES),)
     writes = "(an HTTP server on the node's loopback, serving the kubelet's staticPodURL)"
 
-    def __init__(self, layout: Layout, say: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self, layout: Layout, say: Callable[[str], None] | None = None, *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:  # fmt: skip
         # A node with its own network namespace owns its 127.0.0.1; a process node shares the
         # host's loopback and binds its own address there instead.
         self._host = "127.0.0.1" if layout.own_netns else layout.address
         self._say = say
-        self._body = pod_list([])
+        self._layout = layout
+        self._clock = clock
+        self._pods: list[tuple[str, dict[str, Any]]] = []
+        self._url = ""
+        self._registered_at: float | None = None
+        self._serial = 0
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -90,19 +149,28 @@ class StaticPodServerController(Controller):
             return _response(HTTPStatus.BAD_REQUEST, b"malformed request line\n")
         if parts[0] not in (b"GET", b"HEAD"):
             return _response(HTTPStatus.METHOD_NOT_ALLOWED, b"only GET is served\n")
-        response = _response(HTTPStatus.OK, self._body, "application/json")
+        serial: int | None = None
+        if self._registered_at is not None:
+            if parts[0] == b"GET" and self._clock() - self._registered_at <= REGISTERED_WINDOW:
+                self._serial += 1
+            serial = self._serial
+        body = pod_list(self._pods, salt=self._url, serial=serial)
+        response = _response(HTTPStatus.OK, body, "application/json")
         return response[: response.index(b"\r\n\r\n") + 4] if parts[0] == b"HEAD" else response
 
     async def run(self, ctx: ControllerContext) -> None:
         server = await asyncio.start_server(self._handle, self._host, 0, limit=MAX_REQUEST_HEAD)
         try:
             port = server.sockets[0].getsockname()[1]
-            url = f"http://{self._host}:{port}"
+            url = self._url = f"http://{self._host}:{port}"
             served: set[str] = set()
+            retry: float | None = None
             while True:
-                await ctx.changed()
-                pods = [(r.id, dict(r.spec.pod)) for r in ctx.list(STATIC_PODS)]
-                self._body = pod_list(pods)
+                await ctx.changed(timeout=retry)
+                pods = self._pods = [(r.id, dict(r.spec.pod)) for r in ctx.list(STATIC_PODS)]
+                if self._registered_at is None and self._layout.path(KUBELET_CLIENT_CERT).exists():
+                    self._registered_at = self._clock()
+                retry = None if self._registered_at is not None or not pods else REGISTERED_POLL
                 for id_ in sorted({id_ for id_, _ in pods} - served):
                     ctx.logger.info("rendered new static pod", id=id_)
                     if self._say is not None:
