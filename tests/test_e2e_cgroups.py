@@ -1,7 +1,8 @@
 """End to end: a container node's tasks live in the node's own cgroup subtree, which destroy removes.
 
-One control plane with the cluster's registry: busybox is pulled into the system containerd through
-the mirror (``talosctl image pull --namespace system``), then a task is created from the node's side
+One control plane with the cluster's registry: busybox is pulled through the mirror into namespace
+``system`` of the CRI containerd (``talosctl image pull --namespace system``, where Talos 1.7 keeps
+the etcd and kubelet images), then a task is created from the node's side
 (``ctr run`` in the node's mount, network, PID and cgroup namespaces; no API creates one yet). On
 the host its cgroup is ``<ctrl>/<own>/ichor/<cluster>/<node>/system/<id>`` in every v1 hierarchy,
 never ``<ctrl>/system/<id>``; the node sees its own subtree as ``/``; after destroy no
@@ -49,7 +50,7 @@ def test_node_tasks_land_in_the_nodes_own_cgroups_and_destroy_removes_them(tmp_p
         assert seen.exit_code == 0, seen.stderr
         assert {line.rsplit(":", 1)[1] for line in seen.stdout.splitlines() if line} == {"/"}, seen.stdout
 
-        ctr = ["ctr", "--address", "/system/run/containerd/containerd.sock", "-n", "system"]
+        ctr = ["ctr", "--address", "/run/containerd/containerd.sock", "-n", "system"]
         enter = ["nsenter", "-t", str(machined.id.pid), "-m", "-n", "-p", "-C", "-r", "-w", "--"]
         ran = proc.run([*enter, *ctr, "run", "-d", IMAGE, "t1", "/bin/sleep", "300"], check=False, timeout=60)
         assert ran.exit_code == 0, ran.stderr

@@ -62,7 +62,18 @@ def test_bootstrap_recovers_from_a_copied_db_with_skip_hash_check(tmp_path: Path
             120,
         )
 
-        refused = talosctl_in(home, "-n", cp, "bootstrap", f"--recover-from={db}")
+        # etcd's waiting line can come before apid listens again on a loaded host: retry while the
+        # node refuses the connection, as a user would.
+        attempt = [talosctl_in(home, "-n", cp, "bootstrap", f"--recover-from={db}")]
+
+        def answered() -> bool:
+            if "connection refused" not in attempt[0].stderr:
+                return True
+            attempt[0] = talosctl_in(home, "-n", cp, "bootstrap", f"--recover-from={db}")
+            return "connection refused" not in attempt[0].stderr
+
+        _until("apid to answer after the reboot", answered, 60)
+        refused = attempt[0]
         assert refused.exit_code != 0
         assert "skip-hash-check" in refused.stderr, refused.stderr
 

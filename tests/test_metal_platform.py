@@ -216,3 +216,14 @@ def test_kmsg_records_read_as_talos_dmesg_lines() -> None:
     assert line == b"kern:    info: [2023-11-14T22:13:25.140900Z]: ichor-metal: PID 1 up\n"
     assert format_record(b"30,1,0,-;daemon says\n", 0.0).startswith(b"daemon:    info: [1970-01-01T00:00:00")
     assert format_record(b"garbage", 0.0) == b"garbage\n"
+
+
+def test_dev_links_give_programs_their_stdin_by_name(tmp_path: Path) -> None:
+    """devtmpfs has no /dev/stdin: `nft -f -` failed on metal with "Could not open file /dev/stdin"."""
+    from ichor.machined.metal import dev_links
+
+    (tmp_path / "stdout").symlink_to("/elsewhere")
+    dev_links(tmp_path)
+    dev_links(tmp_path)  # again: what exists stays
+    assert {p.name: str(p.readlink()) for p in tmp_path.iterdir()} == {
+        "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/elsewhere", "stderr": "/proc/self/fd/2"}  # fmt: skip

@@ -43,7 +43,16 @@ from pathlib import Path
 
 from ichor.machined.kernelargs import KernelArgs
 
-__all__ = ["COLDPLUG_DONE", "MARKER", "MOUNTS", "coldplug_aliases", "coldplug_then_mark", "main"]
+__all__ = [
+    "COLDPLUG_DONE",
+    "DEV_LINKS",
+    "MARKER",
+    "MOUNTS",
+    "coldplug_aliases",
+    "coldplug_then_mark",
+    "dev_links",
+    "main",
+]
 
 COLDPLUG_DONE = "/run/ichor/coldplug-done"
 """Written once module coldplug has finished (:func:`coldplug_then_mark`)."""
@@ -93,6 +102,18 @@ def _mounted() -> set[str]:
         return set()
 
 
+DEV_LINKS = (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+             ("stderr", "/proc/self/fd/2"))  # fmt: skip
+"""The links devtmpfs lacks and programs open by name (``nft -f -`` reads ``/dev/stdin``)."""
+
+
+def dev_links(dev: Path) -> None:
+    """:data:`DEV_LINKS` in ``dev``, leaving any that exists."""
+    for name, target in DEV_LINKS:
+        with contextlib.suppress(FileExistsError):
+            (dev / name).symlink_to(target)
+
+
 def mount_pseudo(say: Callable[[str], None]) -> None:
     """Talos's pseudo-filesystems and the writable places, skipping what is mounted already."""
     mounted = _mounted()
@@ -110,6 +131,7 @@ def mount_pseudo(say: Callable[[str], None]) -> None:
             say(f"warning: {err.strerror}")
         if target == "/proc":
             mounted = _mounted()
+    dev_links(Path("/dev"))
     # /etc stays the image's, with a tmpfs upper for the files machined writes (hosts, resolv.conf).
     for d in ("/system/etc/upper", "/system/etc/work"):
         os.makedirs(d, exist_ok=True)
