@@ -5,7 +5,8 @@ What a kernel expects of init and what Talos's machined does before its controll
 * mount the pseudo-filesystems as Talos does (proc, sys, devpts, shm, mqueue, cgroup2 with
   ``nsdelegate``, bpffs, securityfs, efivarfs under UEFI) and tmpfs on ``/run``, ``/system``,
   ``/tmp`` and ``/var`` (until an installed EPHEMERAL takes its place); ``/etc`` gets a tmpfs upper
-  so machined can write ``hosts``/``resolv.conf`` over the read-only image;
+  so machined can write ``hosts``/``resolv.conf`` over the read-only image; ``/dev/fd`` and
+  ``/dev/std{in,out,err}``, which devtmpfs lacks (``nft -f -`` opens ``/dev/stdin``);
 * load the modules the hardware asks for (coldplug: every ``modalias`` under ``/sys/devices``
   through kmod's ``modprobe``, which honours softdeps, repeated while new devices appear), in a
   thread while machined starts, then ``/run/ichor/coldplug-done`` (machined's start waits for it
