@@ -207,6 +207,10 @@ def test_a_trial_boot_is_blessed_only_once_healthy_and_rebooted_past_its_deadlin
         answers = iter(["etcd is not healthy", "etcd is not healthy", None])
         await up.bless_when_healthy(lambda: next(answers), reboot=lambda _: pytest.fail("no reboot"))
         assert clock.slept == [2.0, 2.0]
+        # what the bless waits for is said once per change, with since when
+        assert [line for line in up.lines if "waits" in line] == [  # type: ignore[attr-defined]
+            "bless: slot B waits: etcd is not healthy (0 s into the trial)"
+        ]
         assert BootDir(machine.boot).state().good is Slot.B
         assert ("bless", "") in bus.sequences()
 

@@ -263,7 +263,13 @@ class NodeUpgrades:
         booted = self.disk.booted
         started = self._monotonic()
         reason = health()
+        said: str | None = None
         while reason is not None:
+            if reason != said:  # every change of what the bless waits for, with since when
+                self.say(
+                    f"bless: slot {booted} waits: {reason} ({self._monotonic() - started:.0f} s into the trial)"
+                )
+                said = reason
             if self._monotonic() - started > deadline:
                 line = (f"slot {booted} did not become healthy within {deadline:.0f} s ({reason}); rebooting: "
                         "GRUB boots it again while it has tries left, else the last good slot")  # fmt: skip
