@@ -26,7 +26,7 @@ from ichor.images import ImageError, InstallerAssets, MirrorEndpoints
 from ichor.machined.bootdisk import BootDisk, booted_slot
 from ichor.machined.controllers.boot import BootSlotController, MetaKeyController
 from ichor.machined.cosi import State, assert_no_resource, assert_resource
-from ichor.machined.events import EventBus, NodeEvent
+from ichor.machined.events import EventBus
 from ichor.machined.platform import Layout, Platform
 from ichor.machined.resources import (
     BOOT_SLOTS,
@@ -52,17 +52,8 @@ CMDLINE = "talos.platform=metal console=ttyS0"
 
 
 class RecordingBus(EventBus):
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[NodeEvent] = []
-
-    def publish(self, payload: Any, *, actor_id: str = "") -> NodeEvent:
-        event = super().publish(payload, actor_id=actor_id)
-        self.seen.append(event)
-        return event
-
     def sequences(self) -> list[tuple[str, str]]:
-        return [(e.payload.sequence, e.payload.error.message) for e in self.seen
+        return [(e.payload.sequence, e.payload.error.message) for e in self.history()
                 if isinstance(e.payload, machine_pb2.SequenceEvent)]  # fmt: skip
 
 

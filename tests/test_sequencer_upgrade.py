@@ -7,33 +7,21 @@ import asyncio
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 from ichor.api.gen.machine import machine_pb2
 from ichor.machined.cosi import Source, State
-from ichor.machined.events import EventBus, NodeEvent
+from ichor.machined.events import EventBus
 from ichor.machined.platform import EXIT_REBOOT, Layout
 from ichor.machined.resources import MachineStage
 from ichor.machined.sequencer import NodeParts, Sequencer
 from ichor.machinery.errors import SlotError
 
 
-class _Bus(EventBus):
-    def __init__(self) -> None:
-        super().__init__()
-        self.seen: list[NodeEvent] = []
-
-    def publish(self, payload: Any, *, actor_id: str = "") -> NodeEvent:
-        event = super().publish(payload, actor_id=actor_id)
-        self.seen.append(event)
-        return event
-
-
-def _sequencer(tmp_path: Path) -> tuple[Sequencer, list[str], _Bus]:
+def _sequencer(tmp_path: Path) -> tuple[Sequencer, list[str], EventBus]:
     layout = Layout(tmp_path / "root", "127.0.0.1")
     layout.ensure()
     said: list[str] = []
-    bus = _Bus()
+    bus = EventBus()
     parts = NodeParts(
         layout=layout, state=State(), events=bus, store=type("Store", (), {})(),  # type: ignore[arg-type]
         supervisor=None, stage=Source("stage", MachineStage.RUNNING), say=said.append,  # type: ignore[arg-type]
@@ -43,8 +31,8 @@ def _sequencer(tmp_path: Path) -> tuple[Sequencer, list[str], _Bus]:
     return Sequencer(parts), said, bus
 
 
-def _sequences(bus: _Bus) -> list[tuple[str, int, str, str]]:
-    return [(e.payload.sequence, e.payload.action, e.payload.error.message, e.actor_id) for e in bus.seen
+def _sequences(bus: EventBus) -> list[tuple[str, int, str, str]]:
+    return [(e.payload.sequence, e.payload.action, e.payload.error.message, e.actor_id) for e in bus.history()
             if isinstance(e.payload, machine_pb2.SequenceEvent)]  # fmt: skip
 
 
@@ -67,7 +55,9 @@ def test_a_written_upgrade_reboots_the_node(tmp_path: Path) -> None:
     assert _sequences(bus) == [("upgrade", START, "", "actor-1"), ("upgrade", STOP, "", "actor-1"),
                                ("reboot", START, "", "actor-1")]  # fmt: skip
     tasks = [
-        (e.payload.task, e.payload.action) for e in bus.seen if isinstance(e.payload, machine_pb2.TaskEvent)
+        (e.payload.task, e.payload.action)
+        for e in bus.history()
+        if isinstance(e.payload, machine_pb2.TaskEvent)
     ]
     assert tasks == [("upgrade", machine_pb2.TaskEvent.START), ("upgrade", machine_pb2.TaskEvent.STOP)]
 

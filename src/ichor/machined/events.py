@@ -89,11 +89,15 @@ class EventBus:
             queue.put_nowait(event)
         return event
 
+    def history(self) -> list[NodeEvent]:
+        """Every event still kept, oldest first."""
+        return list(self._history)
+
     def _backlog(self, tail_events: int, tail_id: str, tail_seconds: int) -> list[NodeEvent]:
         """The history a subscriber asked for, as Talos's event buffer picks it: ``tail_events``
         first (-1 = all kept), else every event whose id sorts after ``tail_id`` (present or not),
         else every event created after the last ``tail_seconds`` (by its id's second), else none."""
-        history = list(self._history)
+        history = self.history()
         if tail_events < 0:
             return history
         if tail_events > 0:
