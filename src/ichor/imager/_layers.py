@@ -92,6 +92,8 @@ def record_dataclass_code(site: Path) -> None:
     in a fresh interpreter (a fixed hash seed, so two builds write the same bytes)."""
     from ichor.machinery.codecache import FILE_NAME
 
+    if not (site / "ichor/machinery/codecache.py").is_file():  # removed with --rm: nothing to run
+        return
     env = {**os.environ, "PYTHONPATH": str(site), "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
     proc.run([sys.executable, "-m", "ichor.machinery.codecache", str(site / "ichor" / FILE_NAME)],
              env=env, timeout=300)  # fmt: skip

@@ -48,10 +48,8 @@ _MAX_BYTES = 32 << 20
 
 
 def default_path() -> Path:
-    """Where an image keeps the file: beside the ``ichor`` package."""
-    import ichor
-
-    return Path(ichor.__file__).parent / FILE_NAME
+    """Where an image keeps the file: beside the ``ichor`` package's ``__init__.py``."""
+    return Path(__file__).resolve().parent.parent / FILE_NAME
 
 
 def _compile(text: str) -> CodeType:
@@ -125,14 +123,20 @@ def install(path: Path | None = None) -> CodeCache | None:
     return cache
 
 
-def record(out: Path, modules: tuple[str, ...] = STACK_MODULES) -> int:
+def record(out: Path, modules: tuple[str, ...] = STACK_MODULES, *, skipped: list[str] | None = None) -> int:
     """Import ``modules`` with a recording cache in place and write what it compiled to ``out``;
-    the number of texts. Run in a fresh interpreter: a module imported before is not recorded."""
+    the number of texts. A module that cannot be imported (an image built with parts removed) is
+    named in ``skipped`` and the others are recorded. Run in a fresh interpreter: a module imported
+    before is not recorded."""
     cache = CodeCache({}, recording=True)
     dataclasses.exec = cache  # type: ignore[attr-defined]
     try:
         for name in modules:
-            importlib.import_module(name)
+            try:
+                importlib.import_module(name)
+            except ImportError as err:
+                if skipped is not None:
+                    skipped.append(f"{name}: {err}")
     finally:
         del dataclasses.exec  # type: ignore[attr-defined]
     out.write_bytes(cache.dumps())
@@ -145,8 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m ichor.machinery.codecache OUT", file=sys.stderr)
         return 2
-    count = record(Path(args[0]))
+    skipped: list[str] = []
+    count = record(Path(args[0]), skipped=skipped)
     print(f"{count} dataclass method texts compiled into {args[0]}")
+    for line in skipped:
+        print(f"not recorded (import failed): {line}")
     return 0
 
 

@@ -266,6 +266,14 @@ from ichor.machined.resources._secrets import (
     PEMCertificateAndKey,
     PEMKey,
 )
+from ichor.machined.resources._watchdog import (
+    WATCHDOG_TIMER_CONFIGS,
+    WATCHDOG_TIMER_ID,
+    WATCHDOG_TIMER_STATUSES,
+    WATCHDOG_TIMER_TYPES,
+    WatchdogTimerConfigSpec,
+    WatchdogTimerStatusSpec,
+)
 from ichor.machined.resources.nftables import NFTABLES_CHAINS
 
 __all__ = [
@@ -397,6 +405,10 @@ __all__ = [
     "TIME_STATUSES",
     "TIME_STATUS_ID",
     "VLAN_PROTOCOLS",
+    "WATCHDOG_TIMER_CONFIGS",
+    "WATCHDOG_TIMER_ID",
+    "WATCHDOG_TIMER_STATUSES",
+    "WATCHDOG_TIMER_TYPES",
     "AddressFamily",
     "AddressScope",
     "AddressSpecSpec",
@@ -483,6 +495,8 @@ __all__ = [
     "UnmetCondition",
     "VIPOperatorSpec",
     "VLANSpec",
+    "WatchdogTimerConfigSpec",
+    "WatchdogTimerStatusSpec",
     "WireguardPeer",
     "WireguardSpec",
     "filtered_node_address_id",
@@ -558,6 +572,7 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     *K8S_MANIFEST_TYPES,
     *KERNEL_PARAM_TYPES,
     *KERNEL_MODULE_TYPES,
+    *WATCHDOG_TIMER_TYPES,
     *BOOT_TYPES,
 )
 
