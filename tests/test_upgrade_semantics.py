@@ -332,6 +332,7 @@ def test_a_failed_slot_write_leaves_etcd_alone(tmp_path: Path) -> None:
     assert asyncio.run(main()) is False
     assert asked == [] and supervisor.stopped == []
     assert layout.path("/var/lib/etcd/member/snap/db").exists()
+    assert said[-1] == "upgrade failed: no space left on BOOT; the node stays on the slot it booted"
 
 
 @pytest.mark.parametrize("preserve", [False, True])
@@ -366,5 +367,6 @@ def test_the_boot_that_performs_a_staged_upgrade_wipes_ephemeral_without_preserv
     sequencer.parts.staged_upgrade = staged  # type: ignore[assignment]
     assert asyncio.run(asyncio.wait_for(sequencer.run(), 5)) == EXIT_REBOOT
     assert layout.path("/var/lib/containerd/x").exists() is preserve
+    assert supervisor.stopped == ([] if preserve else [RESET_KEEPS])
     assert layout.path("/system/state/config.yaml").exists()
     assert said[-1] == "staged upgrade written: rebooting into it"
