@@ -2,7 +2,8 @@
 addresses, ``etcd_helpers``): the checks pass on three healthy members and refuse, with Talos 1.7.6's
 texts, a member stopped (named by its 16-digit hex id), a member added but never started, two
 members, a single member without ``--preserve``; the upgrade mutex ``talos:v1:etcdUpgradeMutex`` held
-by another session fails the checks at once and is free again after every check; leaving for an
+by another session fails the checks at once (two control planes asked at once: the second fails) and
+is free again after every check; leaving for an
 upgrade without ``--preserve`` removes the member, stops etcd and clears its data directory, and the
 only voting member is refused (its data kept).
 
@@ -101,6 +102,34 @@ def test_checks_mutex_and_leaving_on_three_members(tmp_path: Path) -> None:
         assert key.startswith(b"talos:v1:etcdUpgradeMutex/")
         assert _mutex_keys(cluster, [one, two]) == []
         assert _validate(ops, preserve=True) is None
+
+        # Two control planes asked at once: the one whose checks start while the other's run fails.
+        other, _node_two, _ = _node(cluster, two, endpoint_host=one.address)
+        slow_probe = ops._quorum_probe
+
+        async def slow(member: Any) -> str | None:
+            await asyncio.sleep(1.0)  # the first one's checks take a while
+            return await slow_probe(member)
+
+        ops._quorum_probe = slow  # type: ignore[method-assign]
+
+        async def both() -> list[BaseException | None]:
+            first = asyncio.ensure_future(ops.validate_for_upgrade(preserve=False))
+            async with cluster.client([one, two], timeout=5.0) as client:  # until the first holds it
+                while not (await client.get(f"{UPGRADE_MUTEX_PREFIX}/", prefix=True)).kvs:
+                    assert not first.done(), first
+                    await asyncio.sleep(0.05)
+            second = asyncio.ensure_future(other.validate_for_upgrade(preserve=False))
+            done = await asyncio.gather(first, second, return_exceptions=True)
+            return [d if isinstance(d, BaseException) else None for d in done]
+
+        first, second = asyncio.run(both())
+        ops._quorum_probe = slow_probe  # type: ignore[method-assign]
+        assert first is None, first
+        assert isinstance(second, GRPCError) and second.message == (
+            f"failed to acquire upgrade mutex: error trying to lock etcd upgrade mutex: {MUTEX_LOCKED}"
+        )
+        assert _validate(other, preserve=False) is None  # and passes once the first is done
 
         # A member that does not answer the quorum read is named by its id.
         ids = {m.name: m.id for m in asyncio.run(_members(cluster, [one, two]))}
