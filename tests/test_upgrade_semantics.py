@@ -239,6 +239,10 @@ def test_a_control_plane_is_checked_unless_forced_and_a_worker_never(tmp_path: P
 class _Supervisor:
     def __init__(self) -> None:
         self.stopped: list[tuple[str, ...]] = []
+        self.loaded = ["apid", "etcd", "machined"]
+
+    def list(self) -> list[Any]:
+        return [type("Info", (), {"id": service})() for service in self.loaded]
 
     async def stop_all(self, *, keep: Any = ()) -> None:
         self.stopped.append(tuple(keep))
@@ -297,6 +301,14 @@ def test_without_preserve_the_node_leaves_etcd_and_ephemeral_is_wiped_before_the
     assert layout.path("/var/log/console.log").exists()  # as a serial console, it survives
     assert layout.path("/system/state/config.yaml").read_text() == "data"  # STATE is kept
     assert said[-1] == "upgrade written: rebooting into the new slot"
+
+
+def test_a_worker_without_preserve_has_no_leave_phase_and_ephemeral_is_wiped(tmp_path: Path) -> None:
+    sequencer, layout, _said, bus, supervisor, asked = _sequencer(tmp_path, lambda: None)
+    supervisor.loaded = ["apid", "kubelet", "machined"]
+    assert _run(sequencer, lambda: sequencer.request_upgrade("w1", _written, preserve=False)) == EXIT_REBOOT
+    assert asked == [] and _phases(bus) == ["upgrade", "stopServices", "wipeEphemeral"]
+    assert not layout.path("/var/lib/containerd").exists()
 
 
 def test_with_preserve_nothing_is_left_or_wiped(tmp_path: Path) -> None:

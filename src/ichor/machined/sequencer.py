@@ -379,6 +379,8 @@ class Sequencer:
         may be wiped. A node that could not leave keeps its member and EPHEMERAL (as ``--preserve``)
         rather than rejoin with its data gone while the cluster still counts it."""
         parts = self.parts
+        if not any(info.id == "etcd" for info in parts.supervisor.list()):
+            return True  # a worker (Talos's sequence has no leave phase for one)
         with self._phase("leave", "leaveEtcd"):
             problem = await parts.leave_etcd_for_upgrade()
         if problem is not None:
