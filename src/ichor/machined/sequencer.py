@@ -17,8 +17,11 @@ with chosen partitions). Events of a requested sequence carry the request's acto
   returns to maintenance mode saying why) -> save and activate it -> load and start the services
   -> running;
 * **upgrade** (a node with a boot disk): the installer's upgrade mode in a worker while the node
-  runs (a failure leaves it running, saying why: ``upgrade`` SequenceEvent with the error), then a
-  reboot; an upgrade staged in META runs at boot, before the services start, and reboots;
+  runs (a failure leaves it running, saying why: ``upgrade`` SequenceEvent with the error); without
+  ``--preserve`` then Talos's ``leave`` phase on a node running etcd and EPHEMERAL wiped (services
+  stopped first; kept when leaving failed); then a reboot. ``stageUpgrade`` leaves etcd (without
+  ``--preserve``) and reboots; the upgrade staged in META runs at boot, before the services start,
+  wipes EPHEMERAL without ``--preserve``, and reboots;
 * **reboot** / **shutdown**: stop every service, then :meth:`Sequencer.run` returns the launcher's
   exit code (:data:`~ichor.machined.platform.EXIT_REBOOT` / ``EXIT_POWEROFF``);
 * **reset**: leave etcd when graceful (a failure stops the reset: nothing is wiped), write
