@@ -14,14 +14,18 @@ and initramfs into maintenance mode, where ``apply-config`` installs to ``/dev/v
 ``-no-reboot``, so every later reboot goes through OVMF and GRUB's boot counting.
 
 Checked as a user sees it: ``get bootslots`` (version, state, tries, booted), ``get metakeys``,
-``read /proc/cmdline`` (``ichor.slot=``), Talos's refusal of an upgrade of a single etcd member
-without ``--preserve``, the registry's access log (the node fetched through the mirror), the
+``read /proc/cmdline`` (``ichor.slot=``), Talos 1.7.6's refusal of an upgrade of a single etcd member
+without ``--preserve`` (its whole text, checked under the etcd upgrade mutex) leaving the slots, the
+member and its health as they were (three reads, a few seconds; the ``--preserve`` upgrade that
+follows took the etcd upgrade mutex 41 s after the refusal's, inside its 60 s lease), the registry's access log (the node fetched through the mirror), the
 console lines of every transition. v2 also carries the Proprietary Kernel Modules procedure's
 out-of-tree ``hello.ko`` (built here from source, ``tests/hello_module.py``) as a system extension,
 and the config asks for it in ``machine.kernel.modules``: on v1 ``get waits`` names it with
 modprobe's reason; after ``upgrade --preserve=true`` to v2 it is in ``/proc/modules`` with its
 parameter (budget 60 s after the bless); after the rollback to v1 it is gone again. With these
-checks the file took 891 s (images 17 s, upgrade to blessed 122 s, total in the VM 872 s).
+checks the file took 891 s (images 17 s, upgrade to blessed 122 s, total in the VM 872 s); with the
+refusal's no-change checks too, 1154 s on a host running other helpers' work (images 36 s, install 94 s,
+v1 up 206 s, upgrade to blessed 217 s, rollback 116 s, broken upgrade to fallback 206 s, staged 247 s).
 
 Time budget, measured on 2 cores (TCG, 1 vCPU, host otherwise idle), 974 s for the file with a
 warm image cache: images 16 s, install 72 s, v1 up with etcd healthy at 181 s, the refused upgrade's
@@ -311,8 +315,19 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
         image2 = f"ghcr.io/siderolabs/installer:{V2}"
         refused = talosctl("upgrade", "--image", image2, "--wait=false", timeout=900)
         assert refused.exit_code != 0
-        assert ("only 1 etcd member found; assuming this is not an HA setup and refusing to upgrade"
-                in refused.stderr), refused.stderr  # fmt: skip
+        assert ("only 1 etcd member found; assuming this is not an HA setup and refusing to upgrade; "
+                "if this is a single-node cluster, use --preserve to upgrade" in refused.stderr), refused.stderr  # fmt: skip
+        # Refused before anything changed: the slots, the one etcd member, its health (no boot needed).
+        unchanged = talosctl("get", "bootslots")
+        assert re.search(rf"\bA\s+\d+\s+{re.escape(V1)}\s+good\s+0\s+true", unchanged.stdout), (
+            unchanged.stdout
+        )
+        assert re.search(r"\bB\s+\d+\s+empty\s+0\s+false", unchanged.stdout), unchanged.stdout
+        members = talosctl("etcd", "members")
+        assert members.exit_code == 0 and len(members.stdout.strip().splitlines()) == 2, members.stdout
+        assert "HEALTH   OK" in talosctl("service", "etcd").stdout
+        # The checks ran under the etcd upgrade mutex (TryLock); the --preserve upgrade below takes it
+        # again, which a key left behind would fail ("Locked by another session") for its 60 s lease.
         served = [e for e in access_log(registry_log) if e.client == NODE_IP and "/manifests/" in e.path]
         assert served and served[0].path == f"/v2/siderolabs/installer/manifests/{V2}", access_log(
             registry_log

@@ -43,6 +43,7 @@ from ichor.machined.resources import (
     ServiceSpec,
 )
 from ichor.machined.server._context import ETCD_SINGLE_MEMBER, MachineContext
+from ichor.machined.server._etcd_upgrade import upgrade_refusal
 from ichor.machined.upgrade import NodeUpgrades, StagedUpgrade, node_health
 from ichor.machinery.bootloader import BootDir, Slot, Transition
 from ichor.machinery.errors import SlotError
@@ -329,8 +330,11 @@ class Lifecycle:
     def request_reboot(self, actor_id: str, mode: int = 0) -> None:
         self.reboots.append(actor_id)
 
-    def request_upgrade(self, actor_id: str, work: Any, mode: int = 0) -> None:
+    def request_upgrade(self, actor_id: str, work: Any, mode: int = 0, *, preserve: bool = True) -> None:
         self.upgrades.append((actor_id, work))
+
+    def request_staged_upgrade(self, actor_id: str, mode: int = 0, *, preserve: bool = True) -> None:
+        self.reboots.append(actor_id)
 
 
 @dataclass
@@ -339,6 +343,12 @@ class Etcd:
 
     async def members(self, query_local: bool) -> list[Any]:
         return [type("M", (), {"id": n, "name": name})() for n, name in enumerate(self.names)]
+
+    async def validate_for_upgrade(self, *, preserve: bool) -> None:
+        members = await self.members(query_local=False)
+        problem = await upgrade_refusal(members, preserve=preserve, probe=lambda _: asyncio.sleep(0))
+        if problem is not None:
+            raise GRPCError(Status.UNKNOWN, f"error validating etcd for upgrade: {problem}")
 
 
 @dataclass

@@ -39,7 +39,7 @@ from ichor.machinery.constants import TALOS_VERSION
 if TYPE_CHECKING:
     from ichor.machined.bootdisk import BootDisk
     from ichor.machined.services.etcd import EtcdService
-    from ichor.machined.upgrade import NodeUpgrades
+    from ichor.machined.upgrade import NodeUpgrades, StagedUpgrade
 
 __all__ = ["Node"]
 
@@ -143,6 +143,7 @@ class Node:
                         layout, state, store, hostname=default_hostname(layout.address), say=say, clock=self.clock
                     ),
                     leave_etcd=system.etcd_ops.leave_before_reset,
+                    leave_etcd_for_upgrade=system.etcd_ops.leave_for_upgrade,
                     background=system.background, install=install,
                     staged_upgrade=_staged_upgrade(upgrades) if upgrades is not None else None,
                     partitions=system.partitions,
@@ -231,8 +232,8 @@ async def _start_upgrades(upgrades: NodeUpgrades, say: Callable[[str], None]) ->
 
 def _staged_upgrade(
     upgrades: NodeUpgrades,
-) -> Callable[[LoadedConfig, Callable[[str], None]], Coroutine[Any, Any, bool]]:
-    async def run(loaded: LoadedConfig, printf: Callable[[str], None]) -> bool:
+) -> Callable[[LoadedConfig, Callable[[str], None]], Coroutine[Any, Any, StagedUpgrade | None]]:
+    async def run(loaded: LoadedConfig, printf: Callable[[str], None]) -> StagedUpgrade | None:
         from ichor.machined.upgrade import upgrade_inputs
 
         mirrors, cmdline = upgrade_inputs(loaded.config)

@@ -17,8 +17,11 @@ with chosen partitions). Events of a requested sequence carry the request's acto
   returns to maintenance mode saying why) -> save and activate it -> load and start the services
   -> running;
 * **upgrade** (a node with a boot disk): the installer's upgrade mode in a worker while the node
-  runs (a failure leaves it running, saying why: ``upgrade`` SequenceEvent with the error), then a
-  reboot; an upgrade staged in META runs at boot, before the services start, and reboots;
+  runs (a failure leaves it running, saying why: ``upgrade`` SequenceEvent with the error); without
+  ``--preserve`` then Talos's ``leave`` phase on a node running etcd and EPHEMERAL wiped (services
+  stopped first; kept when leaving failed); then a reboot. ``stageUpgrade`` leaves etcd (without
+  ``--preserve``) and reboots; the upgrade staged in META runs at boot, before the services start,
+  wipes EPHEMERAL without ``--preserve``, and reboots;
 * **reboot** / **shutdown**: stop every service, then :meth:`Sequencer.run` returns the launcher's
   exit code (:data:`~ichor.machined.platform.EXIT_REBOOT` / ``EXIT_POWEROFF``);
 * **reset**: leave etcd when graceful (a failure stops the reset: nothing is wiped), write
@@ -36,7 +39,7 @@ import contextlib
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from ichor.api.gen.common import common_pb2
 from ichor.api.gen.machine import machine_pb2
@@ -66,6 +69,16 @@ RESET_KEEPS = ("apid", "machined")
 """Services a reset leaves running while it wipes (the API answers until the node stops)."""
 
 
+class StagedWrite(Protocol):
+    """A staged upgrade performed at boot (``ichor.machined.upgrade.StagedUpgrade``)."""
+
+    @property
+    def preserve(self) -> bool: ...
+
+
+StagedRun = Callable[[LoadedConfig, Callable[[str], None]], Awaitable[StagedWrite | None]]
+
+
 @dataclass
 class NodeParts:
     """What the sequences act on; built by the composition root."""
@@ -84,15 +97,23 @@ class NodeParts:
     """Serve maintenance mode until a config is applied."""
     leave_etcd: Callable[[], Awaitable[str | None]]
     """Graceful reset: leave etcd; returns why it could not, if so."""
+    leave_etcd_for_upgrade: Callable[[], Awaitable[str | None]] = lambda: _nothing_to_leave()
+    """An upgrade without ``--preserve``: leave etcd, stop it, clear its data; returns why it could
+    not leave, if so (None too on a node with no etcd member)."""
     background: Callable[[], Sequence[Callable[[], Coroutine[Any, Any, None]]]] = lambda: ()
     """Long-lived tasks to run while the node runs (e.g. etcd following its spec)."""
     install: Callable[[LoadedConfig, Callable[[str], None]], None] | None = None
     """Install to disk with a config (blocking: run in a worker thread; it reports progress lines
     through its second argument), on a node that installs to disk and is not installed yet."""
-    staged_upgrade: Callable[[LoadedConfig, Callable[[str], None]], Awaitable[bool]] | None = None
-    """Perform an upgrade staged in META (a node with a boot disk); True when the node must reboot."""
+    staged_upgrade: StagedRun | None = None
+    """Perform an upgrade staged in META (a node with a boot disk); what it wrote (the node must
+    reboot), None when nothing was."""
     partitions: SystemPartitions | None = None
     """What a reset wipes (the node's disk or its directories); None: the layout's directories."""
+
+
+async def _nothing_to_leave() -> str | None:
+    return None
 
 
 class Sequencer:
@@ -163,7 +184,10 @@ class Sequencer:
             publish_wait(parts.state, INSTALL_WAIT_ID, owner="", waiting_for="a machine config that installs",
                          reason=f"installation failed: {problem}", now=parts.clock())  # fmt: skip
             loaded = None
-        if parts.staged_upgrade is not None and await self._staged_upgrade(loaded, parts.staged_upgrade):
+        staged = await self._staged_upgrade(loaded, parts.staged_upgrade) if parts.staged_upgrade else None
+        if staged is not None:
+            if not staged.preserve:  # Talos's installer wipes EPHEMERAL in the staged upgrade too
+                await self.wipe_ephemeral_for_upgrade()
             parts.say("staged upgrade written: rebooting into it")
             self._stage(MachineStage.REBOOTING)
             self._sequence_event("reboot", "")
@@ -233,9 +257,7 @@ class Sequencer:
         self._sequence_event("install", "", stop=True, error=problem)
         return problem
 
-    async def _staged_upgrade(
-        self, loaded: LoadedConfig, run: Callable[[LoadedConfig, Callable[[str], None]], Awaitable[bool]]
-    ) -> bool:
+    async def _staged_upgrade(self, loaded: LoadedConfig, run: StagedRun) -> StagedWrite | None:
         parts = self.parts
         loop = asyncio.get_running_loop()
 
@@ -291,23 +313,47 @@ class Sequencer:
         loop.call_later(REQUEST_DELAY, start)
 
     def request_upgrade(
-        self, actor_id: str, work: Callable[[Callable[[str], None]], Awaitable[object]], mode: int = 0
+        self,
+        actor_id: str,
+        work: Callable[[Callable[[str], None]], Awaitable[object]],
+        mode: int = 0,
+        *,
+        preserve: bool = True,
     ) -> None:
         """Run ``work`` (the installer's upgrade mode; it reports through its argument, from any
-        thread) as the ``upgrade`` sequence, then reboot; a failure leaves the node running."""
+        thread) as the ``upgrade`` sequence, then (without ``preserve``) leave etcd and wipe
+        EPHEMERAL, then reboot; a failure of ``work`` leaves the node running."""
         self._actor = actor_id
         self._sequence_event("upgrade", actor_id)
+        self._later(self._upgrade(actor_id, work, preserve=preserve), "upgrade")
+
+    def request_staged_upgrade(self, actor_id: str, mode: int = 0, *, preserve: bool = True) -> None:
+        """Talos's ``stageUpgrade`` sequence: (without ``preserve``) leave etcd, then reboot; the
+        upgrade staged in META runs at the next boot."""
+        self._actor = actor_id
+        self._sequence_event("stageUpgrade", actor_id)
+
+        async def stage_upgrade() -> None:
+            if not preserve:
+                await self._leave_for_upgrade()
+            self._sequence_event("reboot", actor_id)
+            self.finish(EXIT_REBOOT)
+
+        self._later(stage_upgrade(), "stageUpgrade")
+
+    def _later(self, work: Coroutine[Any, Any, None], name: str) -> None:
+        """Start ``work`` after :data:`REQUEST_DELAY` (the reply leaves first), owned by the sequencer."""
         loop = asyncio.get_running_loop()
 
         def start() -> None:
-            task = loop.create_task(self._upgrade(actor_id, work), name="upgrade")
+            task = loop.create_task(work, name=name)
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
         loop.call_later(REQUEST_DELAY, start)
 
     async def _upgrade(
-        self, actor_id: str, work: Callable[[Callable[[str], None]], Awaitable[object]]
+        self, actor_id: str, work: Callable[[Callable[[str], None]], Awaitable[object]], *, preserve: bool
     ) -> None:
         parts = self.parts
         loop = asyncio.get_running_loop()
@@ -324,10 +370,41 @@ class Sequencer:
             self._sequence_event("upgrade", actor_id, stop=True, error=problem)
             self._actor = ""
             return
+        if not preserve and await self._leave_for_upgrade():
+            await self.wipe_ephemeral_for_upgrade()
         self._sequence_event("upgrade", actor_id, stop=True)
         parts.say("upgrade written: rebooting into the new slot")
         self._sequence_event("reboot", actor_id)
         self.finish(EXIT_REBOOT)
+
+    async def _leave_for_upgrade(self) -> bool:
+        """Without ``--preserve``: Talos's ``leave`` phase on a control plane; True when EPHEMERAL
+        may be wiped. A node that could not leave keeps its member and EPHEMERAL (as ``--preserve``)
+        rather than rejoin with its data gone while the cluster still counts it."""
+        parts = self.parts
+        if not any(info.id == "etcd" for info in parts.supervisor.list()):
+            return True  # a worker (Talos's sequence has no leave phase for one)
+        with self._phase("leave", "leaveEtcd"):
+            problem = await parts.leave_etcd_for_upgrade()
+        if problem is not None:
+            parts.say(f"upgrade: could not leave etcd: {problem}; this node keeps its etcd member and "
+                      "EPHEMERAL, as with --preserve")  # fmt: skip
+            return False
+        return True
+
+    async def wipe_ephemeral_for_upgrade(self) -> None:
+        """Without ``--preserve``: stop the services that write EPHEMERAL and wipe it (Talos's installer
+        wipes it when it re-partitions; it is formatted again at its next mount)."""
+        parts = self.parts
+        parts.say("upgrade: stopping services to wipe EPHEMERAL")
+        with self._phase("stopServices", "stopServicesForUpgrade"):
+            await parts.supervisor.stop_all(keep=RESET_KEEPS)
+        partitions = parts.partitions or DirectoryPartitions(parts.layout)
+        try:
+            with self._phase("wipeEphemeral", "wipeEphemeral"):
+                await asyncio.to_thread(partitions.wipe, ["EPHEMERAL"], self._say_from_thread("upgrade"))
+        except Exception as err:  # the slot is written: reboot into it all the same
+            parts.say(f"upgrade: wiping EPHEMERAL failed: {err}; rebooting into the new slot all the same")
 
     # --- the reset sequence -------------------------------------------------------------------------
 
@@ -398,11 +475,11 @@ class Sequencer:
         parts.say(f"resetting: wiping {', '.join(labels) if labels is not None else 'the system disk'}")
         await asyncio.to_thread(partitions.wipe, labels, self._say_from_thread())
 
-    def _say_from_thread(self) -> Callable[[str], None]:
-        """A console writer for a worker thread (a reset's device work), prefixed ``resetting:``."""
+    def _say_from_thread(self, prefix: str = "resetting") -> Callable[[str], None]:
+        """A console writer for a worker thread (a reset's or an upgrade's device work), prefixed."""
         loop, say = asyncio.get_running_loop(), self.parts.say
 
         def say_from_thread(line: str) -> None:
-            loop.call_soon_threadsafe(say, f"resetting: {line}")
+            loop.call_soon_threadsafe(say, f"{prefix}: {line}")
 
         return say_from_thread

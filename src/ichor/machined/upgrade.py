@@ -230,11 +230,12 @@ class NodeUpgrades:
 
     async def run_staged(
         self, mirrors: Mapping[str, MirrorEndpoints], cmdline: str, printf: Callable[[str], None]
-    ) -> bool:
-        """Perform an upgrade staged in META (then forget it); True when the slot was written."""
+    ) -> StagedUpgrade | None:
+        """Perform an upgrade staged in META (then forget it); the upgrade when the slot was written
+        (without ``preserve`` the caller wipes EPHEMERAL before the reboot), else None."""
         staged = await self.staged()
         if staged is None:
-            return False
+            return None
         # Forget it first: a staged upgrade that fails must not be retried at every boot.
         await self._thread(self._forget_staged)
         self.say(f"performing the staged upgrade to {staged.image}")
@@ -245,8 +246,8 @@ class NodeUpgrades:
             line = f"staged upgrade to {staged.image} failed: {err}; booting the installed system"
             self.say(line)
             self._event("upgrade", error=line)
-            return False
-        return True
+            return None
+        return staged
 
     # --- bless, rollback ---------------------------------------------------------------------------
 

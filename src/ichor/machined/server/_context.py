@@ -37,6 +37,7 @@ from ichor.machined.resources import (
     OS_ROOT_SECRETS,
 )
 from ichor.machined.server._etcd_ops import EtcdOperations
+from ichor.machined.server._etcd_upgrade import ETCD_SINGLE_MEMBER
 from ichor.machined.services import Supervisor
 from ichor.machinery import pki
 from ichor.machinery.constants import TALOS_VERSION
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from ichor.machined.partitions import SystemPartitions
     from ichor.machined.upgrade import NodeUpgrades
 
-__all__ = ["Lifecycle", "MachineContext"]
+__all__ = ["ETCD_SINGLE_MEMBER", "Lifecycle", "MachineContext"]
 
 
 class Lifecycle(Protocol):
@@ -58,11 +59,17 @@ class Lifecycle(Protocol):
     def request_reset(self, actor_id: str, request: machine_pb2.ResetRequest) -> None: ...
 
     def request_upgrade(
-        self, actor_id: str, work: Callable[[Callable[[str], None]], Awaitable[object]], mode: int = 0
+        self,
+        actor_id: str,
+        work: Callable[[Callable[[str], None]], Awaitable[object]],
+        mode: int = 0,
+        *,
+        preserve: bool = True,
     ) -> None: ...
 
+    def request_staged_upgrade(self, actor_id: str, mode: int = 0, *, preserve: bool = True) -> None: ...
 
-ETCD_SINGLE_MEMBER = "only 1 etcd member found; assuming this is not an HA setup and refusing to upgrade"
+
 UPGRADE_ACK = "Upgrade request received"
 
 
@@ -271,38 +278,22 @@ class MachineContext:
             raise GRPCError(
                 Status.UNKNOWN, f'error validating installer image "{request.image}": {err}'
             ) from None
-        if self.is_control_plane() and not request.force:
-            await self._validate_etcd_for_upgrade(preserve=request.preserve)
+        if self.is_control_plane() and not request.force:  # --force skips the etcd client, mutex and checks
+            await self.etcd.validate_for_upgrade(preserve=request.preserve)
         if not request.preserve:
-            self.say("upgrade without --preserve: EPHEMERAL is kept as with --preserve "
-                     "(a re-partitioning upgrade is not implemented)")  # fmt: skip
+            self.say("upgrade without --preserve: "
+                     + ("this node leaves etcd, then " if self.is_control_plane() else "")
+                     + "EPHEMERAL is wiped before the reboot")  # fmt: skip
         if request.stage:
             await upgrades.stage(StagedUpgrade(request.image, request.preserve, request.force))
-            self._lifecycle.request_reboot(actor_id, request.reboot_mode)
+            self._lifecycle.request_staged_upgrade(actor_id, request.reboot_mode, preserve=request.preserve)
             return UPGRADE_ACK
 
         async def work(printf: Callable[[str], None]) -> None:
             await upgrades.install(assets, cmdline=cmdline, force=request.force, printf=printf)
 
-        self._lifecycle.request_upgrade(actor_id, work, request.reboot_mode)
+        self._lifecycle.request_upgrade(actor_id, work, request.reboot_mode, preserve=request.preserve)
         return UPGRADE_ACK
-
-    async def _validate_etcd_for_upgrade(self, *, preserve: bool) -> None:
-        """Talos's ``ValidateForUpgrade`` on a control plane (skipped with ``--force``)."""
-        try:
-            members = await self.etcd.members(query_local=False)
-        except GRPCError as err:
-            raise GRPCError(Status.UNKNOWN, f"failed to create etcd client: {err.message}") from None
-        except Exception as err:
-            raise GRPCError(Status.UNKNOWN, f"failed to create etcd client: {err}") from None
-        problem = None
-        if not preserve and len(members) == 1:
-            problem = ETCD_SINGLE_MEMBER
-        for member in members:
-            if problem is None and not member.name:
-                problem = f"etcd member {member.id} is not started, all members must be running to perform an upgrade"
-        if problem is not None:
-            raise GRPCError(Status.UNKNOWN, f"error validating etcd for upgrade: {problem}")
 
     async def rollback(self, actor_id: str) -> None:
         from ichor.machinery.errors import DiskError

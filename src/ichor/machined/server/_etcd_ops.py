@@ -1,5 +1,6 @@
 """What the etcd RPCs do (Bootstrap, EtcdRecover, member list/remove, leave, forfeit leadership,
-status, alarms, defragment, snapshot), with Talos's preconditions and error texts.
+status, alarms, defragment, snapshot), with Talos's preconditions and error texts, and the etcd
+side of an upgrade (the checks under the upgrade mutex, leaving etcd without ``--preserve``).
 
 Beyond Talos, Bootstrap refuses to bootstrap a second cluster when another control plane already
 runs etcd. Everything goes through the node's :class:`~ichor.machined.services.etcd.EtcdService`
@@ -9,6 +10,7 @@ runs etcd. Everything goes through the node's :class:`~ichor.machined.services.e
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 from urllib.parse import urlsplit
@@ -17,6 +19,12 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
 from ichor import etcd as etcdlib
+from ichor.machined.server._etcd_upgrade import (
+    QUORUM_CHECK_TIMEOUT,
+    UpgradeMutexError,
+    upgrade_mutex,
+    upgrade_refusal,
+)
 from ichor.machined.services import Supervisor
 from ichor.machined.services.conditions import time_synced
 from ichor.machined.services.etcd import EtcdService
@@ -280,6 +288,60 @@ class EtcdOperations:
                 "graceful reset refused: this node is the only voting etcd member, leaving would lose the "
                 f"cluster's data; nothing was changed; {instead}",
             )
+
+    # --- upgrade -------------------------------------------------------------------------------------
+
+    async def validate_for_upgrade(self, *, preserve: bool) -> None:
+        """Talos's checks before upgrading a control plane, under the etcd upgrade mutex (released
+        when they end); GRPCError with Talos's texts when refused."""
+        try:
+            client = self.service.client(self.service.control_plane_endpoints(include_self=True))
+        except etcdlib.EtcdError as err:
+            raise GRPCError(Status.UNKNOWN, f"failed to create etcd client: {err}") from None
+        async with client:
+            try:
+                async with upgrade_mutex(client):
+                    try:
+                        members = await client.member_list()
+                        problem = await upgrade_refusal(members, preserve=preserve, probe=self._quorum_probe)
+                    except etcdlib.EtcdError as err:
+                        problem = str(err)
+            except UpgradeMutexError as err:
+                raise GRPCError(Status.UNKNOWN, f"failed to acquire upgrade mutex: {err}") from None
+        if problem is not None:
+            raise GRPCError(Status.UNKNOWN, f"error validating etcd for upgrade: {problem}")
+
+    async def _quorum_probe(self, member: etcdlib.Member) -> str | None:
+        """Why ``member`` does not answer a quorum read of ``health`` through its own client URLs."""
+        try:
+            async with self.service.client(list(member.client_urls), timeout=QUORUM_CHECK_TIMEOUT) as client:
+                await client.get(b"health")
+        except etcdlib.EtcdRequestError as err:
+            if "permission denied" in err.etcd_message:  # the read went through consensus: quorum is fine
+                return None
+            return str(err)
+        except etcdlib.EtcdError as err:
+            return str(err)
+        return None
+
+    async def leave_for_upgrade(self) -> str | None:
+        """An upgrade without ``--preserve`` on a control plane: Talos's ``LeaveEtcd`` (leave the
+        cluster, stop etcd, clear its data directory); returns why it could not leave, if so. Nothing
+        to do on a node that runs no etcd member (workers, a control plane not bootstrapped)."""
+        service = self.service
+        if not service.is_control_plane() or service.data_empty():
+            return None
+        problem = await self.leave_before_reset()
+        if problem is not None:
+            return problem
+        await self.supervisor.stop("etcd", reason="left the etcd cluster for an upgrade")
+        for child in list(service.data_dir.iterdir()):
+            if child.is_dir() and not child.is_symlink():
+                await asyncio.to_thread(shutil.rmtree, child)
+            else:
+                child.unlink()
+        service.say("etcd data directory cleared: the node joins etcd again after the upgrade")
+        return None
 
     async def leave_before_reset(self) -> str | None:
         """Graceful reset of a control plane: leave etcd first; returns why it could not, if so."""
