@@ -82,6 +82,7 @@ from ichor.machined.resources._etcd import (
     EtcdRootSpec,
     EtcdSpecSpec,
 )
+from ichor.machined.resources._etcd_pki import ETCD_PKI_TYPES
 from ichor.machined.resources._extensions import (
     EXTENSION_SERVICE_CONFIG_STATUSES,
     EXTENSION_SERVICE_CONFIGS,
@@ -131,6 +132,7 @@ from ichor.machined.resources._k8s_node import (
     NodeLabelSpecSpec,
     NodeTaintSpecSpec,
 )
+from ichor.machined.resources._k8s_status import K8S_STATUS_TYPES
 from ichor.machined.resources._kernel_modules import (
     KERNEL_MODULE_SPECS,
     KERNEL_MODULE_TYPES,
@@ -166,6 +168,7 @@ from ichor.machined.resources._links import (
     WireguardPeer,
     WireguardSpec,
 )
+from ichor.machined.resources._mounts import MOUNT_TYPES
 from ichor.machined.resources._network import (
     ADDRESS_STATUSES,
     HOSTNAME_STATUS_ID,
@@ -188,6 +191,7 @@ from ichor.machined.resources._network import (
     NodeAddressSpec,
     filtered_node_address_id,
 )
+from ichor.machined.resources._network_probes import NETWORK_PROBE_TYPES
 from ichor.machined.resources._network_stack import (
     ADDRESS_SPECS,
     DEFAULT_ROUTE_METRIC,
@@ -226,6 +230,7 @@ from ichor.machined.resources._network_stack import (
     VIPOperatorSpec,
     layered_id,
 )
+from ichor.machined.resources._perf import PERF_TYPES
 from ichor.machined.resources._runtime import (
     ACQUIRE_CONFIG_STATUS_ID,
     ACQUIRE_CONFIG_STATUSES,
@@ -559,6 +564,11 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     *KERNEL_PARAM_TYPES,
     *KERNEL_MODULE_TYPES,
     *BOOT_TYPES,
+    *K8S_STATUS_TYPES,
+    *PERF_TYPES,
+    *MOUNT_TYPES,
+    *NETWORK_PROBE_TYPES,
+    *ETCD_PKI_TYPES,
 )
 
 
