@@ -163,8 +163,12 @@ async def tcp_probe(endpoint: str, timeout: float) -> str | None:
             _, writer = await asyncio.open_connection(host.strip("[]"), int(port))
     except TimeoutError:
         return f"dial tcp {endpoint}: i/o timeout"
-    except (OSError, ValueError) as exc:
-        return f"dial tcp {endpoint}: {exc.strerror if isinstance(exc, OSError) and exc.strerror else exc}"
+    except OSError as exc:
+        # Go's text: "dial tcp 10.5.0.1:6443: connect: connection refused"
+        reason = f"connect: {os.strerror(exc.errno).lower()}" if exc.errno else str(exc)
+        return f"dial tcp {endpoint}: {reason}"
+    except ValueError as exc:
+        return f"dial tcp {endpoint}: {exc}"
     writer.close()
     with contextlib.suppress(OSError):
         await writer.wait_closed()
