@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from spec_samples import load_samples, spec_from_plain
 
-from ichor.machined.cosi import Registry, Resource, State, spec_to_plain, spec_to_yaml
+from ichor.machined.cosi import Registry, Resource, State, go_url_plain, spec_to_plain, spec_to_yaml
 from ichor.machined.resources import NODE_TYPES, _protoenc, register_node_types
 from ichor.machined.resources._protoenc import (
     EMPTY_SPECS,
@@ -29,6 +30,7 @@ from ichor.machined.resources._protoenc import (
 )
 from ichor.machined.resources._talos_enums import TALOS_ENUMS
 from ichor.machined.server._cosi import resource_to_proto
+from ichor.machinery import pki
 from ichor.machinery.yamlio import load_documents, to_plain
 
 TYPES = {t.type: t for t in NODE_TYPES}
@@ -41,6 +43,8 @@ NOT_IN_TALOS_1_7 = {
     "BootSlots.runtime.ichor.dev": "Ichor's own (A/B slots with boot counting)",
 }
 SELF_ENCODING = {"MachineConfigs.config.talos.dev", "MachineTypes.config.talos.dev"}
+
+_A_CA_CRT = base64.b64encode(pki.new_ecdsa_ca(organization="k", ttl=timedelta(days=1)).crt).decode()
 
 # Types a process node never fills (no kubelet, no CRI); samples as a Kubernetes node serves them.
 EXTRA_SAMPLES: list[dict[str, Any]] = [
@@ -158,6 +162,20 @@ EXTRA_SAMPLES: list[dict[str, Any]] = [
     {"type": "ProbeStatuses.net.talos.dev", "id": "tcp:10.5.0.1:6443",
      "spec": {"success": False, "lastError": "dial tcp 10.5.0.1:6443: connection refused"}},
     {"type": "PKIStatuses.etcd.talos.dev", "id": "etcd", "spec": {"ready": True, "version": "1"}},
+    {"type": "KubeSpanConfigs.kubespan.talos.dev", "id": "kubespan",
+     "spec": {"enabled": True, "clusterId": "8Ck7ycXBrc5ONIrQSUJ6Y2LIx4u6qFQzXhHXUqPNXnM=",
+              "sharedSecret": "dQ1Pc8hmvB4uQCQhsPCIvsmSSBsCs6tAmWE7rZGSJtA=", "forceRouting": True,
+              "advertiseKubernetesNetworks": False, "mtu": 1420, "endpointFilters": ["0.0.0.0/0", "!10.5.0.0/24"],
+              "harvestExtraEndpoints": False}},
+    {"type": "KubernetesAccessConfigs.cluster.talos.dev", "id": "config",
+     "spec": {"enabled": True, "allowedAPIRoles": ["os:reader"], "allowedKubernetesNamespaces": ["kube-system"]}},
+    {"type": "KubeletSecrets.secrets.talos.dev", "id": "kubelet",
+     "spec": {"endpoint": go_url_plain("https://127.0.0.1:7445"),
+              "acceptedCAs": [{"crt": _A_CA_CRT}],
+              "bootstrapTokenID": "abcdef", "bootstrapTokenSecret": "0123456789abcdef"}},
+    {"type": "SeccompProfiles.cri.talos.dev", "id": "audit.json",
+     "spec": {"name": "audit.json", "value": {"defaultAction": "SCMP_ACT_LOG"}}},
+    {"type": "DevicesStatuses.runtime.talos.dev", "id": "devices", "spec": {"ready": True}},
 ]  # fmt: skip
 
 SAMPLES = [s for s in load_samples() + EXTRA_SAMPLES if s["type"] in SPEC_MESSAGES and s["type"] in TYPES]

@@ -27,6 +27,8 @@ The graph, as ``talosctl inspect dependencies`` prints it:
 * network:  LinkStatuses -> HardwareAddress first; HostDNSConfig + ResolverStatus -> DNSUpstreams
             (health-checked); ProbeSpecs -> ProbeStatuses (TCP probes)
 * etcd:     EtcdRootSecrets + the etcd service's files -> PKIStatus etcd
+* features: MachineConfig -> KubeSpanConfig, KubernetesAccessConfig, KubeletSecrets, SeccompProfiles
+            (-> /var/lib/kubelet/seccomp/profiles); DevicesStatus
 * k8s:      MachineConfig -> KubeletConfig, NodeIPConfig; NodeIPConfig + routed NodeAddresses -> NodeIP;
             Hostname -> Nodename; KubeletConfig + Nodename + NodeIP -> KubeletSpec -> kubelet files
 * k8s:      (control planes) cluster.* -> Kubernetes PKI, component configs, their files ->
@@ -55,6 +57,7 @@ from ichor.machined.controllers import (
     etcd_backup,
     etcd_pki,
     extensions,
+    feature_configs,
     k8s,
     kernel_module,
     kernel_param,
@@ -132,6 +135,7 @@ def node_controllers(
         runtime.security_state_controller(),
         mounts.MountStatusController(layout),
         perf.StatsController(),
+        *feature_configs.feature_config_controllers(layout),
         boot.MetaKeyController(meta_keys or Source("META keys", {})),
         boot.BootSlotController(boot_slots or Source("boot slots", None), booted_slot),
         *kernel_param.kernel_param_controllers(layout),

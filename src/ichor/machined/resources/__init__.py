@@ -94,6 +94,7 @@ from ichor.machined.resources._extensions import (
     ExtensionServiceConfigStatusSpec,
     ExtensionStatusSpec,
 )
+from ichor.machined.resources._feature_configs import FEATURE_CONFIG_TYPES
 from ichor.machined.resources._files import (
     ETC_FILE_SPECS,
     ETC_FILE_STATUSES,
@@ -569,6 +570,7 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     *MOUNT_TYPES,
     *NETWORK_PROBE_TYPES,
     *ETCD_PKI_TYPES,
+    *FEATURE_CONFIG_TYPES,
 )
 
 

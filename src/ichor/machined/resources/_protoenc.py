@@ -43,6 +43,8 @@ from ichor.api.gen.resource.definitions.etcd import etcd_pb2 as _etcd_pb2  # noq
 from ichor.api.gen.resource.definitions.extensions import extensions_pb2 as _extensions_pb2  # noqa: F401
 from ichor.api.gen.resource.definitions.files import files_pb2 as _files_pb2  # noqa: F401
 from ichor.api.gen.resource.definitions.k8s import k8s_pb2 as _k8s_pb2  # noqa: F401
+from ichor.api.gen.resource.definitions.kubeaccess import kubeaccess_pb2 as _kubeaccess_pb2  # noqa: F401
+from ichor.api.gen.resource.definitions.kubespan import kubespan_pb2 as _kubespan_pb2  # noqa: F401
 from ichor.api.gen.resource.definitions.network import network_pb2 as _network_pb2  # noqa: F401
 from ichor.api.gen.resource.definitions.perf import perf_pb2 as _perf_pb2  # noqa: F401
 from ichor.api.gen.resource.definitions.runtime import runtime_pb2 as _runtime_pb2  # noqa: F401
@@ -147,6 +149,11 @@ SPEC_MESSAGES: dict[str, str] = {
     "ProbeSpecs.net.talos.dev": _P + "network.ProbeSpecSpec",
     "ProbeStatuses.net.talos.dev": _P + "network.ProbeStatusSpec",
     "PKIStatuses.etcd.talos.dev": _P + "etcd.PKIStatusSpec",
+    "KubeSpanConfigs.kubespan.talos.dev": _P + "kubespan.ConfigSpec",
+    "KubernetesAccessConfigs.cluster.talos.dev": _P + "kubeaccess.ConfigSpec",
+    "KubeletSecrets.secrets.talos.dev": _P + "secrets.KubeletSpec",
+    "SeccompProfiles.cri.talos.dev": _P + "cri.SeccompProfileSpec",
+    "DevicesStatuses.runtime.talos.dev": _P + "runtime.DevicesStatusSpec",
 }
 """Talos's protobuf message for the spec of each resource type it has, by COSI type name.
 
