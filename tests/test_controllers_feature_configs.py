@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import ipaddress
 import json
 from collections.abc import Callable
 from datetime import timedelta
@@ -17,16 +18,23 @@ from controller_helpers import apply, config, run, running
 from ichor.machined.controllers import feature_configs
 from ichor.machined.cosi import WAIT_STATUSES, Registry, assert_no_resource, assert_resource, spec_to_plain
 from ichor.machined.platform import Layout
-from ichor.machined.resources import register_node_types
+from ichor.machined.resources import (
+    NODE_ADDRESS_CURRENT_ID,
+    NODE_ADDRESSES,
+    NodeAddressSpec,
+    register_node_types,
+)
 from ichor.machined.resources._feature_configs import (
     DEVICES_STATUSES,
     KUBELET_SECRETS,
     KUBERNETES_ACCESS_CONFIGS,
     KUBESPAN_CONFIGS,
+    MAINTENANCE_SERVICE_CONFIGS,
     SECCOMP_PROFILES,
     KubeletSecretsSpec,
     KubernetesAccessConfigSpec,
     KubeSpanConfigSpec,
+    MaintenanceServiceConfigSpec,
     SeccompProfileSpec,
 )
 from ichor.machined.resources._protoenc import encode_spec, message_class
@@ -185,6 +193,36 @@ def test_devices_are_ready() -> None:
             await assert_resource(state, DEVICES_STATUSES, "devices", lambda r: r.spec.ready is True)
 
     run(main)
+
+
+def test_maintenance_service_config_names_the_listen_address_and_the_current_addresses(
+    tmp_path: Path,
+) -> None:
+    async def main() -> None:
+        async with running(
+            feature_configs.maintenance_config_controller(Layout(tmp_path, "10.5.0.2"))
+        ) as state:
+            await assert_resource(
+                state, MAINTENANCE_SERVICE_CONFIGS, "maintenance",
+                lambda r: r.spec == MaintenanceServiceConfigSpec("10.5.0.2:50000", ()),
+            )  # fmt: skip
+            addresses = (ipaddress.ip_interface("10.5.0.2/24"), ipaddress.ip_interface("fd00::2/64"))
+            state.create(NODE_ADDRESSES.new(NODE_ADDRESS_CURRENT_ID, NodeAddressSpec(addresses)))
+            await assert_resource(
+                state, MAINTENANCE_SERVICE_CONFIGS, "maintenance",
+                lambda r: r.spec.reachable_addresses == ("10.5.0.2", "fd00::2"),
+            )  # fmt: skip
+
+    run(main)
+    message = message_class("talos.resource.definitions.runtime.MaintenanceServiceConfigSpec")()
+    message.ParseFromString(
+        encode_spec(
+            "MaintenanceServiceConfigs.runtime.talos.dev",
+            MaintenanceServiceConfigSpec(":50000", ("10.5.0.2",)),
+        )
+    )
+    fields = {f.number: v for f, v in message.ListFields()}
+    assert fields[1] == ":50000" and [bytes(a.ip) for a in fields[2]] == [bytes([10, 5, 0, 2])]
 
 
 def test_definitions_are_talos() -> None:

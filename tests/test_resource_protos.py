@@ -176,6 +176,8 @@ EXTRA_SAMPLES: list[dict[str, Any]] = [
     {"type": "SeccompProfiles.cri.talos.dev", "id": "audit.json",
      "spec": {"name": "audit.json", "value": {"defaultAction": "SCMP_ACT_LOG"}}},
     {"type": "DevicesStatuses.runtime.talos.dev", "id": "devices", "spec": {"ready": True}},
+    {"type": "MaintenanceServiceConfigs.runtime.talos.dev", "id": "maintenance",
+     "spec": {"listenAddress": "10.5.0.2:50000", "reachableAddresses": ["10.5.0.2", "fd00::2"]}},
 ]  # fmt: skip
 
 SAMPLES = [s for s in load_samples() + EXTRA_SAMPLES if s["type"] in SPEC_MESSAGES and s["type"] in TYPES]

@@ -11,7 +11,10 @@
 * ``cri.SeccompProfileFileController``: SeccompProfiles -> ``/var/lib/kubelet/seccomp/profiles/<name>``
   (each profile as JSON, as Talos writes it; files of removed profiles are deleted);
 * ``runtime.DevicesStatusController``: DevicesStatus ``devices`` ready (Talos waits for udevd on a
-  machine of its own; Ichor's nodes have their devices when machined starts).
+  machine of its own; Ichor's nodes have their devices when machined starts);
+* ``runtime.MaintenanceConfigController``: NodeAddresses ``current`` -> MaintenanceServiceConfig
+  ``maintenance``: the maintenance API's listen address (Ichor's binds the node's address, port
+  50000, where Talos without SideroLink binds ``:50000``) and the node's current addresses.
 
 A config that lacks what a view needs (no cluster section, a bad CA) keeps the view away and says
 why (``talosctl get waits``).
@@ -27,6 +30,7 @@ from ichor.machined.controllers.config import ACTIVE_CONFIG, active_config, mach
 from ichor.machined.controllers.k8s.kubelet import kubelet_server
 from ichor.machined.cosi import Controller, ControllerContext, Input, TransformController, WaitingFor
 from ichor.machined.platform import Layout
+from ichor.machined.resources import NODE_ADDRESS_CURRENT_ID, NODE_ADDRESSES
 from ichor.machined.resources._feature_configs import (
     DEVICES_STATUS_ID,
     DEVICES_STATUSES,
@@ -36,15 +40,18 @@ from ichor.machined.resources._feature_configs import (
     KUBERNETES_ACCESS_CONFIGS,
     KUBESPAN_CONFIG_ID,
     KUBESPAN_CONFIGS,
+    MAINTENANCE_SERVICE_CONFIG_ID,
+    MAINTENANCE_SERVICE_CONFIGS,
     SECCOMP_PROFILES,
     DevicesStatusSpec,
     KubeletSecretsSpec,
     KubernetesAccessConfigSpec,
     KubeSpanConfigSpec,
+    MaintenanceServiceConfigSpec,
     SeccompProfileSpec,
 )
 from ichor.machined.resources._secrets import PEMCertificate
-from ichor.machinery import pki
+from ichor.machinery import constants, pki
 from ichor.machinery.errors import MachineryError
 
 __all__ = [
@@ -56,6 +63,7 @@ __all__ = [
     "kubeaccess_config_controller",
     "kubelet_secrets_controller",
     "kubespan_config_controller",
+    "maintenance_config_controller",
     "seccomp_profile_controller",
 ]
 
@@ -210,6 +218,22 @@ def devices_status_controller() -> TransformController[DevicesStatusSpec]:
     )
 
 
+def maintenance_config_controller(layout: Layout) -> TransformController[MaintenanceServiceConfigSpec]:
+    def derive(ctx: ControllerContext) -> dict[str, MaintenanceServiceConfigSpec]:
+        current = ctx.get_or_none(NODE_ADDRESSES, NODE_ADDRESS_CURRENT_ID)
+        reachable = tuple(str(a.ip) for a in current.spec.addresses) if current is not None else ()
+        host = f"[{layout.address}]" if ":" in layout.address else layout.address
+        spec = MaintenanceServiceConfigSpec(
+            listen_address=f"{host}:{constants.APID_PORT}", reachable_addresses=reachable
+        )
+        return {MAINTENANCE_SERVICE_CONFIG_ID: spec}
+
+    return TransformController(
+        "runtime.MaintenanceConfigController", inputs=[Input(NODE_ADDRESSES, id=NODE_ADDRESS_CURRENT_ID)],
+        output=MAINTENANCE_SERVICE_CONFIGS, map_inputs=derive,
+    )  # fmt: skip
+
+
 def feature_config_controllers(layout: Layout) -> list[Controller]:
     """This module's controllers, in registration order."""
     return [
@@ -219,4 +243,5 @@ def feature_config_controllers(layout: Layout) -> list[Controller]:
         seccomp_profile_controller(),
         SeccompProfileFileController(layout),
         devices_status_controller(),
+        maintenance_config_controller(layout),
     ]

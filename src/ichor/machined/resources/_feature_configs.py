@@ -10,7 +10,9 @@
 * ``SeccompProfiles`` (namespace ``cri``, id = the profile's name): ``machine.seccompProfiles``,
   written for the kubelet as ``/var/lib/kubelet/seccomp/profiles/<name>``;
 * ``DevicesStatuses`` (namespace ``runtime``, id ``devices``): the node's devices are ready (Talos
-  waits for udevd on metal; in a container they are always ready).
+  waits for udevd on metal; in a container they are always ready);
+* ``MaintenanceServiceConfigs`` (namespace ``runtime``, id ``maintenance``): where the maintenance
+  API listens and the addresses a client can reach it at.
 
 Types only; ``controllers.feature_configs`` fills them.
 """
@@ -34,11 +36,14 @@ __all__ = [
     "KUBERNETES_ACCESS_CONFIG_ID",
     "KUBESPAN_CONFIGS",
     "KUBESPAN_CONFIG_ID",
+    "MAINTENANCE_SERVICE_CONFIGS",
+    "MAINTENANCE_SERVICE_CONFIG_ID",
     "SECCOMP_PROFILES",
     "DevicesStatusSpec",
     "KubeSpanConfigSpec",
     "KubeletSecretsSpec",
     "KubernetesAccessConfigSpec",
+    "MaintenanceServiceConfigSpec",
     "SeccompProfileSpec",
 ]
 
@@ -46,6 +51,7 @@ KUBESPAN_CONFIG_ID = "kubespan"
 KUBERNETES_ACCESS_CONFIG_ID = "config"
 KUBELET_SECRETS_ID = "kubelet"
 DEVICES_STATUS_ID = "devices"
+MAINTENANCE_SERVICE_CONFIG_ID = "maintenance"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +93,12 @@ class DevicesStatusSpec:
     ready: bool = False
 
 
+@dataclasses.dataclass(frozen=True)
+class MaintenanceServiceConfigSpec:
+    listen_address: str = ""
+    reachable_addresses: tuple[str, ...] = ()
+
+
 KUBESPAN_CONFIGS: ResourceType[KubeSpanConfigSpec] = ResourceType(
     type="KubeSpanConfigs.kubespan.talos.dev", default_namespace="config", spec_class=KubeSpanConfigSpec,
     sensitive=True,
@@ -107,6 +119,12 @@ DEVICES_STATUSES: ResourceType[DevicesStatusSpec] = ResourceType(
     print_columns=(PrintColumn("Ready", "{.ready}"),),
 )  # fmt: skip
 
+MAINTENANCE_SERVICE_CONFIGS: ResourceType[MaintenanceServiceConfigSpec] = ResourceType(
+    type="MaintenanceServiceConfigs.runtime.talos.dev", default_namespace="runtime",
+    spec_class=MaintenanceServiceConfigSpec,
+)  # fmt: skip
+
 FEATURE_CONFIG_TYPES: tuple[ResourceType[Any], ...] = (
     KUBESPAN_CONFIGS, KUBERNETES_ACCESS_CONFIGS, KUBELET_SECRETS, SECCOMP_PROFILES, DEVICES_STATUSES,
+    MAINTENANCE_SERVICE_CONFIGS,
 )  # fmt: skip

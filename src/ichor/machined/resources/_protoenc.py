@@ -154,6 +154,7 @@ SPEC_MESSAGES: dict[str, str] = {
     "KubeletSecrets.secrets.talos.dev": _P + "secrets.KubeletSpec",
     "SeccompProfiles.cri.talos.dev": _P + "cri.SeccompProfileSpec",
     "DevicesStatuses.runtime.talos.dev": _P + "runtime.DevicesStatusSpec",
+    "MaintenanceServiceConfigs.runtime.talos.dev": _P + "runtime.MaintenanceServiceConfigSpec",
 }
 """Talos's protobuf message for the spec of each resource type it has, by COSI type name.
 
