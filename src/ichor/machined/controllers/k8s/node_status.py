@@ -54,6 +54,8 @@ class NodeStatusController(Controller):
         self._layout = layout
         self._client = client or kubeapi.KubeClient
         self._poll = poll
+        self._cached: tuple[bytes, kubeapi.KubeClient] | None = None
+        """The client of the last kubeconfig read (a TLS context is made once per kubeconfig)."""
 
     async def run(self, ctx: ControllerContext) -> None:
         while True:
@@ -83,12 +85,15 @@ class NodeStatusController(Controller):
         except OSError as exc:
             return ("kubelet kubeconfig", str(exc)), None
         try:
-            config = kubeapi.load_kubeconfig(
-                text, source=KUBELET_KUBECONFIG, read_file=lambda p: self._layout.path(p).read_bytes()
-            )
-            node = await self._client(config).get(f"/api/v1/nodes/{quote(name, safe='')}")
+            if self._cached is None or self._cached[0] != text:
+                config = kubeapi.load_kubeconfig(
+                    text, source=KUBELET_KUBECONFIG, read_file=lambda p: self._layout.path(p).read_bytes()
+                )
+                self._cached = (text, self._client(config))
+            node = await self._cached[1].get(f"/api/v1/nodes/{quote(name, safe='')}")
         except kubeapi.KubeNotFoundError:
             return None, None
         except (kubeapi.KubeAPIError, OSError) as exc:
+            self._cached = None  # read the credentials again next time (the kubelet rotates its client pair)
             return ("kubernetes API", str(exc)), None
         return None, node if isinstance(node, dict) else None
