@@ -196,10 +196,16 @@ def test_kubelet_lifecycle_exists_while_the_kubelet_service_does() -> None:
     async def main() -> None:
         async with running(kubelet_lifecycle.kubelet_lifecycle_controller()) as state:
             await assert_no_resource(state, KUBELET_LIFECYCLES, "kubelet")
-            state.create(SERVICES.new("kubelet", ServiceSpec(running=True, healthy=False)))
+            service = state.create(SERVICES.new("kubelet", ServiceSpec(running=False, healthy=False)))
+            await asyncio.sleep(0.1)
+            assert state.list("k8s", KUBELET_LIFECYCLES) == []  # registered, never started: none
+            service = state.update(service.with_spec(ServiceSpec(running=True, healthy=False)))
             await assert_resource(
                 state, KUBELET_LIFECYCLES, "kubelet", lambda r: r.metadata.namespace == "k8s"
             )
+            state.update(service.with_spec(ServiceSpec(running=False, healthy=False)))  # restarting
+            await asyncio.sleep(0.1)
+            assert [r.id for r in state.list("k8s", KUBELET_LIFECYCLES)] == ["kubelet"]  # kept
             state.destroy("runtime", SERVICES, "kubelet")
             await assert_no_resource(state, KUBELET_LIFECYCLES, "kubelet")
 
