@@ -42,7 +42,11 @@ NOT_IN_TALOS_1_7 = {
     "EtcdBackupStatuses.etcd.ichor.dev": "Ichor's own (scheduled etcd snapshots)",
     "BootSlots.runtime.ichor.dev": "Ichor's own (A/B slots with boot counting)",
 }
-SELF_ENCODING = {"MachineConfigs.config.talos.dev", "MachineTypes.config.talos.dev"}
+SELF_ENCODING = {
+    "MachineConfigs.config.talos.dev",
+    "MachineTypes.config.talos.dev",
+    "DeviceConfigSpecs.net.talos.dev",  # its YAML in a message outside Talos's resource definitions
+}
 
 _A_CA_CRT = base64.b64encode(pki.new_ecdsa_ca(organization="k", ttl=timedelta(days=1)).crt).decode()
 

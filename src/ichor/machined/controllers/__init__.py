@@ -24,7 +24,7 @@ The graph, as ``talosctl inspect dependencies`` prints it:
             modprobe (a node whose kernel is its own); the boot disk (metal) -> MetaKeys, BootSlots;
             the node's mount table -> MountStatuses (STATE, EPHEMERAL)
 * perf:     /proc/stat, /proc/meminfo -> CPUStats, MemoryStats (host-wide on a shared kernel)
-* network:  LinkStatuses -> HardwareAddress first; HostDNSConfig + ResolverStatus -> DNSUpstreams
+* network:  LinkStatuses -> HardwareAddress first; MachineConfig + LinkStatuses -> DeviceConfigSpecs; HostDNSConfig + ResolverStatus -> DNSUpstreams
             (health-checked); ProbeSpecs -> ProbeStatuses (TCP probes)
 * etcd:     EtcdRootSecrets + the etcd service's files -> PKIStatus etcd
 * features: MachineConfig -> KubeSpanConfig, KubernetesAccessConfig, KubeletSecrets, SeccompProfiles
@@ -73,6 +73,7 @@ from ichor.machined.controllers.k8s import kubelet as k8s_kubelet
 from ichor.machined.controllers.k8s import kubeprism
 from ichor.machined.controllers.k8s import manifest_apply as k8s_manifest_apply
 from ichor.machined.controllers.k8s import manifests as k8s_manifests
+from ichor.machined.controllers.network import device_configs as network_device_configs
 from ichor.machined.controllers.network import platform as network_platform
 from ichor.machined.controllers.network import probes as network_probes
 from ichor.machined.cosi import Controller, Source
@@ -115,6 +116,7 @@ def node_controllers(
         config.acquire_status_controller(),
         *network.network_controllers(layout, netlink, vip_store=vip_store),
         network_probes.hardware_addr_controller(),
+        network_device_configs.device_config_controller(),
         network_probes.DNSUpstreamController(),
         network_probes.ProbeController(),
         secrets.os_root_controller(),

@@ -62,6 +62,7 @@ from ichor.machined.resources._cri import (
     REGISTRIES_CONFIGS,
     RegistriesConfigSpec,
 )
+from ichor.machined.resources._device_configs import DEVICE_CONFIG_SPECS
 from ichor.machined.resources._etcd import (
     ETCD_BACKUP_CONFIGS,
     ETCD_BACKUP_ID,
@@ -571,6 +572,7 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     *NETWORK_PROBE_TYPES,
     *ETCD_PKI_TYPES,
     *FEATURE_CONFIG_TYPES,
+    DEVICE_CONFIG_SPECS,
 )
 
 
