@@ -1,6 +1,6 @@
-"""PKIStatuses (issue 25 §3): ``etcd`` is ready once the etcd PKI of ``cluster.etcd.ca`` is on disk
-(written for real here with Ichor's etcd PKI code), with the version of the secrets it matches; in
-Talos's field numbers and columns."""
+"""EtcdSecrets and PKIStatuses (issue 25 §3): the etcd PKI of ``cluster.etcd.ca`` on disk (written for
+real here with Ichor's etcd PKI code) as EtcdSecrets, and PKIStatus ``etcd`` ready with their
+version; in Talos's field numbers, columns and sensitivity."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ from ichor.machined.resources import (
     ServiceSpec,
     register_node_types,
 )
-from ichor.machined.resources._etcd_pki import PKI_STATUSES, PKIStatusSpec
+from ichor.machined.resources._etcd_pki import ETCD_SECRETS, PKI_STATUSES, EtcdCertsSpec, PKIStatusSpec
+from ichor.machined.resources._k8s import K8S_DYNAMIC_CERTS, K8S_DYNAMIC_CERTS_ID, KubernetesDynamicCertsSpec
 from ichor.machined.resources._protoenc import encode_spec, message_class
 from ichor.machinery import pki
 
@@ -31,17 +32,17 @@ CA = pki.new_ecdsa_ca(organization="etcd", ttl=timedelta(days=1))
 OTHER_CA = pki.new_ecdsa_ca(organization="etcd", ttl=timedelta(days=1))
 
 
-def test_pki_status_is_ready_once_the_pki_of_the_configured_ca_is_on_disk(tmp_path: Path) -> None:
+def test_etcd_secrets_and_pki_status_follow_the_pki_of_the_configured_ca_on_disk(tmp_path: Path) -> None:
     layout = Layout(tmp_path, "127.0.0.1")
 
     async def main() -> None:
-        controller = etcd_pki.PKIStatusController(layout, recheck=0.05)
-        async with running(controller) as state:
+        secrets = etcd_pki.EtcdSecretsController(layout, recheck=0.05)
+        async with running(secrets, etcd_pki.pki_status_controller()) as state:
             await assert_no_resource(state, PKI_STATUSES, "etcd")  # a worker: no etcd CA, no status
             root = ETCD_ROOT_SECRETS.new(ETCD_ROOT_ID, EtcdRootSpec(PEMCertificateAndKey(CA.crt, CA.key)))
             state.create(root)
             await assert_resource(
-                state, WAIT_STATUSES, controller.name, lambda r: "system/secrets/etcd" in r.spec.reason
+                state, WAIT_STATUSES, secrets.name, lambda r: "system/secrets/etcd" in r.spec.reason
             )
             # another CA's PKI (left from an old cluster) is not this one's
             etcdlib.write_pki(
@@ -49,34 +50,48 @@ def test_pki_status_is_ready_once_the_pki_of_the_configured_ca_is_on_disk(tmp_pa
             )
             state.create(SERVICES.new("etcd", ServiceSpec(running=True, healthy=False)))
             await asyncio.sleep(0.15)
-            assert state.list("etcd", PKI_STATUSES) == []
-            etcdlib.write_pki(
-                layout.etcd_pki_dir, etcdlib.issue_certs(CA, hostname="cp-1", addresses=["127.0.0.1"])
-            )
-            version = state.get("secrets", ETCD_ROOT_SECRETS, ETCD_ROOT_ID).metadata.version
+            assert state.list("etcd", PKI_STATUSES) == [] and state.list("secrets", ETCD_SECRETS) == []
+            certs = etcdlib.issue_certs(CA, hostname="cp-1", addresses=["127.0.0.1"])
+            etcdlib.write_pki(layout.etcd_pki_dir, certs)
             await assert_resource(
-                state,
-                PKI_STATUSES,
-                "etcd",
-                lambda r: r.spec == PKIStatusSpec(ready=True, version=str(version)),
+                state, ETCD_SECRETS, "etcd",
+                lambda r: r.spec.etcd == PEMCertificateAndKey(certs.server.crt, certs.server.key)
+                and r.spec.etcd_peer.crt == certs.peer.crt and r.spec.etcd_admin.key == certs.admin.key,
+            )  # fmt: skip
+            await assert_resource(state, PKI_STATUSES, "etcd", lambda r: r.spec == PKIStatusSpec(True, "1"))
+            await assert_no_resource(state, WAIT_STATUSES, secrets.name)
+            # the kube-apiserver's etcd client pair joins them once issued; a new version of the secrets
+            api = PEMCertificateAndKey(certs.admin.crt, certs.admin.key)
+            state.create(
+                K8S_DYNAMIC_CERTS.new(K8S_DYNAMIC_CERTS_ID, KubernetesDynamicCertsSpec(etcd_api_server=api))
             )
-            await assert_no_resource(state, WAIT_STATUSES, controller.name)
+            await assert_resource(state, ETCD_SECRETS, "etcd", lambda r: r.spec.etcd_api_server == api)
+            await assert_resource(state, PKI_STATUSES, "etcd", lambda r: r.spec.version == "2")
             (layout.etcd_pki_dir / "peer.key").unlink()
-            state.destroy("runtime", SERVICES, "etcd")  # the service goes and comes back: checked again
-            await assert_no_resource(state, PKI_STATUSES, "etcd")
+            state.destroy("runtime", SERVICES, "etcd")  # the service goes: read again
+            await assert_no_resource(state, ETCD_SECRETS, "etcd")
 
     run(main)
 
 
-def test_definition_and_field_numbers_are_talos() -> None:
+def test_definitions_and_field_numbers_are_talos() -> None:
     registry = Registry()
     register_node_types(registry)
-    spec = registry.get("PKIStatuses.etcd.talos.dev").spec
-    assert spec.default_namespace == "etcd"
-    assert [(c.name, c.json_path) for c in spec.print_columns] == [
+    status = registry.get("PKIStatuses.etcd.talos.dev").spec
+    assert status.default_namespace == "etcd"
+    assert [(c.name, c.json_path) for c in status.print_columns] == [
         ("Ready", "{.ready}"),
         ("Secrets Version", "{.version}"),
     ]
+    secrets = registry.get("EtcdSecrets.secrets.talos.dev").spec
+    assert (secrets.default_namespace, secrets.sensitive) == ("secrets", True)
     message = message_class("talos.resource.definitions.etcd.PKIStatusSpec")()
     message.ParseFromString(encode_spec("PKIStatuses.etcd.talos.dev", PKIStatusSpec(ready=True, version="3")))
     assert {f.number: v for f, v in message.ListFields()} == {1: True, 2: "3"}
+    pair = PEMCertificateAndKey(CA.crt, CA.key)
+    message = message_class("talos.resource.definitions.secrets.EtcdCertsSpec")()
+    message.ParseFromString(
+        encode_spec("EtcdSecrets.secrets.talos.dev", EtcdCertsSpec(pair, pair, pair, pair))
+    )
+    fields = {f.number: v for f, v in message.ListFields()}
+    assert sorted(fields) == [1, 2, 3, 4] and all((v.crt, v.key) == (CA.crt, CA.key) for v in fields.values())

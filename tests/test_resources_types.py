@@ -160,6 +160,7 @@ def test_definitions_match_talos(registry: Registry) -> None:
         "KubeSpanConfigs.kubespan.talos.dev",  # the cluster secret
         "KubeletSecrets.secrets.talos.dev",  # the bootstrap token
         "DeviceConfigSpecs.net.talos.dev",  # may carry wireguard keys
+        "EtcdSecrets.secrets.talos.dev",
     }
     assert "extensions" in facts["ExtensionStatuses.runtime.talos.dev"].aliases
     namespaces = {t: spec.default_namespace for t, spec in facts.items()}

@@ -26,7 +26,7 @@ The graph, as ``talosctl inspect dependencies`` prints it:
 * perf:     /proc/stat, /proc/meminfo -> CPUStats, MemoryStats (host-wide on a shared kernel)
 * network:  LinkStatuses -> HardwareAddress first; MachineConfig + LinkStatuses -> DeviceConfigSpecs; HostDNSConfig + ResolverStatus -> DNSUpstreams
             (health-checked); ProbeSpecs -> ProbeStatuses (TCP probes)
-* etcd:     EtcdRootSecrets + the etcd service's files -> PKIStatus etcd
+* etcd:     EtcdRootSecrets + the etcd service's files -> EtcdSecrets -> PKIStatus etcd
 * features: MachineConfig -> KubeSpanConfig, KubernetesAccessConfig, KubeletSecrets, SeccompProfiles
             (-> /var/lib/kubelet/seccomp/profiles); DevicesStatus
 * k8s:      MachineConfig -> KubeletConfig, NodeIPConfig; NodeIPConfig + routed NodeAddresses -> NodeIP;
@@ -128,7 +128,8 @@ def node_controllers(
         etcd_backup.etcd_backup_config_controller(),
         etcd_backup.BackupController(layout, etcd_backup_store or etcd_backup.no_store),
         etcd.etcd_member_controller(local_etcd_member_id),
-        etcd_pki.PKIStatusController(layout),
+        etcd_pki.EtcdSecretsController(layout),
+        etcd_pki.pki_status_controller(),
         cri.registries_config_controller(),
         cri.RegistryFilesController(layout),
         *cluster.cluster_controllers(layout, client_factory=discovery_client),

@@ -1,10 +1,7 @@
-"""``PKIStatuses`` (namespace ``etcd``, id ``etcd``): whether this control plane's etcd PKI is on disk
-(``/system/secrets/etcd``: the CA and etcd's server, peer and admin key pairs) for the etcd CA the
-config names, and the version of the secrets it was written from.
-
-Talos writes the files from its ``EtcdSecrets`` and reports that resource's version; Ichor's etcd
-service issues the key pairs from ``EtcdRootSecrets`` as it starts etcd, so the version here is the
-``EtcdRootSecrets`` one. Types only; ``controllers.etcd_pki`` fills it.
+"""This control plane's etcd PKI: ``EtcdSecrets`` (namespace ``secrets``, id ``etcd``, sensitive): etcd's
+server, peer and admin key pairs and the kube-apiserver's etcd client pair; ``PKIStatuses``
+(namespace ``etcd``, id ``etcd``): the PKI is on disk (``/system/secrets/etcd``), with the version
+of the EtcdSecrets it holds, as Talos reports it. Types only; ``controllers.etcd_pki`` fills them.
 """
 
 from __future__ import annotations
@@ -13,10 +10,30 @@ import dataclasses
 from typing import Any
 
 from ichor.machined.cosi import PrintColumn, ResourceType
+from ichor.machined.resources._secrets import PEMCertificateAndKey
 
-__all__ = ["ETCD_PKI_ID", "ETCD_PKI_TYPES", "PKI_STATUSES", "PKIStatusSpec"]
+__all__ = [
+    "ETCD_PKI_ID",
+    "ETCD_PKI_TYPES",
+    "ETCD_SECRETS",
+    "ETCD_SECRETS_ID",
+    "PKI_STATUSES",
+    "EtcdCertsSpec",
+    "PKIStatusSpec",
+]
 
 ETCD_PKI_ID = "etcd"
+ETCD_SECRETS_ID = "etcd"
+
+
+@dataclasses.dataclass(frozen=True)
+class EtcdCertsSpec:
+    etcd: PEMCertificateAndKey | None = None
+    etcd_peer: PEMCertificateAndKey | None = None
+    etcd_admin: PEMCertificateAndKey | None = None
+    etcd_api_server: PEMCertificateAndKey | None = dataclasses.field(
+        default=None, metadata={"yaml": "etcdAPIServer"}
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,4 +47,11 @@ PKI_STATUSES: ResourceType[PKIStatusSpec] = ResourceType(
     print_columns=(PrintColumn("Ready", "{.ready}"), PrintColumn("Secrets Version", "{.version}")),
 )  # fmt: skip
 
-ETCD_PKI_TYPES: tuple[ResourceType[Any], ...] = (PKI_STATUSES,)
+ETCD_SECRETS: ResourceType[EtcdCertsSpec] = ResourceType(
+    type="EtcdSecrets.secrets.talos.dev",
+    default_namespace="secrets",
+    spec_class=EtcdCertsSpec,
+    sensitive=True,
+)
+
+ETCD_PKI_TYPES: tuple[ResourceType[Any], ...] = (ETCD_SECRETS, PKI_STATUSES)

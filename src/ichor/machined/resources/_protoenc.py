@@ -149,6 +149,7 @@ SPEC_MESSAGES: dict[str, str] = {
     "ProbeSpecs.net.talos.dev": _P + "network.ProbeSpecSpec",
     "ProbeStatuses.net.talos.dev": _P + "network.ProbeStatusSpec",
     "PKIStatuses.etcd.talos.dev": _P + "etcd.PKIStatusSpec",
+    "EtcdSecrets.secrets.talos.dev": _P + "secrets.EtcdCertsSpec",
     "KubeSpanConfigs.kubespan.talos.dev": _P + "kubespan.ConfigSpec",
     "KubernetesAccessConfigs.cluster.talos.dev": _P + "kubeaccess.ConfigSpec",
     "KubeletSecrets.secrets.talos.dev": _P + "secrets.KubeletSpec",
@@ -192,7 +193,7 @@ _KEY_ALIASES: dict[tuple[str, str], str] = {
 _ICHOR_ONLY: frozenset[tuple[str, str]] = frozenset(
     {
         # Ichor keeps the kube-apiserver's etcd client certificate with the other dynamic
-        # certificates; Talos 1.7 keeps it in EtcdSecrets, which Ichor has not, so it is not sent.
+        # certificates; Talos 1.7 keeps it in EtcdSecrets (where Ichor sends it too), not here.
         ("KubernetesDynamicCertsSpec", "etcdAPIServer"),
         # Why a kernel parameter was not applied (a node sharing the host's kernel refuses it).
         ("KernelParamStatusSpec", "reason"),
