@@ -1,4 +1,4 @@
-"""EtcdSecrets and PKIStatuses (issue 25 §3): the etcd PKI of ``cluster.etcd.ca`` on disk (written for
+"""EtcdSecrets, PKIStatuses and TrustdCertificates (issue 25 §3): the etcd PKI of ``cluster.etcd.ca`` on disk (written for
 real here with Ichor's etcd PKI code) as EtcdSecrets, and PKIStatus ``etcd`` ready with their
 version; in Talos's field numbers, columns and sensitivity."""
 
@@ -11,14 +11,21 @@ from pathlib import Path
 from controller_helpers import run, running
 
 from ichor import etcd as etcdlib
-from ichor.machined.controllers import etcd_pki
+from ichor.machined.controllers import etcd_pki, secrets_trustd
 from ichor.machined.cosi import WAIT_STATUSES, Registry, assert_no_resource, assert_resource
 from ichor.machined.platform import Layout
 from ichor.machined.resources import (
+    API_CERTIFICATES,
+    API_CERTIFICATES_ID,
     ETCD_ROOT_ID,
     ETCD_ROOT_SECRETS,
+    MACHINE_TYPE_ID,
+    MACHINE_TYPES,
     SERVICES,
+    ApiCertificatesSpec,
     EtcdRootSpec,
+    MachineTypeSpec,
+    PEMCertificate,
     PEMCertificateAndKey,
     ServiceSpec,
     register_node_types,
@@ -26,6 +33,7 @@ from ichor.machined.resources import (
 from ichor.machined.resources._etcd_pki import ETCD_SECRETS, PKI_STATUSES, EtcdCertsSpec, PKIStatusSpec
 from ichor.machined.resources._k8s import K8S_DYNAMIC_CERTS, K8S_DYNAMIC_CERTS_ID, KubernetesDynamicCertsSpec
 from ichor.machined.resources._protoenc import encode_spec, message_class
+from ichor.machined.resources._trustd import TRUSTD_CERTIFICATES, TrustdCertsSpec
 from ichor.machinery import pki
 
 CA = pki.new_ecdsa_ca(organization="etcd", ttl=timedelta(days=1))
@@ -95,3 +103,36 @@ def test_definitions_and_field_numbers_are_talos() -> None:
     )
     fields = {f.number: v for f, v in message.ListFields()}
     assert sorted(fields) == [1, 2, 3, 4] and all((v.crt, v.key) == (CA.crt, CA.key) for v in fields.values())
+
+
+def test_trustd_certificates_are_what_trustd_serves_on_control_planes_only() -> None:
+    server = PEMCertificateAndKey(CA.crt, CA.key)
+
+    async def main() -> None:
+        async with running(secrets_trustd.trustd_certificates_controller()) as state:
+            machine_type = state.create(MACHINE_TYPES.new(MACHINE_TYPE_ID, MachineTypeSpec.CONTROLPLANE))
+            state.create(
+                API_CERTIFICATES.new(
+                    API_CERTIFICATES_ID, ApiCertificatesSpec((PEMCertificate(CA.crt),), None, server)
+                )
+            )
+            await assert_resource(
+                state, TRUSTD_CERTIFICATES, "trustd",
+                lambda r: r.spec.server == server and r.spec.accepted_cas == (PEMCertificate(CA.crt),),
+            )  # fmt: skip
+            state.update(machine_type.with_spec(MachineTypeSpec.WORKER))
+            await assert_no_resource(state, TRUSTD_CERTIFICATES, "trustd")
+
+    run(main)
+    registry = Registry()
+    register_node_types(registry)
+    spec = registry.get("TrustdCertificates.secrets.talos.dev").spec
+    assert (spec.default_namespace, spec.sensitive) == ("secrets", True)
+    message = message_class("talos.resource.definitions.secrets.TrustdCertsSpec")()
+    message.ParseFromString(
+        encode_spec(
+            "TrustdCertificates.secrets.talos.dev", TrustdCertsSpec((PEMCertificate(CA.crt),), server)
+        )
+    )
+    fields = {f.number: v for f, v in message.ListFields()}
+    assert fields[2].crt == CA.crt and [c.crt for c in fields[3]] == [CA.crt]

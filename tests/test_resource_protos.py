@@ -166,6 +166,8 @@ EXTRA_SAMPLES: list[dict[str, Any]] = [
     {"type": "ProbeStatuses.net.talos.dev", "id": "tcp:10.5.0.1:6443",
      "spec": {"success": False, "lastError": "dial tcp 10.5.0.1:6443: connection refused"}},
     {"type": "PKIStatuses.etcd.talos.dev", "id": "etcd", "spec": {"ready": True, "version": "1"}},
+    {"type": "TrustdCertificates.secrets.talos.dev", "id": "trustd",
+     "spec": {"acceptedCAs": [{"crt": _A_CA_CRT}], "server": {"crt": _A_CA_CRT, "key": _A_CA_CRT}}},
     {"type": "EtcdSecrets.secrets.talos.dev", "id": "etcd",
      "spec": {"etcd": {"crt": _A_CA_CRT, "key": _A_CA_CRT}, "etcdPeer": {"crt": _A_CA_CRT, "key": _A_CA_CRT},
               "etcdAdmin": {"crt": _A_CA_CRT, "key": _A_CA_CRT}, "etcdAPIServer": {"crt": _A_CA_CRT, "key": _A_CA_CRT}}},

@@ -161,6 +161,7 @@ def test_definitions_match_talos(registry: Registry) -> None:
         "KubeletSecrets.secrets.talos.dev",  # the bootstrap token
         "DeviceConfigSpecs.net.talos.dev",  # may carry wireguard keys
         "EtcdSecrets.secrets.talos.dev",
+        "TrustdCertificates.secrets.talos.dev",
     }
     assert "extensions" in facts["ExtensionStatuses.runtime.talos.dev"].aliases
     namespaces = {t: spec.default_namespace for t, spec in facts.items()}

@@ -8,7 +8,8 @@ The graph, as ``talosctl inspect dependencies`` prints it:
             specs -> the kernel (own network namespace only); the kernel -> links, addresses,
             routes -> NodeAddresses -> NetworkStatus; HostnameSpec -> HostnameStatus
 * secrets:  MachineConfig -> OSRootSecrets, EtcdRootSecrets; OSRoot + Hostname + NodeAddresses ->
-            CertSANs; OSRoot + CertSANs -> ApiCertificates (signed here, or by trustd on workers)
+            CertSANs; OSRoot + CertSANs -> ApiCertificates (signed here, or by trustd on workers);
+            ApiCertificates (control planes) -> TrustdCertificates (what trustd serves)
 * etcd:     MachineConfig + MachineType -> EtcdConfig; EtcdConfig + Hostname + NodeAddresses -> EtcdSpec;
             Services etcd (healthy) -> EtcdMember local (the id this node's etcd reports)
             (control planes, Ichor's own) EtcdBackupConfig document -> EtcdBackupConfig -> scheduled,
@@ -66,6 +67,7 @@ from ichor.machined.controllers import (
     perf,
     runtime,
     secrets,
+    secrets_trustd,
     timesync,
 )
 from ichor.machined.controllers.k8s import extra_manifests as k8s_extra_manifests
@@ -123,6 +125,7 @@ def node_controllers(
         secrets.etcd_root_controller(),
         secrets.cert_san_controller(),
         secrets.api_certificates_controller(layout, request_certificate),
+        secrets_trustd.trustd_certificates_controller(),
         etcd.etcd_config_controller(),
         etcd.etcd_spec_controller(exclusive=not layout.own_netns),
         etcd_backup.etcd_backup_config_controller(),

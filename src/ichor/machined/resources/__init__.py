@@ -273,6 +273,7 @@ from ichor.machined.resources._secrets import (
     PEMCertificateAndKey,
     PEMKey,
 )
+from ichor.machined.resources._trustd import TRUSTD_TYPES
 from ichor.machined.resources.nftables import NFTABLES_CHAINS
 
 __all__ = [
@@ -573,6 +574,7 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     *ETCD_PKI_TYPES,
     *FEATURE_CONFIG_TYPES,
     DEVICE_CONFIG_SPECS,
+    *TRUSTD_TYPES,
 )
 
 

@@ -150,6 +150,7 @@ SPEC_MESSAGES: dict[str, str] = {
     "ProbeStatuses.net.talos.dev": _P + "network.ProbeStatusSpec",
     "PKIStatuses.etcd.talos.dev": _P + "etcd.PKIStatusSpec",
     "EtcdSecrets.secrets.talos.dev": _P + "secrets.EtcdCertsSpec",
+    "TrustdCertificates.secrets.talos.dev": _P + "secrets.TrustdCertsSpec",
     "KubeSpanConfigs.kubespan.talos.dev": _P + "kubespan.ConfigSpec",
     "KubernetesAccessConfigs.cluster.talos.dev": _P + "kubeaccess.ConfigSpec",
     "KubeletSecrets.secrets.talos.dev": _P + "secrets.KubeletSpec",
