@@ -15,12 +15,19 @@ from pathlib import Path
 
 from controller_helpers import apply, config, run, running
 
+from ichor.machined.controllers import config as config_area
 from ichor.machined.controllers import feature_configs
 from ichor.machined.cosi import WAIT_STATUSES, Registry, assert_no_resource, assert_resource, spec_to_plain
 from ichor.machined.platform import Layout
 from ichor.machined.resources import (
+    ACQUIRE_CONFIG_STATUSES,
+    MACHINE_STATUS_ID,
+    MACHINE_STATUSES,
     NODE_ADDRESS_CURRENT_ID,
     NODE_ADDRESSES,
+    MachineStage,
+    MachineStatusSpec,
+    MachineStatusStatus,
     NodeAddressSpec,
     register_node_types,
 )
@@ -30,6 +37,7 @@ from ichor.machined.resources._feature_configs import (
     KUBERNETES_ACCESS_CONFIGS,
     KUBESPAN_CONFIGS,
     MAINTENANCE_SERVICE_CONFIGS,
+    MAINTENANCE_SERVICE_REQUESTS,
     SECCOMP_PROFILES,
     KubeletSecretsSpec,
     KubernetesAccessConfigSpec,
@@ -37,7 +45,7 @@ from ichor.machined.resources._feature_configs import (
     MaintenanceServiceConfigSpec,
     SeccompProfileSpec,
 )
-from ichor.machined.resources._protoenc import encode_spec, message_class
+from ichor.machined.resources._protoenc import EMPTY_SPECS, encode_spec, message_class
 from ichor.machined.resources._secrets import PEMCertificate
 from ichor.machinery import pki
 
@@ -265,3 +273,26 @@ def test_definitions_are_talos() -> None:
     )
     fields = {f.number: v for f, v in message.ListFields()}
     assert fields[1] == "a.json" and dict(fields[2]) == {"defaultAction": "SCMP_ACT_LOG"}
+
+
+def test_maintenance_service_is_requested_while_the_machine_waits_in_maintenance_mode() -> None:
+    async def main() -> None:
+        async with running(config_area.acquire_status_controller()) as state:
+            status = state.create(
+                MACHINE_STATUSES.new(
+                    MACHINE_STATUS_ID, MachineStatusSpec(MachineStage.BOOTING, MachineStatusStatus())
+                )
+            )
+            await asyncio.sleep(0.1)
+            assert state.list("runtime", MAINTENANCE_SERVICE_REQUESTS) == []
+            status = state.update(
+                status.with_spec(MachineStatusSpec(MachineStage.MAINTENANCE, MachineStatusStatus()))
+            )
+            await assert_resource(state, MAINTENANCE_SERVICE_REQUESTS, "maintenance", lambda r: True)
+            apply(state, _config())  # a config came: booting again
+            state.update(status.with_spec(MachineStatusSpec(MachineStage.BOOTING, MachineStatusStatus())))
+            await assert_no_resource(state, MAINTENANCE_SERVICE_REQUESTS, "maintenance")
+            await assert_resource(state, ACQUIRE_CONFIG_STATUSES, "machine-config", lambda r: True)
+
+    run(main)
+    assert "MaintenanceServiceRequests.runtime.talos.dev" in EMPTY_SPECS

@@ -12,7 +12,8 @@
 * ``DevicesStatuses`` (namespace ``runtime``, id ``devices``): the node's devices are ready (Talos
   waits for udevd on metal; in a container they are always ready);
 * ``MaintenanceServiceConfigs`` (namespace ``runtime``, id ``maintenance``): where the maintenance
-  API listens and the addresses a client can reach it at.
+  API listens and the addresses a client can reach it at; ``MaintenanceServiceRequests`` (same id,
+  no spec): present while the machine waits in maintenance mode for a config.
 
 Types only; ``controllers.feature_configs`` fills them.
 """
@@ -23,7 +24,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from ichor.machined.cosi import PrintColumn, ResourceType
+from ichor.machined.cosi import EmptySpec, PrintColumn, ResourceType
 from ichor.machined.resources._secrets import PEMCertificate
 
 __all__ = [
@@ -38,6 +39,8 @@ __all__ = [
     "KUBESPAN_CONFIG_ID",
     "MAINTENANCE_SERVICE_CONFIGS",
     "MAINTENANCE_SERVICE_CONFIG_ID",
+    "MAINTENANCE_SERVICE_REQUESTS",
+    "MAINTENANCE_SERVICE_REQUEST_ID",
     "SECCOMP_PROFILES",
     "DevicesStatusSpec",
     "KubeSpanConfigSpec",
@@ -52,6 +55,7 @@ KUBERNETES_ACCESS_CONFIG_ID = "config"
 KUBELET_SECRETS_ID = "kubelet"
 DEVICES_STATUS_ID = "devices"
 MAINTENANCE_SERVICE_CONFIG_ID = "maintenance"
+MAINTENANCE_SERVICE_REQUEST_ID = "maintenance"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,7 +128,11 @@ MAINTENANCE_SERVICE_CONFIGS: ResourceType[MaintenanceServiceConfigSpec] = Resour
     spec_class=MaintenanceServiceConfigSpec,
 )  # fmt: skip
 
+MAINTENANCE_SERVICE_REQUESTS: ResourceType[EmptySpec] = ResourceType(
+    type="MaintenanceServiceRequests.runtime.talos.dev", default_namespace="runtime", spec_class=EmptySpec
+)
+
 FEATURE_CONFIG_TYPES: tuple[ResourceType[Any], ...] = (
     KUBESPAN_CONFIGS, KUBERNETES_ACCESS_CONFIGS, KUBELET_SECRETS, SECCOMP_PROFILES, DEVICES_STATUSES,
-    MAINTENANCE_SERVICE_CONFIGS,
+    MAINTENANCE_SERVICE_CONFIGS, MAINTENANCE_SERVICE_REQUESTS,
 )  # fmt: skip

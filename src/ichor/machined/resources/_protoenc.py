@@ -163,7 +163,8 @@ SPEC_MESSAGES: dict[str, str] = {
 Not here: types Talos 1.7 does not have (Ichor's own ``DiscoveryStatuses.cluster.ichor.dev``,
 ``RegistriesConfigs.cri.talos.dev`` which came after 1.7), the config types, which encode
 themselves (``proto_spec``), and Talos's empty specs (``MachineResetSignals``,
-``AcquireConfigStatuses``, ``NodeCordonedSpecs``, ``KubeletLifecycles``: an empty struct, whose
+``AcquireConfigStatuses``, ``NodeCordonedSpecs``, ``KubeletLifecycles``,
+``MaintenanceServiceRequests``: an empty struct, whose
 encoding is no bytes; ``DNSUpstreams``, whose Go spec holds a live proxy and has no protobuf form)."""
 EMPTY_SPECS = frozenset(
     {
@@ -172,6 +173,7 @@ EMPTY_SPECS = frozenset(
         "NodeCordonedSpecs.k8s.talos.dev",
         "KubeletLifecycles.kubernetes.talos.dev",
         "DNSUpstreams.net.talos.dev",
+        "MaintenanceServiceRequests.runtime.talos.dev",
     }
 )
 
