@@ -1,7 +1,8 @@
 """Network resources about reachability and identity, in namespace ``network``, as Talos 1.7 has them.
 
 * ``HardwareAddresses`` (id ``first``): the name and MAC of the first physical link (Talos's rule:
-  type ``ether`` and no kind, so a container node's ``veth`` is not one, as on Talos in Docker);
+  type ``ether`` and no kind, so a container node's ``veth`` is not one, as on Talos in Docker; a
+  process node sees the host's links, so its first physical link is the host's);
 * ``DNSUpstreams`` (id = the resolver's address): each upstream the host DNS forwards to while host
   DNS is enabled, and whether it answered its last health check (Talos's has no protobuf spec:
   only its YAML, ``healthy`` and ``addr``, both strings);
