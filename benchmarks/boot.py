@@ -1,6 +1,7 @@
 """Boot of the OS image under QEMU TCG, beside the floor measured in the same run.
 
-Run (root; holds the shared lock itself): ``.venv/bin/python benchmarks/boot.py [--runs N] [--rebuild]``
+Run (root; holds the shared lock itself): ``.venv/bin/python benchmarks/boot.py [--runs N] [--rebuild]
+[--compare-arg ARG]``
 
 * floor: the same kernel booting a busybox-only initramfs whose ``/init`` prints a marker and
   powers off (what any image pays for firmware, kernel and initramfs unpacking);
@@ -9,7 +10,10 @@ Run (root; holds the shared lock itself): ``.venv/bin/python benchmarks/boot.py 
   maintenance-mode console line, and the first ``talosctl disks --insecure`` answered.
 
 ``--rebuild`` also times a warm build of the initramfs and an Ichor-only rebuild (the top layer's
-key changed by touching a scratch copy of the source).
+key changed by touching a scratch copy of the source). ``--compare-arg ARG`` boots the image a second
+time in each run with ``ARG`` added to the kernel command line (alternating, so both see the same
+load) and prints both columns with their ratio, e.g. ``ICHOR_CODECACHE=off`` (a kernel argument
+that reaches PID 1's environment) for what the compiled dataclass methods save.
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ def boot_floor(kernel: Path, initrd: Path, work: Path) -> float:
         vm.stop(timeout=5)
 
 
-def boot_image(kernel: Path, initrd: Path, work: Path) -> dict[str, float]:
+def boot_image(kernel: Path, initrd: Path, work: Path, extra_arg: str = "") -> dict[str, float]:
     netns = f"ichor-bench-{os.getpid()}"
     proc.run(["ip", "netns", "add", netns])
     try:
@@ -76,7 +80,7 @@ def boot_image(kernel: Path, initrd: Path, work: Path) -> dict[str, float]:
             f.truncate(1 << 30)
         spec = VMSpec(kernel=kernel, initrd=initrd, serial=serial, disk=disk, tap="tap0",
                       cmdline=f"console=ttyS0 talos.platform=metal printk.devkmsg=on panic=-1 "
-                      f"ip={NODE_IP}::{GATEWAY}:255.255.255.0::eth0:off")  # fmt: skip
+                      f"ip={NODE_IP}::{GATEWAY}:255.255.255.0::eth0:off {extra_arg}".rstrip())  # fmt: skip
         started = time.monotonic()
         vm = proc.start(["ip", "netns", "exec", netns, "nice", "-n", "10", *qemu_command(spec)],
                         output=work / "qemu-image.log")  # fmt: skip
@@ -112,6 +116,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--rebuild", action="store_true", help="also time a warm and an Ichor-only rebuild")
+    parser.add_argument(
+        "--compare-arg", default="", help="also boot with this kernel argument added, alternating"
+    )
     args = parser.parse_args()
     if os.environ.get("ICHOR_HEAVY_LOCKED") != "1":
         os.environ["ICHOR_HEAVY_LOCKED"] = "1"
@@ -134,15 +141,21 @@ def main() -> int:
             build(Profile.INITRAMFS, BuildOptions(output=work / "out2", source=source, say=options.say))
             print(f"Ichor-only rebuild (top layer + initramfs): {time.monotonic() - t0:.1f} s")
         floor_cpio = floor_initramfs(work, options)
-        floors, images = [], []
+        floors, images, compared = [], [], []
         for _ in range(args.runs):
             floors.append(boot_floor(kernel, floor_cpio, work))
             images.append(boot_image(kernel, initrd.path, work))
+            if args.compare_arg:
+                compared.append(boot_image(kernel, initrd.path, work, args.compare_arg))
         print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
         print(f"{'floor: busybox initramfs /init':40} {statistics.median(floors):6.1f} s")
         for key in images[0]:
             value = statistics.median(run[key] for run in images)
-            print(f"{'image: ' + key:40} {value:6.1f} s   ({value / statistics.median(floors):.1f}x floor)")
+            line = f"{'image: ' + key:40} {value:6.1f} s   ({value / statistics.median(floors):.1f}x floor)"
+            if compared:
+                other = statistics.median(run[key] for run in compared)
+                line += f"   with {args.compare_arg}: {other:6.1f} s ({value / other:.2f}x of it)"
+            print(line)
         return 0
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -102,6 +102,39 @@ def _wait_version(env: dict[str, str], address: str, limit: float) -> float:
         time.sleep(3)
 
 
+def _watchdog_sysfs(env: dict[str, str], address: str) -> tuple[str, str]:
+    values = []
+    for key in ("state", "timeout"):
+        read = _talosctl(env, "-n", address, "read", f"/sys/class/watchdog/watchdog0/{key}")
+        assert read.exit_code == 0, read.stderr
+        values.append(read.stdout.strip())
+    return values[0], values[1]
+
+
+def _watchdog_armed_and_disarmed(env: dict[str, str], address: str, config: Path, patch: Path) -> None:
+    """The seed's ``WatchdogTimerConfig`` (004:757-771) on the VM's i6300esb, as Talos's own
+    integration test checks it: armed with the document's timeout in the kernel's sysfs,
+    ``WatchdogTimerStatus`` with the feed interval, disarmed when the config drops the document.
+    (~10 s: two config changes without a reboot and a few reads.)"""
+    assert _watchdog_sysfs(env, address)[0] == "inactive"
+    patch.write_text("apiVersion: v1alpha1\nkind: WatchdogTimerConfig\ndevice: /dev/watchdog0\ntimeout: 2m\n")
+    patched = _talosctl(env, "-n", address, "patch", "mc", "--mode", "no-reboot", "--patch", f"@{patch}")
+    assert patched.exit_code == 0, patched.stdout + patched.stderr
+    deadline = time.monotonic() + 60
+    while (
+        status := _talosctl(env, "-n", address, "get", "watchdogtimerstatuses", "-o", "yaml")
+    ).stdout.count("feedInterval: 40s") != 1:
+        assert time.monotonic() < deadline, status.stdout + status.stderr
+        time.sleep(2)
+    assert _watchdog_sysfs(env, address) == ("active", "120")
+    applied = _talosctl(env, "-n", address, "apply-config", "--mode", "no-reboot", "--file", str(config))
+    assert applied.exit_code == 0, applied.stdout + applied.stderr
+    deadline = time.monotonic() + 60
+    while _watchdog_sysfs(env, address)[0] != "inactive":
+        assert time.monotonic() < deadline, "the watchdog stayed armed without its document"
+        time.sleep(2)
+
+
 def test_a_qemu_node_boots_configured_reboots_through_its_monitor_and_is_destroyed_without_remains(
     cluster: tuple[str, Path, str, dict[str, str]],
 ) -> None:
@@ -129,6 +162,8 @@ def test_a_qemu_node_boots_configured_reboots_through_its_monitor_and_is_destroy
     assert version.exit_code == 0 and "Server:" in version.stdout, version.stderr
     disks = _talosctl(env, "-n", address, "disks")
     assert disks.exit_code == 0 and "/dev/vda" in disks.stdout, disks.stdout + disks.stderr
+
+    _watchdog_armed_and_disarmed(env, address, state_dir / f"{node}.yaml", state_dir / "watchdog.yaml")
 
     shown = _talosctl(env, "cluster", "show", "--name", name, "--state", str(state))
     assert shown.exit_code == 0, shown.stderr

@@ -33,8 +33,6 @@ NOT_ON_CONTAINER_NODES = {
     "SiderolinkConfigs.siderolink.talos.dev": "Talos makes none in container mode",
     "SiderolinkTunnels.siderolink.talos.dev": "SideroLink's WireGuard tunnel: none without its config",
     "KmsgLogConfigs.runtime.talos.dev": "ships the kernel log; a container node's kernel log is the host's",
-    "WatchdogTimerConfigs.runtime.talos.dev": "a hardware watchdog (/dev/watchdog*): none in a container",
-    "WatchdogTimerStatuses.runtime.talos.dev": "a hardware watchdog (/dev/watchdog*): none in a container",
     "MetaLoads.runtime.talos.dev": "META is a partition of the boot disk: none in container mode",
     "UniqueMachineTokens.runtime.talos.dev": "read from META once loaded: none in container mode",
 }

@@ -58,6 +58,16 @@ EXTRA_SAMPLES: list[dict[str, Any]] = [
         "id": "hello",
         "spec": {"string": "hello", "parameters": ["greeting=x"]},
     },
+    {  # metal nodes only, with a WatchdogTimerConfig document
+        "type": "WatchdogTimerConfigs.runtime.talos.dev",
+        "id": "timer",
+        "spec": {"device": "/dev/watchdog0", "timeout": "2m0s"},
+    },
+    {
+        "type": "WatchdogTimerStatuses.runtime.talos.dev",
+        "id": "timer",
+        "spec": {"device": "/dev/watchdog0", "timeout": "2m0s", "feedInterval": "40s"},
+    },
     {
         "type": "StaticPodStatuses.kubernetes.talos.dev",
         "id": "kube-system/kube-apiserver-cp-1",

@@ -464,6 +464,8 @@ class _Builder:
             _layers.normalise_modes(target)
             self._remove(tree, "ichor")
             _layers.compile_pyc(tree, _layers.SITE)
+            self.say("  ichor: compiling the dataclasses' methods")
+            _layers.record_dataclass_code(tree / _layers.SITE)
 
         return _layers.cached_layer(self.cache, "ichor", key, fill, self.say)
 

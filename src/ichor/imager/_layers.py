@@ -86,6 +86,19 @@ def compile_pyc(tree: Path, *directories: str) -> None:
     # simply get no .pyc, as pip's own byte-compilation does.
 
 
+def record_dataclass_code(site: Path) -> None:
+    """Write :data:`ichor.machinery.codecache.FILE_NAME` into the ``ichor`` package under ``site``: the
+    methods every dataclass of the booting stack gets, compiled by importing that stack from ``site``
+    in a fresh interpreter (a fixed hash seed, so two builds write the same bytes)."""
+    from ichor.machinery.codecache import FILE_NAME
+
+    if not (site / "ichor/machinery/codecache.py").is_file():  # removed with --rm: nothing to run
+        return
+    env = {**os.environ, "PYTHONPATH": str(site), "PYTHONHASHSEED": "0", "PYTHONDONTWRITEBYTECODE": "1"}
+    proc.run([sys.executable, "-m", "ichor.machinery.codecache", str(site / "ichor" / FILE_NAME)],
+             env=env, timeout=300)  # fmt: skip
+
+
 def unpack_wheel(wheel: Path, site: Path) -> None:
     """Install ``wheel`` into ``site`` as pip would with ``--no-compile`` (no scripts, no RECORD rewrite).
 

@@ -253,6 +253,9 @@ def _run_machined(args: KernelArgs, out_fd: int) -> None:
         sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
         sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
         gc.disable()  # while the stack imports: machined's entry point freezes and re-enables it
+        from ichor.machinery import codecache
+
+        codecache.install()
         from ichor.machined import _metal_boot
 
         code = _metal_boot.run(args)

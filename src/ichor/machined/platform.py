@@ -77,6 +77,19 @@ class Platform(StrEnum):
             "the host and every other node on it (modules load on metal nodes)"
         )
 
+    def watchdog_refusal(self) -> str | None:
+        """Why this node may not arm a hardware watchdog (``WatchdogTimerConfig``); None when it may.
+
+        A watchdog device resets the machine it belongs to: only a metal node's machine is its own.
+        On a container or process node ``/dev/watchdog*`` is the host's, and arming it would reset
+        the host when the node stops feeding it."""
+        if self is Platform.METAL:
+            return None
+        return (
+            f"not armed: a {self.value} node shares the host's devices; its watchdog would reset the host "
+            "(watchdogs are armed on metal nodes)"
+        )
+
     @property
     def installs_to_disk(self) -> bool:
         """A config applied to an uninstalled node installs Talos's system disk first (metal)."""
@@ -135,6 +148,11 @@ class Layout:
         """Why this node may not load kernel modules; None when it may (the platform's answer,
         :meth:`Platform.kernel_module_refusal`)."""
         return self.platform.kernel_module_refusal()
+
+    def watchdog_refusal(self) -> str | None:
+        """Why this node may not arm a hardware watchdog; None when it may (the platform's answer,
+        :meth:`Platform.watchdog_refusal`)."""
+        return self.platform.watchdog_refusal()
 
     def path(self, talos_path: str) -> Path:
         """``/system/state/config.yaml`` -> ``<root>/system/state/config.yaml``.

@@ -69,6 +69,7 @@ from ichor.machined.controllers import (
     secrets,
     secrets_trustd,
     timesync,
+    watchdog,
 )
 from ichor.machined.controllers.k8s import extra_manifests as k8s_extra_manifests
 from ichor.machined.controllers.k8s import kubelet as k8s_kubelet
@@ -146,6 +147,7 @@ def node_controllers(
         boot.BootSlotController(boot_slots or Source("boot slots", None), booted_slot),
         *kernel_param.kernel_param_controllers(layout),
         *kernel_module.kernel_module_controllers(layout, say=say),
+        *watchdog.watchdog_controllers(layout, say=say),
         network_platform.platform_config_controller(layout),
         timesync.TimeSyncController() if layout.own_netns else runtime.time_status_controller(),
         extensions.extension_status_controller(layout),

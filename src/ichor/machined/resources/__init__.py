@@ -274,6 +274,14 @@ from ichor.machined.resources._secrets import (
     PEMKey,
 )
 from ichor.machined.resources._trustd import TRUSTD_TYPES
+from ichor.machined.resources._watchdog import (
+    WATCHDOG_TIMER_CONFIGS,
+    WATCHDOG_TIMER_ID,
+    WATCHDOG_TIMER_STATUSES,
+    WATCHDOG_TIMER_TYPES,
+    WatchdogTimerConfigSpec,
+    WatchdogTimerStatusSpec,
+)
 from ichor.machined.resources.nftables import NFTABLES_CHAINS
 
 __all__ = [
@@ -405,6 +413,10 @@ __all__ = [
     "TIME_STATUSES",
     "TIME_STATUS_ID",
     "VLAN_PROTOCOLS",
+    "WATCHDOG_TIMER_CONFIGS",
+    "WATCHDOG_TIMER_ID",
+    "WATCHDOG_TIMER_STATUSES",
+    "WATCHDOG_TIMER_TYPES",
     "AddressFamily",
     "AddressScope",
     "AddressSpecSpec",
@@ -491,6 +503,8 @@ __all__ = [
     "UnmetCondition",
     "VIPOperatorSpec",
     "VLANSpec",
+    "WatchdogTimerConfigSpec",
+    "WatchdogTimerStatusSpec",
     "WireguardPeer",
     "WireguardSpec",
     "filtered_node_address_id",
@@ -566,6 +580,7 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     *K8S_MANIFEST_TYPES,
     *KERNEL_PARAM_TYPES,
     *KERNEL_MODULE_TYPES,
+    *WATCHDOG_TIMER_TYPES,
     *BOOT_TYPES,
     *K8S_STATUS_TYPES,
     *PERF_TYPES,

@@ -111,6 +111,8 @@ SPEC_MESSAGES: dict[str, str] = {
     "SecurityStates.talos.dev": _P + "runtime.SecurityStateSpec",
     "MetaKeys.runtime.talos.dev": _P + "runtime.MetaKeySpec",
     "KernelModuleSpecs.runtime.talos.dev": _P + "runtime.KernelModuleSpecSpec",
+    "WatchdogTimerConfigs.runtime.talos.dev": _P + "runtime.WatchdogTimerConfigSpec",
+    "WatchdogTimerStatuses.runtime.talos.dev": _P + "runtime.WatchdogTimerStatusSpec",
     "KernelParamSpecs.runtime.talos.dev": _P + "runtime.KernelParamSpecSpec",
     "KernelParamDefaultSpecs.runtime.talos.dev": _P + "runtime.KernelParamSpecSpec",
     "KernelParamStatuses.runtime.talos.dev": _P + "runtime.KernelParamStatusSpec",
