@@ -113,6 +113,23 @@ def test_container_cluster_create_reboot_destroy_leaves_nothing(cluster: Cluster
     assert " eth0 " in links.stdout and " lo " in links.stdout, links.stdout
     members = _talosctl(cluster.home, "-n", cluster.cp, "etcd", "members")
     assert f"https://{cluster.cp}:2380" in members.stdout, members.stdout + members.stderr
+    # Talos 1.7's types of issue 25 §3 (~1 s): the node's disks bound at its partitions' paths, with
+    # Talos's columns; the etcd PKI on disk; host-wide memory figures.
+    mounts = _talosctl(cluster.home, "-n", cluster.cp, "get", "mounts")
+    rows = {tuple(line.split()[2:4]): line.split()[5:] for line in mounts.stdout.splitlines()[1:]}
+    assert mounts.stdout.split()[:9] == ["NODE", "NAMESPACE", "TYPE", "ID", "VERSION", "SOURCE", "TARGET",
+                                         "FILESYSTEM", "TYPE"], mounts.stdout + mounts.stderr  # fmt: skip
+    assert rows.keys() == {("MountStatus", "EPHEMERAL"), ("MountStatus", "STATE")}, mounts.stdout
+    assert (
+        rows["MountStatus", "STATE"][1] == "/system/state" and rows["MountStatus", "EPHEMERAL"][1] == "/var"
+    )
+    pki_status = _talosctl(cluster.home, "-n", cluster.cp, "get", "pkistatuses")
+    pki_row = pki_status.stdout.splitlines()[1].split()
+    assert (pki_row[3], pki_row[5]) == ("etcd", "true"), pki_status.stdout
+    memory = _talosctl(
+        cluster.home, "-n", cluster.worker, "get", "memorystats", "-o", "jsonpath={.spec.total}"
+    )
+    assert int(memory.stdout) > 0, memory.stdout + memory.stderr
 
     launchers = [p for p in find(cluster.state_dir) if p.role == "launcher"]
     worker_launcher = next(p for p in launchers if p.node == f"{NAME}-worker-1")

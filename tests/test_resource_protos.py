@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import base64
 import ipaddress
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from spec_samples import load_samples, spec_from_plain
 
-from ichor.machined.cosi import Registry, Resource, State, spec_to_plain, spec_to_yaml
+from ichor.machined.cosi import Registry, Resource, State, go_url_plain, spec_to_plain, spec_to_yaml
 from ichor.machined.resources import NODE_TYPES, _protoenc, register_node_types
 from ichor.machined.resources._protoenc import (
     EMPTY_SPECS,
@@ -29,6 +30,7 @@ from ichor.machined.resources._protoenc import (
 )
 from ichor.machined.resources._talos_enums import TALOS_ENUMS
 from ichor.machined.server._cosi import resource_to_proto
+from ichor.machinery import pki
 from ichor.machinery.yamlio import load_documents, to_plain
 
 TYPES = {t.type: t for t in NODE_TYPES}
@@ -40,7 +42,13 @@ NOT_IN_TALOS_1_7 = {
     "EtcdBackupStatuses.etcd.ichor.dev": "Ichor's own (scheduled etcd snapshots)",
     "BootSlots.runtime.ichor.dev": "Ichor's own (A/B slots with boot counting)",
 }
-SELF_ENCODING = {"MachineConfigs.config.talos.dev", "MachineTypes.config.talos.dev"}
+SELF_ENCODING = {
+    "MachineConfigs.config.talos.dev",
+    "MachineTypes.config.talos.dev",
+    "DeviceConfigSpecs.net.talos.dev",  # its YAML in a message outside Talos's resource definitions
+}
+
+_A_CA_CRT = base64.b64encode(pki.new_ecdsa_ca(organization="k", ttl=timedelta(days=1)).crt).decode()
 
 # Types a process node never fills (no kubelet, no CRI); samples as a Kubernetes node serves them.
 EXTRA_SAMPLES: list[dict[str, Any]] = [
@@ -134,6 +142,61 @@ EXTRA_SAMPLES: list[dict[str, Any]] = [
      "spec": {"value": "10", "ignoreErrors": False}},
     {"type": "KernelParamStatuses.runtime.talos.dev", "id": "proc.sys.net.ipv4.tcp_fin_timeout",
      "spec": {"current": "60", "default": "60", "unsupported": True}},
+    # Types of issue 25 section 3 (NodeStatus from a Kubernetes node; the rest as a container node serves them).
+    {"type": "NodeStatuses.kubernetes.talos.dev", "id": "cp-1",
+     "spec": {"nodename": "cp-1", "nodeReady": True, "unschedulable": True,
+              "labels": {"kubernetes.io/hostname": "cp-1"}, "annotations": {"talos.dev/cordoned": "true"}}},
+    {"type": "CPUStats.perf.talos.dev", "id": "latest",
+     "spec": {"cpu": [{"user": 1021.5, "nice": 0.3, "system": 310.25, "idle": 50211.1, "iowait": 12.0, "irq": 0.0,
+                       "softIrq": 4.5, "steal": 0.0, "guest": 0.0, "guestNice": 0.0}],
+              "cpuTotal": {"user": 2043.0, "nice": 0.6, "system": 620.5, "idle": 100422.2, "iowait": 24.0, "irq": 0.0,
+                           "softIrq": 9.0, "steal": 0.0, "guest": 0.0, "guestNice": 0.0},
+              "irqTotal": 88123456, "contextSwitches": 150123456, "processCreated": 412345, "processRunning": 3,
+              "processBlocked": 0, "softIrqTotal": 40123456}},
+    {"type": "MemoryStats.perf.talos.dev", "id": "latest",
+     "spec": {"total": 16318480, "used": 9123456, "available": 9876543, "buffers": 123456, "cached": 4567890,
+              "swapCached": 0, "active": 5123456, "inactive": 4123456, "activeAnon": 3123456,
+              "inactiveAnon": 123456, "activeFile": 2000000, "inactiveFile": 4000000, "unevictable": 1024,
+              "mlocked": 1024, "swapTotal": 0, "swapFree": 0, "dirty": 512, "writeback": 0, "anonPages": 3200000,
+              "mapped": 800000, "shmem": 60000, "slab": 700000, "sreclaimable": 500000, "sunreclaim": 200000,
+              "kernelStack": 20000, "pageTables": 40000, "nfsunstable": 0, "bounce": 0, "writeBacktmp": 0,
+              "commitLimit": 8159240, "commitTedas": 12000000, "vmallocTotal": 34359738367, "vmallocUsed": 60000,
+              "vmallocChunk": 0, "hardwareCorrupted": 0, "anonHugePages": 200000, "shmemHugePages": 0,
+              "shmemPmdMapped": 0, "cmaTotal": 0, "cmaFree": 0, "hugePagesTotal": 0, "hugePagesFree": 0,
+              "hugePagesRsvd": 0, "hugePagesSurp": 0, "hugepagesize": 2048, "directMap4k": 300000,
+              "directMap2m": 9000000, "directMap1g": 8388608}},
+    {"type": "MountStatuses.runtime.talos.dev", "id": "STATE",
+     "spec": {"source": "/dev/sda1", "target": "/system/state", "filesystemType": "ext4",
+              "options": ["rw", "relatime"], "encrypted": False}},
+    {"type": "HardwareAddresses.net.talos.dev", "id": "first",
+     "spec": {"name": "eth0", "hardwareAddr": "52:54:00:12:34:56"}},
+    {"type": "ProbeSpecs.net.talos.dev", "id": "tcp:10.5.0.1:6443",
+     "spec": {"interval": "1s", "failureThreshold": 3, "tcp": {"endpoint": "10.5.0.1:6443", "timeout": "10s"},
+              "layer": "platform"}},
+    {"type": "ProbeStatuses.net.talos.dev", "id": "tcp:10.5.0.1:6443",
+     "spec": {"success": False, "lastError": "dial tcp 10.5.0.1:6443: connection refused"}},
+    {"type": "PKIStatuses.etcd.talos.dev", "id": "etcd", "spec": {"ready": True, "version": "1"}},
+    {"type": "TrustdCertificates.secrets.talos.dev", "id": "trustd",
+     "spec": {"acceptedCAs": [{"crt": _A_CA_CRT}], "server": {"crt": _A_CA_CRT, "key": _A_CA_CRT}}},
+    {"type": "EtcdSecrets.secrets.talos.dev", "id": "etcd",
+     "spec": {"etcd": {"crt": _A_CA_CRT, "key": _A_CA_CRT}, "etcdPeer": {"crt": _A_CA_CRT, "key": _A_CA_CRT},
+              "etcdAdmin": {"crt": _A_CA_CRT, "key": _A_CA_CRT}, "etcdAPIServer": {"crt": _A_CA_CRT, "key": _A_CA_CRT}}},
+    {"type": "KubeSpanConfigs.kubespan.talos.dev", "id": "kubespan",
+     "spec": {"enabled": True, "clusterId": "8Ck7ycXBrc5ONIrQSUJ6Y2LIx4u6qFQzXhHXUqPNXnM=",
+              "sharedSecret": "dQ1Pc8hmvB4uQCQhsPCIvsmSSBsCs6tAmWE7rZGSJtA=", "forceRouting": True,
+              "advertiseKubernetesNetworks": False, "mtu": 1420, "endpointFilters": ["0.0.0.0/0", "!10.5.0.0/24"],
+              "harvestExtraEndpoints": False}},
+    {"type": "KubernetesAccessConfigs.cluster.talos.dev", "id": "config",
+     "spec": {"enabled": True, "allowedAPIRoles": ["os:reader"], "allowedKubernetesNamespaces": ["kube-system"]}},
+    {"type": "KubeletSecrets.secrets.talos.dev", "id": "kubelet",
+     "spec": {"endpoint": go_url_plain("https://127.0.0.1:7445"),
+              "acceptedCAs": [{"crt": _A_CA_CRT}],
+              "bootstrapTokenID": "abcdef", "bootstrapTokenSecret": "0123456789abcdef"}},
+    {"type": "SeccompProfiles.cri.talos.dev", "id": "audit.json",
+     "spec": {"name": "audit.json", "value": {"defaultAction": "SCMP_ACT_LOG"}}},
+    {"type": "DevicesStatuses.runtime.talos.dev", "id": "devices", "spec": {"ready": True}},
+    {"type": "MaintenanceServiceConfigs.runtime.talos.dev", "id": "maintenance",
+     "spec": {"listenAddress": "10.5.0.2:50000", "reachableAddresses": ["10.5.0.2", "fd00::2"]}},
 ]  # fmt: skip
 
 SAMPLES = [s for s in load_samples() + EXTRA_SAMPLES if s["type"] in SPEC_MESSAGES and s["type"] in TYPES]

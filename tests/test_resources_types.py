@@ -156,6 +156,13 @@ def test_definitions_match_talos(registry: Registry) -> None:
         "Manifests.kubernetes.talos.dev",  # the bootstrap token's Secret among them
         "NodeLabelSpecs.k8s.talos.dev",  # sensitive in Talos 1.7
         "NodeTaintSpecs.k8s.talos.dev",
+        "NodeCordonedSpecs.k8s.talos.dev",  # sensitive in Talos 1.7
+        "KubeSpanConfigs.kubespan.talos.dev",  # the cluster secret
+        "KubeletSecrets.secrets.talos.dev",  # the bootstrap token
+        "DeviceConfigSpecs.net.talos.dev",  # may carry wireguard keys
+        "EtcdSecrets.secrets.talos.dev",
+        "TrustdCertificates.secrets.talos.dev",
+        "AuditPolicyConfigs.kubernetes.talos.dev",  # sensitive in Talos 1.7
     }
     assert "extensions" in facts["ExtensionStatuses.runtime.talos.dev"].aliases
     namespaces = {t: spec.default_namespace for t, spec in facts.items()}

@@ -8,7 +8,8 @@ The graph, as ``talosctl inspect dependencies`` prints it:
             specs -> the kernel (own network namespace only); the kernel -> links, addresses,
             routes -> NodeAddresses -> NetworkStatus; HostnameSpec -> HostnameStatus
 * secrets:  MachineConfig -> OSRootSecrets, EtcdRootSecrets; OSRoot + Hostname + NodeAddresses ->
-            CertSANs; OSRoot + CertSANs -> ApiCertificates (signed here, or by trustd on workers)
+            CertSANs; OSRoot + CertSANs -> ApiCertificates (signed here, or by trustd on workers);
+            ApiCertificates (control planes) -> TrustdCertificates (what trustd serves)
 * etcd:     MachineConfig + MachineType -> EtcdConfig; EtcdConfig + Hostname + NodeAddresses -> EtcdSpec;
             Services etcd (healthy) -> EtcdMember local (the id this node's etcd reports)
             (control planes, Ichor's own) EtcdBackupConfig document -> EtcdBackupConfig -> scheduled,
@@ -21,7 +22,14 @@ The graph, as ``talosctl inspect dependencies`` prints it:
             Services machined -> SecurityState; HostnameStatus -> PlatformMetadata (platform layer);
             machine.sysctls/sysfs + Talos's defaults -> KernelParamSpecs -> the kernel (what the
             platform owns) -> KernelParamStatuses; machine.kernel.modules -> KernelModuleSpecs ->
-            modprobe (a node whose kernel is its own); the boot disk (metal) -> MetaKeys, BootSlots
+            modprobe (a node whose kernel is its own); the boot disk (metal) -> MetaKeys, BootSlots;
+            the node's mount table -> MountStatuses (STATE, EPHEMERAL)
+* perf:     /proc/stat, /proc/meminfo -> CPUStats, MemoryStats (host-wide on a shared kernel)
+* network:  LinkStatuses -> HardwareAddress first; MachineConfig + LinkStatuses -> DeviceConfigSpecs; HostDNSConfig + ResolverStatus -> DNSUpstreams
+            (health-checked); ProbeSpecs -> ProbeStatuses (TCP probes)
+* etcd:     EtcdRootSecrets + the etcd service's files -> EtcdSecrets -> PKIStatus etcd
+* features: MachineConfig -> KubeSpanConfig, KubernetesAccessConfig, KubeletSecrets, SeccompProfiles
+            (-> /var/lib/kubelet/seccomp/profiles); DevicesStatus
 * k8s:      MachineConfig -> KubeletConfig, NodeIPConfig; NodeIPConfig + routed NodeAddresses -> NodeIP;
             Hostname -> Nodename; KubeletConfig + Nodename + NodeIP -> KubeletSpec -> kubelet files
 * k8s:      (control planes) cluster.* -> Kubernetes PKI, component configs, their files ->
@@ -48,13 +56,18 @@ from ichor.machined.controllers import (
     cri,
     etcd,
     etcd_backup,
+    etcd_pki,
     extensions,
+    feature_configs,
     k8s,
     kernel_module,
     kernel_param,
+    mounts,
     network,
+    perf,
     runtime,
     secrets,
+    secrets_trustd,
     timesync,
     watchdog,
 )
@@ -63,7 +76,9 @@ from ichor.machined.controllers.k8s import kubelet as k8s_kubelet
 from ichor.machined.controllers.k8s import kubeprism
 from ichor.machined.controllers.k8s import manifest_apply as k8s_manifest_apply
 from ichor.machined.controllers.k8s import manifests as k8s_manifests
+from ichor.machined.controllers.network import device_configs as network_device_configs
 from ichor.machined.controllers.network import platform as network_platform
+from ichor.machined.controllers.network import probes as network_probes
 from ichor.machined.cosi import Controller, Source
 from ichor.machined.events import EventBus
 from ichor.machined.netlink import Netlink
@@ -103,21 +118,31 @@ def node_controllers(
         config.machine_type_controller(),
         config.acquire_status_controller(),
         *network.network_controllers(layout, netlink, vip_store=vip_store),
+        network_probes.hardware_addr_controller(),
+        network_device_configs.device_config_controller(),
+        network_probes.DNSUpstreamController(),
+        network_probes.ProbeController(),
         secrets.os_root_controller(),
         secrets.etcd_root_controller(),
         secrets.cert_san_controller(),
         secrets.api_certificates_controller(layout, request_certificate),
+        secrets_trustd.trustd_certificates_controller(),
         etcd.etcd_config_controller(),
         etcd.etcd_spec_controller(exclusive=not layout.own_netns),
         etcd_backup.etcd_backup_config_controller(),
         etcd_backup.BackupController(layout, etcd_backup_store or etcd_backup.no_store),
         etcd.etcd_member_controller(local_etcd_member_id),
+        etcd_pki.EtcdSecretsController(layout),
+        etcd_pki.pki_status_controller(),
         cri.registries_config_controller(),
         cri.RegistryFilesController(layout),
         *cluster.cluster_controllers(layout, client_factory=discovery_client),
         runtime.MachineStatusController(stage, events),
         runtime.ServiceController(services),
         runtime.security_state_controller(),
+        mounts.MountStatusController(layout),
+        perf.StatsController(),
+        *feature_configs.feature_config_controllers(layout),
         boot.MetaKeyController(meta_keys or Source("META keys", {})),
         boot.BootSlotController(boot_slots or Source("boot slots", None), booted_slot),
         *kernel_param.kernel_param_controllers(layout),

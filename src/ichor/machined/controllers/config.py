@@ -2,7 +2,8 @@
 
 * ``config.MachineTypeController``: MachineConfig -> MachineType;
 * ``config.AcquireController``: MachineConfig -> AcquireConfigStatus ``machine-config`` (the node
-  has acquired a config).
+  has acquired a config); MachineStatus -> MaintenanceServiceRequest ``maintenance`` while the
+  machine waits in maintenance mode.
 
 :func:`active_config` is how a controller reads the machine config: the typed ``v1alpha1`` model
 carried by the ``MachineConfigs/v1alpha1`` resource (parsed once, by the config store), never YAML
@@ -13,20 +14,36 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit
 
-from ichor.machined.cosi import ControllerContext, EmptySpec, Input, SkipReconcile, TransformController
+from ichor.machined.cosi import (
+    Controller,
+    ControllerContext,
+    EmptySpec,
+    Input,
+    Output,
+    SkipReconcile,
+    TransformController,
+)
 from ichor.machined.resources import (
     ACQUIRE_CONFIG_STATUS_ID,
     ACQUIRE_CONFIG_STATUSES,
     ACTIVE_CONFIG_ID,
     MACHINE_CONFIGS,
+    MACHINE_STATUS_ID,
+    MACHINE_STATUSES,
     MACHINE_TYPE_ID,
     MACHINE_TYPES,
+    MachineStage,
     MachineTypeSpec,
+)
+from ichor.machined.resources._feature_configs import (
+    MAINTENANCE_SERVICE_REQUEST_ID,
+    MAINTENANCE_SERVICE_REQUESTS,
 )
 from ichor.machinery.config import Config
 
 __all__ = [
     "ACTIVE_CONFIG",
+    "AcquireController",
     "active_config",
     "control_plane_host",
     "machine_type_controller",
@@ -71,11 +88,27 @@ def machine_type_controller() -> TransformController[MachineTypeSpec]:
     )
 
 
-def acquire_status_controller() -> TransformController[EmptySpec]:
-    def derive(ctx: ControllerContext) -> dict[str, EmptySpec]:
-        active_config(ctx)
-        return {ACQUIRE_CONFIG_STATUS_ID: EmptySpec()}
+class AcquireController(Controller):
+    """AcquireConfigStatus once a config is active; MaintenanceServiceRequest ``maintenance`` while
+    the machine waits in maintenance mode for one (Talos's acquire controller requests the
+    maintenance service then, and tears the request down once a config came)."""
 
-    return TransformController(
-        "config.AcquireController", inputs=[ACTIVE_CONFIG], output=ACQUIRE_CONFIG_STATUSES, map_inputs=derive
-    )
+    name = "config.AcquireController"
+    inputs = (ACTIVE_CONFIG, Input(MACHINE_STATUSES, id=MACHINE_STATUS_ID))
+    outputs = (Output(ACQUIRE_CONFIG_STATUSES), Output(MAINTENANCE_SERVICE_REQUESTS))
+
+    async def run(self, ctx: ControllerContext) -> None:
+        while True:
+            await ctx.changed()
+            config = ctx.get_or_none(MACHINE_CONFIGS, ACTIVE_CONFIG_ID)
+            if config is not None and config.spec.v1alpha1 is not None:
+                ctx.modify(ACQUIRE_CONFIG_STATUSES, ACQUIRE_CONFIG_STATUS_ID, EmptySpec())
+            status = ctx.get_or_none(MACHINE_STATUSES, MACHINE_STATUS_ID)
+            if status is not None and status.spec.stage is MachineStage.MAINTENANCE:
+                ctx.modify(MAINTENANCE_SERVICE_REQUESTS, MAINTENANCE_SERVICE_REQUEST_ID, EmptySpec())
+            else:
+                ctx.clean_up_outputs(MAINTENANCE_SERVICE_REQUESTS, set())
+
+
+def acquire_status_controller() -> AcquireController:
+    return AcquireController()

@@ -62,6 +62,7 @@ from ichor.machined.resources._cri import (
     REGISTRIES_CONFIGS,
     RegistriesConfigSpec,
 )
+from ichor.machined.resources._device_configs import DEVICE_CONFIG_SPECS
 from ichor.machined.resources._etcd import (
     ETCD_BACKUP_CONFIGS,
     ETCD_BACKUP_ID,
@@ -82,6 +83,7 @@ from ichor.machined.resources._etcd import (
     EtcdRootSpec,
     EtcdSpecSpec,
 )
+from ichor.machined.resources._etcd_pki import ETCD_PKI_TYPES
 from ichor.machined.resources._extensions import (
     EXTENSION_SERVICE_CONFIG_STATUSES,
     EXTENSION_SERVICE_CONFIGS,
@@ -93,6 +95,7 @@ from ichor.machined.resources._extensions import (
     ExtensionServiceConfigStatusSpec,
     ExtensionStatusSpec,
 )
+from ichor.machined.resources._feature_configs import FEATURE_CONFIG_TYPES
 from ichor.machined.resources._files import (
     ETC_FILE_SPECS,
     ETC_FILE_STATUSES,
@@ -131,6 +134,7 @@ from ichor.machined.resources._k8s_node import (
     NodeLabelSpecSpec,
     NodeTaintSpecSpec,
 )
+from ichor.machined.resources._k8s_status import K8S_STATUS_TYPES
 from ichor.machined.resources._kernel_modules import (
     KERNEL_MODULE_SPECS,
     KERNEL_MODULE_TYPES,
@@ -166,6 +170,7 @@ from ichor.machined.resources._links import (
     WireguardPeer,
     WireguardSpec,
 )
+from ichor.machined.resources._mounts import MOUNT_TYPES
 from ichor.machined.resources._network import (
     ADDRESS_STATUSES,
     HOSTNAME_STATUS_ID,
@@ -188,6 +193,7 @@ from ichor.machined.resources._network import (
     NodeAddressSpec,
     filtered_node_address_id,
 )
+from ichor.machined.resources._network_probes import NETWORK_PROBE_TYPES
 from ichor.machined.resources._network_stack import (
     ADDRESS_SPECS,
     DEFAULT_ROUTE_METRIC,
@@ -226,6 +232,7 @@ from ichor.machined.resources._network_stack import (
     VIPOperatorSpec,
     layered_id,
 )
+from ichor.machined.resources._perf import PERF_TYPES
 from ichor.machined.resources._runtime import (
     ACQUIRE_CONFIG_STATUS_ID,
     ACQUIRE_CONFIG_STATUSES,
@@ -266,6 +273,7 @@ from ichor.machined.resources._secrets import (
     PEMCertificateAndKey,
     PEMKey,
 )
+from ichor.machined.resources._trustd import TRUSTD_TYPES
 from ichor.machined.resources._watchdog import (
     WATCHDOG_TIMER_CONFIGS,
     WATCHDOG_TIMER_ID,
@@ -574,6 +582,14 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     *KERNEL_MODULE_TYPES,
     *WATCHDOG_TIMER_TYPES,
     *BOOT_TYPES,
+    *K8S_STATUS_TYPES,
+    *PERF_TYPES,
+    *MOUNT_TYPES,
+    *NETWORK_PROBE_TYPES,
+    *ETCD_PKI_TYPES,
+    *FEATURE_CONFIG_TYPES,
+    DEVICE_CONFIG_SPECS,
+    *TRUSTD_TYPES,
 )
 
 

@@ -37,6 +37,7 @@ META_KEYS: ResourceType[MetaKeySpec] = ResourceType(
     type="MetaKeys.runtime.talos.dev",
     default_namespace=_RUNTIME,
     spec_class=MetaKeySpec,
+    aliases=("meta",),
     print_columns=(PrintColumn("Value", "{.value}"),),
 )
 

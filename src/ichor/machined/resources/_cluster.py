@@ -197,7 +197,7 @@ INFOS: ResourceType[InfoSpec] = ResourceType(
     type="Infos.cluster.talos.dev",
     default_namespace=CLUSTER_NAMESPACE,
     spec_class=InfoSpec,
-    print_columns=(PrintColumn("ID", "{.clusterId}"), PrintColumn("Name", "{.clusterName}")),
+    print_columns=(PrintColumn("Cluster ID", "{.clusterId}"), PrintColumn("Cluster Name", "{.clusterName}")),
 )
 
 ENDPOINTS: ResourceType[EndpointSpec] = ResourceType(

@@ -122,12 +122,18 @@ class EtcdBackupStatusSpec:
 
 
 ETCD_CONFIGS: ResourceType[EtcdConfigSpec] = ResourceType(
-    type="EtcdConfigs.etcd.talos.dev", default_namespace=ETCD_NAMESPACE, spec_class=EtcdConfigSpec
-)
+    type="EtcdConfigs.etcd.talos.dev", default_namespace=ETCD_NAMESPACE, spec_class=EtcdConfigSpec,
+    print_columns=(PrintColumn("Image", "{.image}"),),
+)  # fmt: skip
 
 ETCD_SPECS: ResourceType[EtcdSpecSpec] = ResourceType(
-    type="EtcdSpecs.etcd.talos.dev", default_namespace=ETCD_NAMESPACE, spec_class=EtcdSpecSpec
-)
+    type="EtcdSpecs.etcd.talos.dev", default_namespace=ETCD_NAMESPACE, spec_class=EtcdSpecSpec,
+    print_columns=(
+        PrintColumn("Name", "{.name}"), PrintColumn("AdvertisedAddresses", "{.advertisedAddresses}"),
+        PrintColumn("ListenPeerAddresses", "{.listenPeerAddresses}"),
+        PrintColumn("ListenClientAddresses", "{.listenClientAddresses}"),
+    ),
+)  # fmt: skip
 
 ETCD_ROOT_SECRETS: ResourceType[EtcdRootSpec] = ResourceType(
     type="EtcdRootSecrets.secrets.talos.dev",

@@ -304,7 +304,7 @@ ADMISSION_CONTROL_CONFIGS: ResourceType[AdmissionControlConfigSpec] = _controlpl
     "AdmissionControlConfigs.kubernetes.talos.dev", AdmissionControlConfigSpec
 )
 AUDIT_POLICY_CONFIGS: ResourceType[AuditPolicyConfigSpec] = _controlplane(
-    "AuditPolicyConfigs.kubernetes.talos.dev", AuditPolicyConfigSpec
+    "AuditPolicyConfigs.kubernetes.talos.dev", AuditPolicyConfigSpec, sensitive=True
 )
 SECRETS_STATUSES: ResourceType[VersionStatusSpec] = _controlplane(
     "SecretStatuses.kubernetes.talos.dev", VersionStatusSpec,
@@ -312,18 +312,18 @@ SECRETS_STATUSES: ResourceType[VersionStatusSpec] = _controlplane(
 )  # fmt: skip
 CONFIG_STATUSES: ResourceType[VersionStatusSpec] = _controlplane(
     "ConfigStatuses.kubernetes.talos.dev", VersionStatusSpec,
-    print_columns=(PrintColumn("Ready", "{.ready}"), PrintColumn("Version", "{.version}")),
+    print_columns=(PrintColumn("Ready", "{.ready}"), PrintColumn("Secrets Version", "{.version}")),
 )  # fmt: skip
 STATIC_PODS: ResourceType[StaticPodSpec] = ResourceType(
     type="StaticPods.kubernetes.talos.dev", default_namespace=K8S_NAMESPACE, spec_class=StaticPodSpec
 )
 STATIC_POD_STATUSES: ResourceType[StaticPodStatusSpec] = ResourceType(
-    type="StaticPodStatuses.kubernetes.talos.dev", default_namespace=K8S_NAMESPACE,
+    type="StaticPodStatuses.kubernetes.talos.dev", default_namespace=K8S_NAMESPACE, aliases=("podstatus",),
     spec_class=StaticPodStatusSpec, print_columns=(PrintColumn("Ready", '{.conditions[?(@.type=="Ready")].status}'),),
 )  # fmt: skip
 STATIC_POD_SERVER_STATUSES: ResourceType[StaticPodServerStatusSpec] = ResourceType(
     type="StaticPodServerStatuses.kubernetes.talos.dev", default_namespace=K8S_NAMESPACE,
-    spec_class=StaticPodServerStatusSpec, print_columns=(PrintColumn("URL", "{.url}"),),
+    spec_class=StaticPodServerStatusSpec,
 )  # fmt: skip
 
 K8S_TYPES: tuple[ResourceType[Any], ...] = (

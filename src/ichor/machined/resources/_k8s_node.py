@@ -41,11 +41,11 @@ class NodeTaintSpecSpec:
 
 NODE_LABEL_SPECS: ResourceType[NodeLabelSpecSpec] = ResourceType(
     type="NodeLabelSpecs.k8s.talos.dev", default_namespace="k8s", spec_class=NodeLabelSpecSpec,
-    print_columns=(PrintColumn("Key", "{.key}"), PrintColumn("Value", "{.value}")), sensitive=True,
+    print_columns=(PrintColumn("Value", "{.value}"),), sensitive=True,
 )  # fmt: skip
 NODE_TAINT_SPECS: ResourceType[NodeTaintSpecSpec] = ResourceType(
     type="NodeTaintSpecs.k8s.talos.dev", default_namespace="k8s", spec_class=NodeTaintSpecSpec,
-    print_columns=(PrintColumn("Key", "{.key}"), PrintColumn("Value", "{.value}"), PrintColumn("Effect", "{.effect}")),
+    print_columns=(PrintColumn("Effect", "{.effect}"), PrintColumn("Value", "{.value}")),
     sensitive=True,
 )  # fmt: skip
 

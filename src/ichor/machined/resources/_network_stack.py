@@ -367,21 +367,13 @@ RESOLVER_SPECS: ResourceType[ResolverSpecSpec] = ResourceType(
     type="ResolverSpecs.net.talos.dev",
     default_namespace=_NETWORK,
     spec_class=ResolverSpecSpec,
-    print_columns=(
-        PrintColumn("Layer", "{.layer}"),
-        PrintColumn("Resolvers", "{.dnsServers}"),
-        PrintColumn("Search Domains", "{.searchDomains}"),
-    ),
 )
 RESOLVER_STATUSES: ResourceType[ResolverStatusSpec] = ResourceType(
     type="ResolverStatuses.net.talos.dev",
     default_namespace=_NETWORK,
     spec_class=ResolverStatusSpec,
     aliases=("resolvers",),
-    print_columns=(
-        PrintColumn("Resolvers", "{.dnsServers}"),
-        PrintColumn("Search Domains", "{.searchDomains}"),
-    ),
+    print_columns=(PrintColumn("Resolvers", "{.dnsServers}"),),
 )
 OPERATOR_SPECS: ResourceType[OperatorSpecSpec] = ResourceType(
     type="OperatorSpecs.net.talos.dev",
@@ -394,6 +386,12 @@ NETWORK_STATUSES: ResourceType[NetworkStatusSpec] = ResourceType(
     default_namespace=_NETWORK,
     spec_class=NetworkStatusSpec,
     aliases=("netstatus", "netstatuses"),
+    print_columns=(
+        PrintColumn("Address", "{.addressReady}"),
+        PrintColumn("Connectivity", "{.connectivityReady}"),
+        PrintColumn("Hostname", "{.hostnameReady}"),
+        PrintColumn("Etc", "{.etcFilesReady}"),
+    ),
 )
 TIME_SERVER_SPECS: ResourceType[TimeServerSpecSpec] = ResourceType(
     type="TimeServerSpecs.net.talos.dev", default_namespace=_NETWORK, spec_class=TimeServerSpecSpec

@@ -43,7 +43,10 @@ from ichor.api.gen.resource.definitions.etcd import etcd_pb2 as _etcd_pb2  # noq
 from ichor.api.gen.resource.definitions.extensions import extensions_pb2 as _extensions_pb2  # noqa: F401
 from ichor.api.gen.resource.definitions.files import files_pb2 as _files_pb2  # noqa: F401
 from ichor.api.gen.resource.definitions.k8s import k8s_pb2 as _k8s_pb2  # noqa: F401
+from ichor.api.gen.resource.definitions.kubeaccess import kubeaccess_pb2 as _kubeaccess_pb2  # noqa: F401
+from ichor.api.gen.resource.definitions.kubespan import kubespan_pb2 as _kubespan_pb2  # noqa: F401
 from ichor.api.gen.resource.definitions.network import network_pb2 as _network_pb2  # noqa: F401
+from ichor.api.gen.resource.definitions.perf import perf_pb2 as _perf_pb2  # noqa: F401
 from ichor.api.gen.resource.definitions.runtime import runtime_pb2 as _runtime_pb2  # noqa: F401
 from ichor.api.gen.resource.definitions.secrets import secrets_pb2 as _secrets_pb2  # noqa: F401
 from ichor.api.gen.resource.definitions.time import time_pb2 as _time_pb2  # noqa: F401
@@ -140,14 +143,41 @@ SPEC_MESSAGES: dict[str, str] = {
     "ExtraManifestsConfigs.kubernetes.talos.dev": _P + "k8s.ExtraManifestsConfigSpec",
     "Manifests.kubernetes.talos.dev": _P + "k8s.ManifestSpec",
     "ManifestStatuses.kubernetes.talos.dev": _P + "k8s.ManifestStatusSpec",
+    "NodeStatuses.kubernetes.talos.dev": _P + "k8s.NodeStatusSpec",
+    "CPUStats.perf.talos.dev": _P + "perf.CPUSpec",
+    "MemoryStats.perf.talos.dev": _P + "perf.MemorySpec",
+    "MountStatuses.runtime.talos.dev": _P + "runtime.MountStatusSpec",
+    "HardwareAddresses.net.talos.dev": _P + "network.HardwareAddrSpec",
+    "ProbeSpecs.net.talos.dev": _P + "network.ProbeSpecSpec",
+    "ProbeStatuses.net.talos.dev": _P + "network.ProbeStatusSpec",
+    "PKIStatuses.etcd.talos.dev": _P + "etcd.PKIStatusSpec",
+    "EtcdSecrets.secrets.talos.dev": _P + "secrets.EtcdCertsSpec",
+    "TrustdCertificates.secrets.talos.dev": _P + "secrets.TrustdCertsSpec",
+    "KubeSpanConfigs.kubespan.talos.dev": _P + "kubespan.ConfigSpec",
+    "KubernetesAccessConfigs.cluster.talos.dev": _P + "kubeaccess.ConfigSpec",
+    "KubeletSecrets.secrets.talos.dev": _P + "secrets.KubeletSpec",
+    "SeccompProfiles.cri.talos.dev": _P + "cri.SeccompProfileSpec",
+    "DevicesStatuses.runtime.talos.dev": _P + "runtime.DevicesStatusSpec",
+    "MaintenanceServiceConfigs.runtime.talos.dev": _P + "runtime.MaintenanceServiceConfigSpec",
 }
 """Talos's protobuf message for the spec of each resource type it has, by COSI type name.
 
 Not here: types Talos 1.7 does not have (Ichor's own ``DiscoveryStatuses.cluster.ichor.dev``,
 ``RegistriesConfigs.cri.talos.dev`` which came after 1.7), the config types, which encode
 themselves (``proto_spec``), and Talos's empty specs (``MachineResetSignals``,
-``AcquireConfigStatuses``: an empty struct, whose encoding is no bytes)."""
-EMPTY_SPECS = frozenset({"MachineResetSignals.runtime.talos.dev", "AcquireConfigStatuses.v1alpha1.talos.dev"})
+``AcquireConfigStatuses``, ``NodeCordonedSpecs``, ``KubeletLifecycles``,
+``MaintenanceServiceRequests``: an empty struct, whose
+encoding is no bytes; ``DNSUpstreams``, whose Go spec holds a live proxy and has no protobuf form)."""
+EMPTY_SPECS = frozenset(
+    {
+        "MachineResetSignals.runtime.talos.dev",
+        "AcquireConfigStatuses.v1alpha1.talos.dev",
+        "NodeCordonedSpecs.k8s.talos.dev",
+        "KubeletLifecycles.kubernetes.talos.dev",
+        "DNSUpstreams.net.talos.dev",
+        "MaintenanceServiceRequests.runtime.talos.dev",
+    }
+)
 
 _KEY_ALIASES: dict[tuple[str, str], str] = {
     # Talos's YAML key -> proto field, where Go's yaml tag is not the field's name.
@@ -160,12 +190,15 @@ _KEY_ALIASES: dict[tuple[str, str], str] = {
     ("KernelModuleSpecSpec", "string"): "name",  # Talos's own YAML key for Name
     ("ControlPlane", "port"): "api_server_port",
     ("APIServerConfigSpec", "serviceCIDR"): "service_cid_rs",
+    ("MemorySpec", "total"): "mem_total",
+    ("MemorySpec", "used"): "mem_used",
+    ("MemorySpec", "available"): "mem_available",
 }
 
 _ICHOR_ONLY: frozenset[tuple[str, str]] = frozenset(
     {
         # Ichor keeps the kube-apiserver's etcd client certificate with the other dynamic
-        # certificates; Talos 1.7 keeps it in EtcdSecrets, which Ichor has not, so it is not sent.
+        # certificates; Talos 1.7 keeps it in EtcdSecrets (where Ichor sends it too), not here.
         ("KubernetesDynamicCertsSpec", "etcdAPIServer"),
         # Why a kernel parameter was not applied (a node sharing the host's kernel refuses it).
         ("KernelParamStatusSpec", "reason"),

@@ -9,7 +9,10 @@ AdmissionControl/AuditPolicy configs (:mod:`.control_plane`); those -> files und
 Every node: MachineConfig -> NodeAddressFilters ``no-k8s``/``only-k8s`` (:mod:`.address_filter`);
 ``machine.pods`` -> StaticPods; StaticPods -> the PodList server the kubelet polls
 (:mod:`.static_pod_server`); MachineConfig -> NodeLabelSpecs, NodeTaintSpecs -> the ``Node`` object
-(:mod:`.nodes`); the kubelet's pods -> StaticPodStatuses (:mod:`.static_pod_status`).
+(:mod:`.nodes`), cordoned while the machine shuts down, upgrades or resets (MachineStatus ->
+NodeCordonedSpec, :mod:`.node_cordoned`); the ``Node`` -> NodeStatus (:mod:`.node_status`); the
+kubelet service -> KubeletLifecycle (:mod:`.kubelet_lifecycle`); the kubelet's pods ->
+StaticPodStatuses (:mod:`.static_pod_status`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,9 @@ from collections.abc import Callable
 from ichor.machined.controllers.k8s import (
     address_filter,
     control_plane,
+    kubelet_lifecycle,
+    node_cordoned,
+    node_status,
     nodes,
     render,
     secrets,
@@ -48,6 +54,9 @@ def k8s_controllers(layout: Layout, *, say: Callable[[str], None] | None = None)
         static_pod_server.StaticPodServerController(layout, say=say),
         nodes.node_label_spec_controller(),
         nodes.node_taint_spec_controller(),
+        node_cordoned.node_cordoned_spec_controller(),
         nodes.NodeApplyController(layout),
+        node_status.NodeStatusController(layout),
+        kubelet_lifecycle.kubelet_lifecycle_controller(),
         static_pod_status.KubeletStaticPodController(layout),
     ]

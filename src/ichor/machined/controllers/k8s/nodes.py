@@ -6,7 +6,7 @@
   ``machine.nodeTaints`` (``value:effect`` or ``effect``), plus
   ``node-role.kubernetes.io/control-plane:NoSchedule`` on control planes unless
   ``cluster.allowSchedulingOnControlPlanes``;
-* ``k8s.NodeApplyController``: NodeLabelSpecs + NodeTaintSpecs + Nodename -> the ``Node`` object,
+* ``k8s.NodeApplyController``: NodeLabelSpecs + NodeTaintSpecs + NodeCordonedSpecs + Nodename -> the ``Node`` object,
   once the kubelet has registered it. Control planes write with the localhost admin kubeconfig,
   workers with the kubelet's own (``/etc/kubernetes/kubeconfig-kubelet``; the NodeRestriction
   admission plugin then limits what a worker may set). The annotations ``talos.dev/owned-labels``
@@ -14,7 +14,10 @@
   the config is removed from the node and nothing set by someone else is: a label or taint already
   there with another value is left alone unless owned. Waits (node name, credentials, no ``Node``
   yet, API server unreachable) say why; a conflict is retried at once, anything else with backoff,
-  and the node is checked again every :data:`RESYNC` seconds.
+  and the node is checked again every :data:`RESYNC` seconds. While a NodeCordonedSpec exists (the
+  machine shuts down, upgrades or resets) the ``Node`` is cordoned (``spec.unschedulable`` and the
+  annotation ``talos.dev/cordoned: "true"``); once it is gone, a node Talos cordoned is uncordoned,
+  one cordoned by someone else (no annotation) is left so.
 
 Talos 1.7 does not add ``node.kubernetes.io/exclude-from-external-load-balancers`` here (later
 versions' generated configs carry it in ``machine.nodeLabels``).
@@ -41,6 +44,7 @@ from ichor.machined.resources import (
     NodeTaintSpecSpec,
 )
 from ichor.machined.resources._k8s import K8S_SECRETS, K8S_SECRETS_ID
+from ichor.machined.resources._k8s_status import NODE_CORDONED_SPECS
 from ichor.machined.resources._kubelet import NODENAME_ID, NODENAMES
 from ichor.machinery.config import parse_taint
 
@@ -49,6 +53,7 @@ from .manifest_apply import ADMIN_KUBECONFIG, FIELD_MANAGER
 
 __all__ = [
     "CONTROL_PLANE_ROLE",
+    "CORDONED",
     "OWNED_LABELS",
     "OWNED_TAINTS",
     "RESYNC",
@@ -61,6 +66,7 @@ __all__ = [
 CONTROL_PLANE_ROLE = "node-role.kubernetes.io/control-plane"
 OWNED_LABELS = "talos.dev/owned-labels"
 OWNED_TAINTS = "talos.dev/owned-taints"
+CORDONED = "talos.dev/cordoned"
 RESYNC = 60.0
 """Seconds between checks of an applied node (someone may have removed a label Talos owns)."""
 _CONFLICT_RETRIES = 5
@@ -110,9 +116,14 @@ def _owned(annotations: Mapping[str, Any], key: str) -> set[str]:
 
 
 def apply_to_node(
-    node: Mapping[str, Any], labels: Mapping[str, str], taints: Sequence[NodeTaintSpecSpec]
+    node: Mapping[str, Any],
+    labels: Mapping[str, str],
+    taints: Sequence[NodeTaintSpecSpec],
+    *,
+    cordoned: bool = False,
 ) -> dict[str, Any]:
-    """``node`` with ``labels`` and ``taints`` applied and the ownership annotations updated (a copy)."""
+    """``node`` with ``labels``, ``taints`` and the cordon applied and the ownership annotations
+    updated (a copy)."""  # fmt: skip
     out = copy.deepcopy(dict(node))
     meta = out.setdefault("metadata", {})
     node_labels: dict[str, str] = meta.get("labels") or {}
@@ -149,6 +160,13 @@ def apply_to_node(
     else:
         spec.pop("taints", None)
 
+    if cordoned and not spec.get("unschedulable"):
+        spec["unschedulable"] = True
+        annotations[CORDONED] = "true"
+    elif not cordoned and spec.get("unschedulable") and CORDONED in annotations:
+        del spec["unschedulable"]  # Talos's cordon only: a node cordoned by hand stays so
+        del annotations[CORDONED]
+
     for key, owned in ((OWNED_LABELS, owned_labels), (OWNED_TAINTS, owned_taints)):
         if owned:
             annotations[key] = json.dumps(sorted(owned), separators=(",", ":"))
@@ -166,6 +184,7 @@ class NodeApplyController(Controller):
     inputs = (
         Input(NODE_LABEL_SPECS),
         Input(NODE_TAINT_SPECS),
+        Input(NODE_CORDONED_SPECS),
         Input(NODENAMES, id=NODENAME_ID),
         Input(MACHINE_TYPES, id=MACHINE_TYPE_ID),
         Input(K8S_SECRETS, id=K8S_SECRETS_ID),
@@ -199,9 +218,10 @@ class NodeApplyController(Controller):
                 r.spec.key: r.spec.value for r in sorted(ctx.list(NODE_LABEL_SPECS), key=lambda r: r.id)
             }
             taints = [r.spec for r in sorted(ctx.list(NODE_TAINT_SPECS), key=lambda r: r.id)]
+            cordoned = bool(ctx.list(NODE_CORDONED_SPECS))
             credentials = self._kubeconfig(ctx)
             problem = (
-                await self._sync(ctx, credentials, nodename.spec.nodename, labels, taints)
+                await self._sync(ctx, credentials, nodename.spec.nodename, labels, taints, cordoned)
                 if isinstance(credentials, kubeapi.Kubeconfig)
                 else credentials
             )
@@ -245,7 +265,7 @@ class NodeApplyController(Controller):
 
     async def _sync(
         self, ctx: ControllerContext, kubeconfig: kubeapi.Kubeconfig, name: str, labels: Mapping[str, str],
-        taints: Sequence[NodeTaintSpecSpec],
+        taints: Sequence[NodeTaintSpecSpec], cordoned: bool = False,
     ) -> tuple[str, str] | None:  # fmt: skip
         """Read the Node, write it back with our labels and taints; None, or (what we wait for, why)."""
         path = f"/api/v1/nodes/{quote(name, safe='')}"
@@ -253,7 +273,7 @@ class NodeApplyController(Controller):
             client = self._client(kubeconfig)
             for _ in range(_CONFLICT_RETRIES):
                 node = await client.get(path)
-                updated = apply_to_node(node, labels, taints)
+                updated = apply_to_node(node, labels, taints, cordoned=cordoned)
                 if updated == node:
                     return None
                 try:
@@ -263,8 +283,9 @@ class NodeApplyController(Controller):
                         continue  # the kubelet updated the Node in between: read it again
                     raise
                 ctx.logger.info(
-                    "applied node labels and taints", node=name, labels=len(labels), taints=len(taints)
-                )
+                    "applied node labels and taints", node=name, labels=len(labels), taints=len(taints),
+                    cordoned=cordoned,
+                )  # fmt: skip
                 return None
             return "kubernetes API", f"node {name!r} kept changing under {_CONFLICT_RETRIES} updates"
         except kubeapi.KubeNotFoundError:
