@@ -13,6 +13,7 @@ at load ~6, create returned with etcd bootstrapped after 108 s, the API answered
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -135,6 +136,71 @@ def _watchdog_armed_and_disarmed(env: dict[str, str], address: str, config: Path
         time.sleep(2)
 
 
+BOND = """machine:
+  network:
+    interfaces:
+      - interface: bond0
+        dhcp: true
+        bond:
+          mode: active-backup
+          interfaces: [eth0, eth1]
+          miimon: 100
+          updelay: 200
+          downdelay: 200
+        vlans:
+          - vlanId: 100
+            addresses: [{vlan_address}/24]
+"""
+
+
+def _bond_and_vlan(env: dict[str, str], address: str, bridge: str, patch: Path) -> None:
+    """The Advanced Networking guide's bond with a VLAN on top (001:40-76) on the VM's two NICs:
+    ``bond0`` (active-backup, miimon) over eth0 and eth1 keeps the node's DHCP address (the bond
+    takes eth0's MAC), ``bond0.100`` carries a static address, and tagged traffic crosses the
+    cluster bridge: from a namespace of the test's own on the bridge, an 802.1Q-tagged ARP request
+    for the VM's VLAN address gets its tagged reply (``vlan_probe.py``: no VLAN device on this side,
+    which would need the ``8021q`` module in the host's kernel). ``get links`` shows the bond, its
+    two slaves and the VLAN link; ``get addresses`` both addresses. (~60 s.)"""
+    vlan_net = ipaddress.ip_network(free_cidr())
+    vm_vlan, peer_vlan = str(vlan_net.network_address + 2), str(vlan_net.network_address + 1)
+    netns, host_end, inner = f"iqv{os.getpid()}", f"iqv{os.getpid()}h", f"iqv{os.getpid()}n"
+    try:
+        for command in (
+            ["netns", "add", netns],
+            ["link", "add", host_end, "type", "veth", "peer", "name", inner],
+            ["link", "set", inner, "netns", netns],
+            ["link", "set", host_end, "master", bridge, "up"],
+            ["-n", netns, "link", "set", inner, "up"],
+        ):
+            proc.run(["ip", *command], timeout=15)
+        patch.write_text(BOND.format(vlan_address=vm_vlan))
+        patched = _talosctl(env, "-n", address, "patch", "mc", "--mode", "no-reboot", "--patch", f"@{patch}")
+        assert patched.exit_code == 0, patched.stdout + patched.stderr
+        probe = [
+            "ip", "netns", "exec", netns, sys.executable, str(Path(__file__).parent / "vlan_probe.py"),
+            inner, "100", peer_vlan, vm_vlan, "3",
+        ]  # fmt: skip
+        deadline = time.monotonic() + 240
+        while (answer := proc.run(probe, check=False, timeout=30)).exit_code:
+            assert time.monotonic() < deadline, (
+                f"no tagged ARP reply from {vm_vlan} on VLAN 100: {answer.stderr}"
+            )
+            time.sleep(2)
+        print(f"VLAN 100: {vm_vlan} is at {answer.stdout.strip()}")
+        _wait_version(env, address, 120)  # the node kept its DHCP address on the bond
+        links = _talosctl(env, "-n", address, "get", "links", "-o", "yaml")
+        assert links.exit_code == 0, links.stderr
+        for needed in ("id: bond0\n", "id: bond0.100\n", "kind: bond", "kind: vlan", "slaveKind: bond"):
+            assert needed in links.stdout, f"{needed!r} not in get links"
+        assert links.stdout.count("slaveKind: bond") == 2, "eth0 and eth1 are the bond's slaves"
+        addresses = _talosctl(env, "-n", address, "get", "addresses")
+        assert f"bond0.100/{vm_vlan}/{vlan_net.prefixlen}" in addresses.stdout, addresses.stdout
+        assert f"bond0/{address}/" in addresses.stdout, addresses.stdout
+    finally:
+        proc.run(["ip", "netns", "delete", netns], check=False, timeout=15)
+        proc.run(["ip", "link", "delete", host_end], check=False, timeout=15)
+
+
 def test_a_qemu_node_boots_configured_reboots_through_its_monitor_and_is_destroyed_without_remains(
     cluster: tuple[str, Path, str, dict[str, str]],
 ) -> None:
@@ -145,7 +211,7 @@ def test_a_qemu_node_boots_configured_reboots_through_its_monitor_and_is_destroy
     started = time.monotonic()
     created = _talosctl(
         env, "cluster", "create", "--provisioner", "qemu", "--name", name, "--state", str(state),
-        "--cidr", cidr, "--workers", "0", "--cpus", "1", "--memory", "1024", "--disk", "3072",
+        "--cidr", cidr, "--workers", "0", "--cpus", "1", "--memory", "1024", "--disk", "3072", "--with-nics", "2",
         "--no-wait", "--wait-timeout", "10m", "--skip-kubeconfig", timeout=900,
     )  # fmt: skip
     log = (
@@ -164,6 +230,7 @@ def test_a_qemu_node_boots_configured_reboots_through_its_monitor_and_is_destroy
     assert disks.exit_code == 0 and "/dev/vda" in disks.stdout, disks.stdout + disks.stderr
 
     _watchdog_armed_and_disarmed(env, address, state_dir / f"{node}.yaml", state_dir / "watchdog.yaml")
+    _bond_and_vlan(env, address, net.bridge_name(name), state_dir / "bond.yaml")
 
     shown = _talosctl(env, "cluster", "show", "--name", name, "--state", str(state))
     assert shown.exit_code == 0, shown.stderr
