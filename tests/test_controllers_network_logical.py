@@ -129,6 +129,11 @@ def test_config_becomes_talos_link_specs_and_the_kernel_makes_the_links(tmp_path
             # A VLAN's addresses, routes and DHCP are on <parent>.<vlanId>.
             await assert_resource(state, ADDRESS_SPECS, "bond0.100/10.100.0.2/24")
             await assert_resource(state, OPERATOR_SPECS, "dhcp4/bond0.200")
+            # Talos's default DHCP runs on physical links nothing configures (eth2), never on a
+            # bond's members: a lease there would hold an address on a link that no longer receives.
+            await assert_resource(state, OPERATOR_SPECS, "dhcp4/eth2")
+            operators = {r.spec.link_name for r in state.list("network", OPERATOR_SPECS)}
+            assert not operators & {"eth0", "eth1"}, operators
 
             # The kernel made them: the bond with its members, the VLANs on it, dummy and WireGuard.
             bond_link = await assert_resource(state, LINK_STATUSES, "bond0", lambda r: r.spec.kind == "bond")

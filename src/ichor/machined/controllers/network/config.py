@@ -106,9 +106,16 @@ def _addressed(
 
 
 def _unmentioned_physical(config: Config | None, links: Mapping[str, LinkStatusSpec]) -> list[str]:
-    """Physical links no device entry names or selects (ignored ones count as named): Talos's
-    default layer brings them up and runs DHCPv4 on them."""
+    """Physical links no device entry names or selects (ignored ones count as named) and no bond
+    takes as a member: Talos's default layer brings them up and runs DHCPv4 on them. (A bond's
+    member has a LinkSpec of the configuration layer, so Talos runs no default DHCP on it: a lease
+    on ``eth0`` beside ``bond0`` over it would hold the node's address on a link that no longer
+    receives.)"""
     mentioned = {name for device in _devices(config) for name in select_links(device, links)}
+    for name, device in _configured(config, links):
+        if device.bond is not None:
+            members = logical_link_specs(name, device, links, lambda s: select_by_selector(s, links))
+            mentioned.update(spec.name for _, spec in members if spec.master_name == name)
     return [name for name, link in links.items() if link.physical and name not in mentioned]
 
 
