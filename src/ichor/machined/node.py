@@ -251,8 +251,12 @@ def _staged_upgrade(
 ) -> Callable[[LoadedConfig, Callable[[str], None]], Coroutine[Any, Any, bool]]:
     async def run(loaded: LoadedConfig, printf: Callable[[str], None]) -> bool:
         from ichor.machined.upgrade import upgrade_inputs
+        from ichor.machinery.errors import InstallError
 
-        mirrors, cmdline = upgrade_inputs(loaded.config)
+        try:
+            mirrors, cmdline = upgrade_inputs(loaded.config)
+        except InstallError as err:  # machine.install.extensions: the staged upgrade fails, said why
+            return await upgrades.run_staged({}, "", printf, refused=f"{err} ({err.hint})")
         return await upgrades.run_staged(mirrors, cmdline, printf)
 
     return run
