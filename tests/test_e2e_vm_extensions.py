@@ -23,8 +23,10 @@ the test's own. What a user sees is checked:
 Time budget (2 cores, QEMU TCG, 1 vCPU, one VM at a time): the build with warm base layers 20-60 s
 (the ichor layer follows the source; the extension, index and overlay layers take 2-5 s; the
 containerd layer once, then cached); the boot to maintenance mode 60-100 s at load 3-5; the
-extension service check allows 120 s after maintenance mode (containerd and the service start
-while the boot goes on). Measured at load 2-3: build 57 s (the ichor layer
+extension service check allows 180 s after maintenance mode (containerd and the service start
+while the boot goes on). Measured 2026-11-27 (the build cached, load 3-5): maintenance mode at
+54 s, containerd started at 48 s and healthy at 63 s (its first health check, a cold 23 MB ctr,
+took over 5 s under TCG), ext-ichor-web's task running at 74 s: the check costs ~20-30 s. Measured at load 2-3: build 57 s (the ichor layer
 rebuilt), switch_root at 15 s, maintenance at 70 s, the test 133 s in all. It allows 120 s to switch_root, 300 s to maintenance
 mode. QEMU is stopped by its PID and the namespace removed afterwards, on failure too.
 """
@@ -166,13 +168,19 @@ def test_an_extension_module_and_an_overlay_file_are_in_the_booted_image(
             return found
 
         wanted = "ichor-web in maintenance mode\n"
+        # busybox 1.35's wget crashes with -T (SIGSEGV on this host): the run's own timeout bounds it.
         deadline = time.monotonic() + 180
+        answer = ""
         while True:
-            page = proc.run(
-                ["ip", "netns", "exec", netns, "busybox", "wget", "-q", "-T", "5", "-O", "-", f"http://{NODE_IP}:8099/"],
-                check=False, timeout=30,
-            )  # fmt: skip
-            if page.stdout == wanted or time.monotonic() > deadline:
+            try:
+                page = proc.run(
+                    ["ip", "netns", "exec", netns, "busybox", "wget", "-q", "-O", "-", f"http://{NODE_IP}:8099/"],
+                    check=False, timeout=20,
+                )  # fmt: skip
+                answer = page.stdout + page.stderr + f" (exit {page.exit_code})"
+            except proc.ProcessError as err:  # no answer within 20 s
+                answer = str(err)
+            if answer.startswith(wanted) or time.monotonic() > deadline:
                 break
             time.sleep(3)
         said = [
@@ -180,7 +188,7 @@ def test_an_extension_module_and_an_overlay_file_are_in_the_booted_image(
             for line in log.text().splitlines()
             if "ext-ichor-web" in line or "service[containerd]" in line
         ]
-        assert page.stdout == wanted, (page.stdout + page.stderr, services(), said[-30:])
+        assert answer.startswith(wanted), (answer, services(), said[-30:])
         seen = services()
         assert seen.get("ext-ichor-web") == "true" and seen.get("containerd") == "true", seen
         assert "cri" not in seen and "apid" not in seen, seen  # the config's services wait for a config
