@@ -140,7 +140,13 @@ def test_the_repository_pins_are_complete() -> None:
     assert {"protobuf", "grpclib", "pydantic", "cryptography", "pyroute2"} <= {w.name for w in wheels}
     debs = _inputs.read_deb_pins()
     layers = {d.layer for d in debs}
-    assert layers == {"kernel", "base", "initramfs", "grub"}
+    assert layers == {
+        "kernel",
+        "base",
+        "initramfs",
+        "grub",
+        "containerd",
+    }  # containerd: images with extension services
     assert {"xfsprogs", "dosfstools", "mtools", "grub-efi-amd64-bin", "grub-pc-bin"} <= {
         d.package for d in debs
     }

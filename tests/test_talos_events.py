@@ -158,8 +158,11 @@ class _Supervisor:
     def __init__(self) -> None:
         self.calls: list[str] = []
 
-    def load(self, service: Any) -> None:
+    def load(self, *services: Any) -> None:
         self.calls.append("load")
+
+    def start(self, *ids: str) -> None:
+        self.calls.append("start")
 
     def start_all(self) -> None:
         self.calls.append("start_all")
@@ -197,6 +200,7 @@ def test_boot_then_reboot_sends_talos_sequence_phase_and_task_events(tmp_path: P
     async def main() -> int:
         run = asyncio.create_task(sequencer.run())
         while parts.stage.value is not MachineStage.RUNNING:
+            assert not run.done(), run.result()  # a sequencer that failed never reaches RUNNING
             await asyncio.sleep(0.01)
         sequencer.request_reboot("actor-1")
         return await run

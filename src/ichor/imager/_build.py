@@ -76,6 +76,15 @@ _BASE_DROP = (
     "boot", "etc/kernel", "usr/lib/linux", "lib/modules",
 )  # fmt: skip
 
+# The containerd layer: these files of its packages (layer 'containerd' of debs.lock), no more.
+_CONTAINERD_BINARIES = (
+    "usr/bin/containerd",
+    "usr/bin/containerd-shim-runc-v2",
+    "usr/bin/ctr",
+    "usr/sbin/runc",
+)
+_CONTAINERD_FILES = (*_CONTAINERD_BINARIES, "usr/lib/x86_64-linux-gnu/libseccomp.so.2*")
+
 # Mount points and writable places machined needs to exist in the read-only root.
 _ROOT_DIRS = ("dev", "proc", "sys", "run", "tmp", "system", "var", "etc", "root", "mnt", "opt", "usr/local")
 
@@ -222,6 +231,7 @@ def _scratch(output: Path) -> Iterator[Path]:
 # Layer file names under layers/ in the initramfs: stage 1 stacks them in name order, bottom first.
 PYDEPS_LAYER = "10-pydeps.sqsh"
 ICHOR_LAYER = "20-ichor.sqsh"
+CONTAINERD_LAYER = "25-containerd.sqsh"
 MODULES_DEP_LAYER = "40-modules.dep.sqsh"
 EXTENSIONS_LAYER = "45-extensions.sqsh"
 OVERLAY_LAYER = "50-rootfs-overlay.sqsh"
@@ -469,12 +479,43 @@ class _Builder:
 
         return _layers.cached_layer(self.cache, "ichor", key, fill, self.say)
 
+    def containerd_layer(self) -> Path:
+        """containerd, its runc shim, ``ctr`` and runc (with libseccomp): what the system
+        containerd and the extension services it runs need, from the pinned Debian packages of
+        layer ``containerd`` (the rest of those packages, docs and the v1 shims, left out)."""
+        debs = self.of_layer("containerd")
+        if not debs:
+            raise InputError(f"{self.options.debs_lock}: no package in layer 'containerd' (containerd, runc)")
+        key = {"v": BUILDER_VERSION, "debs": sorted(sha for _, _, sha in debs), "keep": _CONTAINERD_FILES,
+               "rm": self.removals()}  # fmt: skip
+
+        def fill(tree: Path) -> None:
+            for deb, path, sha in debs:
+                self.say(f"  containerd: {deb.spec}")
+                unpacked = self.extracted(path, sha)
+                for pattern in _CONTAINERD_FILES:
+                    for found in sorted(unpacked.glob(pattern)):
+                        target = tree / found.relative_to(unpacked)
+                        target.parent.mkdir(parents=True, exist_ok=True)
+                        shutil.copy2(found, target, follow_symlinks=False)
+            missing = [f for f in _CONTAINERD_BINARIES if not (tree / f).is_file()]
+            if missing:
+                raise InputError(f"{self.options.debs_lock}: layer 'containerd' lacks {', '.join(missing)}")
+            self._remove(tree, "containerd")
+            _layers.open_directories(tree)
+
+        return _layers.cached_layer(self.cache, "containerd", key, fill, self.say)
+
     def extra_layers(self) -> list[tuple[str, Path]]:
         """The layers over base, pydeps and ichor, bottom first, by their names under ``layers/``:
-        one per system extension (in the order given), ``modules.dep`` when an extension ships
-        kernel modules, ``/etc/extensions.yaml`` when there are extensions, the rootfs overlay."""
+        containerd when an extension ships an extension service (Talos's rootfs always has it; an
+        Ichor image without one has nothing to run in it), one per system extension (in the order
+        given), ``modules.dep`` when an extension ships kernel modules, ``/etc/extensions.yaml`` when
+        there are extensions, the rootfs overlay."""
         out: list[tuple[str, Path]] = []
         extensions = self.extensions()
+        if any(_extensions.ships_services(ext.rootfs) for ext in extensions):
+            out.append((CONTAINERD_LAYER, self.containerd_layer()))
         recorded: list[tuple[str, ExtensionMetadata]] = []
         for ext in extensions:
             key: dict[str, object] = {

@@ -56,7 +56,13 @@ from ichor.images import (
 )
 from ichor.machinery import proc, yamlio
 from ichor.machinery.errors import ExtensionError, MachineryError, ProcessError
-from ichor.machinery.extensions import ALLOWED_PATHS, ExtensionMetadata, SystemExtension, load_extension
+from ichor.machinery.extensions import (
+    ALLOWED_PATHS,
+    SERVICE_SPECS_DIR,
+    ExtensionMetadata,
+    SystemExtension,
+    load_extension,
+)
 from ichor.machinery.yamlio import dump_document, from_plain
 
 __all__ = [
@@ -70,6 +76,7 @@ __all__ = [
     "merge_module_index",
     "modules_dep_metadata",
     "parse_source",
+    "ships_services",
 ]
 
 FLAG = "--system-extension-image"
@@ -253,6 +260,13 @@ def load_image_extensions(values: Sequence[str], work: Path, *, kernel_release: 
         names[name] = source.given
         loaded.append(ImageExtension(source.given, extension, _layer_name(index, name)))
     return loaded
+
+
+def ships_services(rootfs: Path) -> bool:
+    """Whether an extension's root carries an extension service spec (``usr/local/etc/containers/*.yaml``,
+    which machined runs in the system containerd)."""
+    specs = rootfs / SERVICE_SPECS_DIR.lstrip("/")
+    return specs.is_dir() and any(p.suffix == ".yaml" for p in specs.iterdir())
 
 
 def modules_dep_metadata(kernel_release: str) -> ExtensionMetadata:

@@ -5,7 +5,8 @@
   matching none or several), and the wipe guard (a disk holding partitions only with
   ``machine.install.wipe: true`` or when it is the disk the node boots from). Maintenance mode's
   ``apply-config`` runs it before replying, so these are the reply's errors, and ``--dry-run``
-  prints the plan.
+  prints the plan. ``machine.install.extensions`` is refused there, naming the key
+  (:func:`~ichor.machinery.installdisk.refuse_install_extensions`).
 * :meth:`DiskInstallation.install`: the installer's disk step (:func:`ichor.installer.install`:
   Talos 1.7's partitions, BOOT with slot ``A``, GRUB for UEFI and BIOS, META) from the running
   image's own files (``/usr/install/amd64``, kept by stage 1: ``imager/_initramfs.py``), then
@@ -41,7 +42,12 @@ from ichor.machinery.blockdev import (
 )
 from ichor.machinery.config import Config
 from ichor.machinery.errors import InstallError, MachineryError, MetaError
-from ichor.machinery.installdisk import InstallTarget, check_wipe, select_install_disk
+from ichor.machinery.installdisk import (
+    InstallTarget,
+    check_wipe,
+    refuse_install_extensions,
+    select_install_disk,
+)
 from ichor.machinery.kernelargs import installer_cmdline
 from ichor.machinery.meta import VALUES_ENV, decode_values
 
@@ -172,6 +178,7 @@ class DiskInstallation:
         install = machine.install if machine is not None else None
         if install is None:
             raise InstallError('install instructions are required in "metal" mode')
+        refuse_install_extensions((e.image for e in install.extensions or []), step="install")
         target = select_install_disk(install.disk, install.disk_selector, self.disks())
         table: PartitionTable | None
         try:

@@ -85,7 +85,7 @@ class Node:
         )
 
     async def run(self) -> int:
-        from ichor.machined.server._maintenance import serve_until_configured
+        from ichor.machined.services.extensions import follow_configs
 
         layout, state = self.layout, self.state
         layout.ensure()
@@ -136,24 +136,41 @@ class Node:
                 if upgrades is not None:
                     await _start_upgrades(upgrades, say)
                 system = _SystemServices(self, runtime, supervisor, store, etcd, upgrades)
-                self.sequencer = Sequencer(NodeParts(
-                    layout=layout, state=state, events=self.events, store=store, supervisor=supervisor,
-                    stage=self.stage, say=say, clock=self.clock, services=system.for_config,
-                    maintenance=lambda: serve_until_configured(
-                        layout, state, store, hostname=default_hostname(layout.address), say=say, clock=self.clock
-                    ),
-                    leave_etcd=system.etcd_ops.leave_before_reset,
-                    leave_etcd_for_upgrade=system.etcd_ops.leave_for_upgrade,
-                    background=system.background, install=install,
-                    staged_upgrade=_staged_upgrade(upgrades) if upgrades is not None else None,
-                    partitions=system.partitions,
-                ))  # fmt: skip
-                system.lifecycle = self.sequencer
-                return await self.sequencer.run()
+                # Extension services start before the config (maintenance mode included): one that
+                # runs when its ExtensionServiceConfig arrives or changes is restarted to read it.
+                async with _running(follow_configs(state, supervisor), "extension-service-configs"):
+                    return await self._sequence(system, store, upgrades, install, say)
         finally:
             self.stopped_at = time.monotonic()
             say("node process exiting")
             console.close()
+
+    async def _sequence(
+        self,
+        system: _SystemServices,
+        store: ConfigStore,
+        upgrades: NodeUpgrades | None,
+        install: Callable[[LoadedConfig, Callable[[str], None]], None] | None,
+        say: Callable[[str], None],
+    ) -> int:
+        """Build the sequencer over the node's parts and run it (the launcher's exit code)."""
+        from ichor.machined.server._maintenance import serve_until_configured
+
+        layout, state, supervisor = self.layout, self.state, system.supervisor
+        self.sequencer = Sequencer(NodeParts(
+            layout=layout, state=state, events=self.events, store=store, supervisor=supervisor,
+            stage=self.stage, say=say, clock=self.clock, services=system.for_config,
+            maintenance=lambda: serve_until_configured(
+                layout, state, store, hostname=default_hostname(layout.address), say=say, clock=self.clock
+            ),
+            leave_etcd=system.etcd_ops.leave_before_reset,
+            leave_etcd_for_upgrade=system.etcd_ops.leave_for_upgrade,
+            background=system.background, install=install,
+            staged_upgrade=_staged_upgrade(upgrades) if upgrades is not None else None,
+            partitions=system.partitions, early_services=system.early,
+        ))  # fmt: skip
+        system.lifecycle = self.sequencer
+        return await self.sequencer.run()
 
     def _upgrades(self, say: Callable[[str], None]) -> NodeUpgrades | None:
         """Upgrades, rollback and META for a node booted from its own disk (its platform lists the
@@ -235,8 +252,12 @@ def _staged_upgrade(
 ) -> Callable[[LoadedConfig, Callable[[str], None]], Coroutine[Any, Any, StagedUpgrade | None]]:
     async def run(loaded: LoadedConfig, printf: Callable[[str], None]) -> StagedUpgrade | None:
         from ichor.machined.upgrade import upgrade_inputs
+        from ichor.machinery.errors import InstallError
 
-        mirrors, cmdline = upgrade_inputs(loaded.config)
+        try:
+            mirrors, cmdline = upgrade_inputs(loaded.config)
+        except InstallError as err:  # machine.install.extensions: the staged upgrade fails, said why
+            return await upgrades.run_staged({}, "", printf, refused=f"{err} ({err.hint})")
         return await upgrades.run_staged(mirrors, cmdline, printf)
 
     return run
@@ -275,10 +296,24 @@ class _SystemServices:
         # The machined service publishes its handlers here and apid calls them in-process.
         self.machine_api = MachineApi()
 
-    def for_config(self, loaded: LoadedConfig) -> Sequence[Service]:
-        from ichor.machined.services.apid import apid_service
+    def early(self) -> Sequence[Service]:
+        """Talos 1.6+'s early services, started before the config is acquired (maintenance mode
+        included): the system containerd and every extension service of the image. (Talos starts
+        machined and syslogd early too; here syslogd follows the machined service, which serves the
+        configured API, so both start with the config.)"""
+        from ichor.machined import cri
         from ichor.machined.services.containerd import containerd_services
         from ichor.machined.services.extensions import extension_services
+
+        layout, state = self.node.layout, self.node.state
+        system_containerd = [s for s in containerd_services(layout) if s.id == cri.SYSTEM.service]
+        return [*system_containerd, *extension_services(layout, state)]
+
+    def for_config(self, loaded: LoadedConfig) -> Sequence[Service]:
+        """The services a config adds to the early ones (the sequencer leaves those running)."""
+        from ichor.machined import cri
+        from ichor.machined.services.apid import apid_service
+        from ichor.machined.services.containerd import containerd_services
         from ichor.machined.services.kubelet import kubelet_service
         from ichor.machined.services.machined import machined_service
         from ichor.machined.services.syslogd import syslogd_service
@@ -289,8 +324,7 @@ class _SystemServices:
             machined_service(layout, self.handlers, self.machine_api),
             apid_service(layout, state, self.machine_api),
             syslogd_service(layout),
-            *containerd_services(layout),
-            *extension_services(layout, state),
+            *[s for s in containerd_services(layout) if s.id != cri.SYSTEM.service],
             kubelet_service(layout, state, report=self.store.say),
         ]
         if loaded.is_control_plane:
@@ -299,11 +333,9 @@ class _SystemServices:
 
     def background(self) -> list[Callable[[], Coroutine[Any, Any, None]]]:
         from ichor.machined.logsend import ship_logs
-        from ichor.machined.services.extensions import follow_configs
 
         work: list[Callable[[], Coroutine[Any, Any, None]]] = [
             lambda: self.etcd.follow_spec(self.supervisor),
-            lambda: follow_configs(self.node.state, self.supervisor),
             lambda: ship_logs(self.node.state, self.node.layout.log_dir),
         ]
         upgrades = self.upgrades

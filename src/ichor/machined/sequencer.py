@@ -11,6 +11,9 @@ and ``reset`` trackers wait for); a reset runs Talos's ``leave``/``leaveEtcd``,
 ``preReset``/``sendResetSignal``, ``stopEverything`` and ``reset``/``resetSystemDisk`` (``resetSpec``
 with chosen partitions). Events of a requested sequence carry the request's actor id.
 
+* **early services**: before anything else, the system containerd and the extension services are
+  started (Talos 1.6+'s ``earlyServices`` and its ExtensionServiceController): they run in
+  maintenance mode and are left running by the boot below;
 * **boot**: acquire the config (STATE, else the node's config source) -> maintenance mode when
   there is none -> on a node that installs to disk and is not installed yet, **install** (Talos's
   ``install`` sequence, in a worker thread; success reboots into the installed system, failure
@@ -92,7 +95,8 @@ class NodeParts:
     say: Callable[[str], None]
     clock: Callable[[], datetime]
     services: Callable[[LoadedConfig], Sequence[Service]]
-    """The system services for a config (control planes add trustd and etcd)."""
+    """The system services for a config (control planes add trustd and etcd); those already
+    started early are left running as they are."""
     maintenance: Callable[[], Awaitable[LoadedConfig]]
     """Serve maintenance mode until a config is applied."""
     leave_etcd: Callable[[], Awaitable[str | None]]
@@ -110,6 +114,10 @@ class NodeParts:
     reboot), None when nothing was."""
     partitions: SystemPartitions | None = None
     """What a reset wipes (the node's disk or its directories); None: the layout's directories."""
+    early_services: Callable[[], Sequence[Service]] = lambda: ()
+    """Services started before the config is acquired, as Talos 1.6+ starts them: the system
+    containerd and the extension services, which run in maintenance mode too and keep running
+    once the config arrives."""
 
 
 async def _nothing_to_leave() -> str | None:
@@ -161,6 +169,7 @@ class Sequencer:
         self._stop = asyncio.get_running_loop().create_future()
         self._stage(MachineStage.BOOTING)
         self._sequence_event("initialize", "")
+        early = self._start_early_services()
         loaded = await parts.store.acquire()
         while True:
             if loaded is None:
@@ -197,9 +206,10 @@ class Sequencer:
         parts.store.activate(loaded)
         kind = "controlplane" if loaded.is_control_plane else "worker"
         parts.say(f"booting as {kind} {self._hostname(loaded)}")
-        for service in parts.services(loaded):
-            parts.supervisor.load(service)
-        parts.supervisor.start_all()
+        # What started early keeps running (an extension service that already ended is not rerun).
+        later = [service for service in parts.services(loaded) if service.id not in early]
+        parts.supervisor.load(*later)
+        parts.supervisor.start(*sorted({service.id for service in later}))
         self._stage(MachineStage.RUNNING)
         self._sequence_event("boot", "", stop=True)
         try:
@@ -223,6 +233,15 @@ class Sequencer:
             with self._phase("stopEverything", "stopAllServices"):
                 await parts.supervisor.stop_all()
         return code
+
+    def _start_early_services(self) -> set[str]:
+        """Load and start the early services (before maintenance mode); their ids."""
+        parts = self.parts
+        early = list(parts.early_services())
+        if early:
+            parts.supervisor.load(*early)
+            parts.supervisor.start(*sorted({service.id for service in early}))
+        return {service.id for service in early}
 
     async def _install(
         self, loaded: LoadedConfig, install: Callable[[LoadedConfig, Callable[[str], None]], None]

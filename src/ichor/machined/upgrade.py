@@ -80,13 +80,17 @@ def node_health(state: State) -> str | None:
 
 def upgrade_inputs(config: Config) -> tuple[dict[str, MirrorEndpoints], str]:
     """What an upgrade takes from the machine config: the registry mirrors and the new slot's kernel
-    command line (``machine.install.extraKernelArgs`` applied to Talos's defaults, as at install)."""
+    command line (``machine.install.extraKernelArgs`` applied to Talos's defaults, as at install).
+    ``machine.install.extensions`` is refused (InstallError naming the key): nothing is pulled."""
     from ichor.images import mirrors_from_config
+    from ichor.machinery.installdisk import refuse_install_extensions
     from ichor.machinery.kernelargs import installer_cmdline
 
     machine = config.machine
     registries = machine.registries if machine is not None else None
     install = machine.install if machine is not None else None
+    if install is not None:
+        refuse_install_extensions((e.image for e in install.extensions or []), step="upgrade")
     extra = [str(a) for a in (install.extra_kernel_args or [])] if install is not None else []
     return mirrors_from_config(registries.mirrors if registries is not None else None), str(
         installer_cmdline(extra_args=extra)
@@ -229,10 +233,16 @@ class NodeUpgrades:
             self.disk.meta_delete(key)
 
     async def run_staged(
-        self, mirrors: Mapping[str, MirrorEndpoints], cmdline: str, printf: Callable[[str], None]
+        self,
+        mirrors: Mapping[str, MirrorEndpoints],
+        cmdline: str,
+        printf: Callable[[str], None],
+        *,
+        refused: str | None = None,
     ) -> StagedUpgrade | None:
         """Perform an upgrade staged in META (then forget it); the upgrade when the slot was written
-        (without ``preserve`` the caller wipes EPHEMERAL before the reboot), else None."""
+        (without ``preserve`` the caller wipes EPHEMERAL before the reboot), else None.
+        ``refused``: why the config forbids it now (it fails with that reason, and is forgotten)."""
         staged = await self.staged()
         if staged is None:
             return None
@@ -240,6 +250,8 @@ class NodeUpgrades:
         await self._thread(self._forget_staged)
         self.say(f"performing the staged upgrade to {staged.image}")
         try:
+            if refused is not None:
+                raise SlotError(refused)
             assets = await self.fetch(staged.image, mirrors)
             await self.install(assets, cmdline=cmdline, force=staged.force, printf=printf)
         except Exception as err:

@@ -6,12 +6,17 @@ matchers: ``*`` globs on model, name, serial, modalias, uuid, wwid and bus path,
 size condition like ``>= 4GB``). Beyond Talos (issue 22, talos#12370): a selector must match exactly
 one disk, every refusal lists the disks seen, and a disk that already holds partitions is wiped
 only with ``machine.install.wipe: true`` or when it is the disk the node booted from.
+
+``machine.install.extensions`` (deprecated in Talos 1.7, whose installer still pulls each image and
+installs it as an extension of the slot it writes) is refused at install and upgrade, naming the key
+and its images (:func:`refuse_install_extensions`): Ichor's images carry their extensions from the
+imager (``--system-extension-image``), and an upgrade brings the new image's own.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -25,6 +30,7 @@ __all__ = [
     "check_wipe",
     "glob_match",
     "parse_size_condition",
+    "refuse_install_extensions",
     "select_install_disk",
 ]
 
@@ -190,3 +196,21 @@ def check_wipe(target: Disk, table: PartitionTable | None, *, wipe: bool, booted
         f"refusing to install to {target.device_name}: it holds partitions {', '.join(table.names())}",
         hint="set machine.install.wipe: true to erase it, or pick another disk",
     )
+
+
+INSTALL_EXTENSIONS_HINT = (
+    "remove machine.install.extensions and build the extensions into the installer image: "
+    "python -m ichor.imager installer --system-extension-image <image> (then install or upgrade with it)"
+)
+
+
+def refuse_install_extensions(images: Iterable[str | None] | None, *, step: str) -> None:
+    """``machine.install.extensions`` at ``step`` (install, upgrade): refused, naming the key and its
+    images (nothing is pulled); a config without it passes."""
+    listed = [image or "(no image)" for image in images or []]
+    if listed:
+        raise InstallError(
+            f"machine.install.extensions is not supported at {step}: Ichor does not pull system extensions "
+            f"into the slot it writes ({', '.join(listed)})",
+            hint=INSTALL_EXTENSIONS_HINT,
+        )

@@ -259,7 +259,7 @@ class MachineContext:
         staging) runs after the reply; returns the ack."""
         from ichor.images import ImageError
         from ichor.machined.upgrade import StagedUpgrade, upgrade_inputs
-        from ichor.machinery.errors import SlotError
+        from ichor.machinery.errors import InstallError, SlotError
 
         upgrades = self._upgrades()
         active = self._store.active
@@ -269,7 +269,10 @@ class MachineContext:
             upgrades.check_trial(force=request.force)
         except SlotError as err:
             raise GRPCError(Status.FAILED_PRECONDITION, f"{err} ({err.hint})") from None
-        mirrors, cmdline = upgrade_inputs(active.config)
+        try:
+            mirrors, cmdline = upgrade_inputs(active.config)
+        except InstallError as err:  # machine.install.extensions, refused naming the key
+            raise GRPCError(Status.FAILED_PRECONDITION, f"{err} ({err.hint})") from None
         self.say(f"upgrade request received: preserve {request.preserve}, staged {request.stage}, "
                  f'force {request.force}; validating "{request.image}"')  # fmt: skip
         try:
