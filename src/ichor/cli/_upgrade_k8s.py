@@ -31,7 +31,9 @@ LONG_HELP = "Command runs upgrade of Kubernetes control plane components between
 
 @click.command("upgrade-k8s", cls=CobraCommand, short_help="Upgrade Kubernetes control plane in the Talos cluster.",
                help=LONG_HELP)  # fmt: skip
-@click.option("--from", "from_version", default="", help="the Kubernetes control plane version to upgrade from")
+@click.option(
+    "--from", "from_version", default="", help="the Kubernetes control plane version to upgrade from"
+)
 @click.option("--to", "to_version", default=DEFAULT_KUBERNETES_VERSION, show_default=True,
               help="the Kubernetes control plane version to upgrade to")  # fmt: skip
 @click.option("--endpoint", default="", help="the cluster control plane endpoint")
@@ -39,16 +41,22 @@ LONG_HELP = "Command runs upgrade of Kubernetes control plane components between
               help="patch all machine configs with the commented examples")  # fmt: skip
 @click.option("--with-docs/--no-with-docs", default=True, show_default=True,
               help="patch all machine configs adding the documentation for each field")  # fmt: skip
-@click.option("--dry-run", is_flag=True, default=False, help="skip the actual upgrade and show the upgrade plan instead")
+@click.option(
+    "--dry-run", is_flag=True, default=False, help="skip the actual upgrade and show the upgrade plan instead"
+)
 @click.option("--pre-pull-images/--no-pre-pull-images", default=True, show_default=True,
               help="pre-pull images before upgrade")  # fmt: skip
 @click.option("--upgrade-kubelet/--no-upgrade-kubelet", default=True, show_default=True,
               help="upgrade kubelet service")  # fmt: skip
 @click.option("--kubelet-image", default=KUBELET_IMAGE, show_default=True, help="kubelet image to use")
-@click.option("--apiserver-image", default=KUBE_APISERVER_IMAGE, show_default=True, help="kube-apiserver image to use")
+@click.option(
+    "--apiserver-image", default=KUBE_APISERVER_IMAGE, show_default=True, help="kube-apiserver image to use"
+)
 @click.option("--controller-manager-image", default=KUBE_CONTROLLER_MANAGER_IMAGE, show_default=True,
               help="kube-controller-manager image to use")  # fmt: skip
-@click.option("--scheduler-image", default=KUBE_SCHEDULER_IMAGE, show_default=True, help="kube-scheduler image to use")
+@click.option(
+    "--scheduler-image", default=KUBE_SCHEDULER_IMAGE, show_default=True, help="kube-scheduler image to use"
+)
 @click.option("--proxy-image", default=KUBE_PROXY_IMAGE, show_default=True, help="kube-proxy image to use")
 def upgrade_k8s(
     from_version: str,

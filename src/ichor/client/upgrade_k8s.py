@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import difflib
+import functools
 import json
 import re
 import time
@@ -372,11 +373,15 @@ async def detect_lowest_version(api: UpgradeAPI, printf: Printf = lambda _l: Non
         tag = image[image.rindex(":") + 1 :]
         version = _semver(tag.lstrip("v"))
         if version is None:
-            printf(f"failed to parse {app} container version Invalid character(s) found in major number {_q(tag)}")
+            printf(
+                f"failed to parse {app} container version Invalid character(s) found in major number {_q(tag)}"
+            )
             continue
         lowest = version if lowest is None or version < lowest else lowest
     if lowest is None:
-        raise UpgradeK8sError("error detecting the lowest Kubernetes version failed to detect lowest Kubernetes version")
+        raise UpgradeK8sError(
+            "error detecting the lowest Kubernetes version failed to detect lowest Kubernetes version"
+        )
     return ".".join(map(str, lowest))
 
 
@@ -564,7 +569,9 @@ async def _kubelet_on_node(run: _Run, node: str) -> None:
     image = run.options.image(KUBELET)
     skipped = old == image
     if not skipped:
-        run.printf(f" > update {KUBELET}: {(_tag(old) or run.options.path.from_version).lstrip('v')} -> {run.to}")
+        run.printf(
+            f" > update {KUBELET}: {(_tag(old) or run.options.path.from_version).lstrip('v')} -> {run.to}"
+        )
         if run.options.dry_run:
             run.printf(" > skipped in dry-run")
             return
@@ -585,7 +592,9 @@ async def _kubelet_restarted(run: _Run, node: str, before: KubeletState) -> None
     start, restarted = run.pace.monotonic(), False
     while True:
         now: KubeletState = await run.retry(lambda: run.api.kubelet(node), 30, log=False)
-        fresh = [s for t, s in now.events if last is None or t > last] or [s for _t, s in now.events[len(before.events):]]
+        fresh = [s for t, s in now.events if last is None or t > last] or [
+            s for _t, s in now.events[len(before.events) :]
+        ]
         restarted = restarted or any(s != "Running" for s in fresh)
         if restarted and now.healthy:
             return
@@ -614,7 +623,8 @@ async def _node_updated(run: _Run, node: str) -> None:
             return
         if run.pace.monotonic() - start >= run.pace.node_limit:
             raise UpgradeK8sError(
-                problem, hint=f"check `talosctl -n {node} logs kubelet`; re-run the same upgrade-k8s command to resume"
+                problem,
+                hint=f"check `talosctl -n {node} logs kubelet`; re-run the same upgrade-k8s command to resume",
             )
         await run.pace.sleep(run.pace.poll)
 
@@ -640,8 +650,9 @@ async def _sync_manifests(run: _Run) -> None:
     updated: list[dict[str, Any]] = []
     for obj in objects:
         try:
-            result: SyncResult = await run.retry(lambda obj=obj: run.api.sync_object(obj, run.options.dry_run),
-                                                 run.pace.sync_limit)  # fmt: skip
+            result: SyncResult = await run.retry(
+                functools.partial(run.api.sync_object, obj, run.options.dry_run), run.pace.sync_limit
+            )
         except Exception as exc:
             failure = UpgradeK8sError(f"{manifest_path(obj)}: {exc}", hint=getattr(exc, "hint", None),
                                       component="manifests")  # fmt: skip
@@ -660,7 +671,9 @@ async def _sync_manifests(run: _Run) -> None:
     if run.options.dry_run:
         return
     run.printf("waiting for all manifests to be applied")
-    kinds = [o for o in updated if o.get("kind") == "Deployment"] + [o for o in updated if o.get("kind") == "DaemonSet"]
+    kinds = [o for o in updated if o.get("kind") == "Deployment"] + [
+        o for o in updated if o.get("kind") == "DaemonSet"
+    ]
     for obj in kinds:
         if str(obj.get("apiVersion", "")).split("/")[0] != "apps":
             continue
@@ -702,7 +715,7 @@ _DROPPED_METADATA = ("uid", "resourceVersion", "generation", "creationTimestamp"
 def _comparable(obj: dict[str, Any]) -> dict[str, Any]:
     """What go-kubernetes compares: no server-set metadata, no ``kubernetes.io/`` annotations, no
     ServiceAccount ``secrets``, and no ``status``."""
-    out = json.loads(json.dumps(obj))
+    out: dict[str, Any] = json.loads(json.dumps(obj))
     meta = out.get("metadata") or {}
     for key in _DROPPED_METADATA:
         meta.pop(key, None)
@@ -741,7 +754,9 @@ def rollout_problem(obj: dict[str, Any]) -> str | None:
 
     if obj.get("kind") == "Deployment":
         if generation != n("observedGeneration"):
-            return f"deployment {name} generation {generation} != observed generation {n('observedGeneration')}"
+            return (
+                f"deployment {name} generation {generation} != observed generation {n('observedGeneration')}"
+            )
         if n("readyReplicas") != n("replicas") or n("updatedReplicas") != n("replicas"):
             return f"deployment {name} ready replicas {n('readyReplicas')} != replicas {n('replicas')}"
         return None
@@ -751,7 +766,9 @@ def rollout_problem(obj: dict[str, Any]) -> str | None:
     if n("updatedNumberScheduled") != desired:
         return f"expected current number up-to-date for {name} to be {desired}, got {n('currentNumberScheduled')}"
     if n("currentNumberScheduled") != desired:
-        return f"expected current number scheduled for {name} to be {desired}, got {n('currentNumberScheduled')}"
+        return (
+            f"expected current number scheduled for {name} to be {desired}, got {n('currentNumberScheduled')}"
+        )
     if n("numberAvailable") != desired:
         return f"expected number available for {name} to be {desired}, got {n('numberAvailable')}"
     if n("numberReady") != desired:
@@ -809,7 +826,9 @@ class LiveUpgradeAPI:
             meta, status = item.get("metadata") or {}, item.get("status") or {}
             addresses = tuple(str(a.get("address")) for a in status.get("addresses") or []
                               if a.get("type") == "InternalIP")  # fmt: skip
-            ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+            ready = any(
+                c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+            )
             out.append(NodeState(str(meta.get("name", "")), addresses,
                                  str((status.get("nodeInfo") or {}).get("kubeletVersion", "")), ready,
                                  _CONTROL_PLANE_LABEL in (meta.get("labels") or {})))  # fmt: skip
@@ -832,7 +851,9 @@ class LiveUpgradeAPI:
         out = []
         for pod in (listing or {}).get("items") or []:
             meta, status = pod.get("metadata") or {}, pod.get("status") or {}
-            ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+            ready = any(
+                c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or []
+            )
             out.append(PodState(str(status.get("hostIP", "")),
                                 str((meta.get("annotations") or {}).get(CONFIG_VERSION_ANNOTATION, "")), ready))  # fmt: skip
         return out
@@ -842,7 +863,9 @@ class LiveUpgradeAPI:
         if not found:
             raise UpgradeK8sError(f"{node}: the node has no kubelet service")
         service = found[0]
-        events = tuple((e.time.timestamp() if e.time is not None else 0.0, str(e.state)) for e in service.events)
+        events = tuple(
+            (e.time.timestamp() if e.time is not None else 0.0, str(e.state)) for e in service.events
+        )
         return KubeletState(service.healthy, events)
 
     async def kubelet_image(self, node: str) -> str:
@@ -855,10 +878,16 @@ class LiveUpgradeAPI:
         from ichor.client._errors import RPCError
         from ichor.client._replies import node_replies
 
-        space = common_pb2.ContainerdNamespace.NS_CRI if namespace == "cri" else common_pb2.ContainerdNamespace.NS_SYSTEM
+        space = (
+            common_pb2.ContainerdNamespace.NS_CRI
+            if namespace == "cri"
+            else common_pb2.ContainerdNamespace.NS_SYSTEM
+        )
         client = self.client.with_node(node)
         try:
-            response = await client.machine.ImagePull(machine_pb2.ImagePullRequest(namespace=space, reference=reference))
+            response = await client.machine.ImagePull(
+                machine_pb2.ImagePullRequest(namespace=space, reference=reference)
+            )
             node_replies(response, fallback_node=node).check(f"error pulling image {reference}")
         except RPCError as exc:
             if exc.code == _UNIMPLEMENTED:
@@ -897,7 +926,9 @@ class LiveUpgradeAPI:
                 await self.kube.post(api.path(meta.get("namespace")), obj)
             return SyncResult(path, diff, False)
         wanted = json.loads(json.dumps(obj))
-        wanted.setdefault("metadata", {})["resourceVersion"] = (current.get("metadata") or {}).get("resourceVersion")
+        wanted.setdefault("metadata", {})["resourceVersion"] = (current.get("metadata") or {}).get(
+            "resourceVersion"
+        )
         would = await self.kube.put(f"{where}?dryRun=All", wanted)
         diff = manifest_diff(path, current, would)
         if diff and not dry_run:
@@ -907,4 +938,6 @@ class LiveUpgradeAPI:
     async def rollout_pending(self, obj: dict[str, Any]) -> str | None:
         api = await self.kube.resource_for(str(obj.get("apiVersion")), str(obj.get("kind")))
         meta = obj.get("metadata") or {}
-        return rollout_problem(await self.kube.get(api.path(meta.get("namespace"), str(meta.get("name", "")))))
+        return rollout_problem(
+            await self.kube.get(api.path(meta.get("namespace"), str(meta.get("name", ""))))
+        )
