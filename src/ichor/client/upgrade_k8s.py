@@ -346,6 +346,20 @@ class _Run:
                     self.printf(f"retrying error: {exc}")
             await self.pace.sleep(self.pace.poll)
 
+    async def update(self, node: str, component: str, image: str, *, skipped: bool, old: str) -> bool:
+        """Talos's patcher for one component: say and patch unless ``skipped`` (already at the
+        target); False in a dry run, where nothing more is done for the node."""
+        if not skipped:
+            self.printf(f" > update {component}: {old} -> {self.to}")
+            if self.options.dry_run:
+                self.printf(" > skipped in dry-run")
+                return False
+            await self.patch(node, component, image)
+        if self.options.dry_run:
+            return False
+        self.printf(f" > {_q(node)}: machine configuration patched")
+        return True
+
     async def patch(self, node: str, component: str, image: str) -> None:
         """patchNodeConfig: read the node's machine config, set the image, apply it ``no-reboot``."""
         text = await self.retry(lambda: self.api.machine_config(node), 30, log=False)
@@ -485,15 +499,10 @@ async def _static_pod_on_node(run: _Run, service: str, node: str) -> None:
     text = await run.retry(lambda: run.api.machine_config(node), 30, log=False)
     current = config_image(text, service)
     skipped = current == image or resource_image == image
-    if not skipped:
-        run.printf(f" > update {service}: {_tag(current) or run.options.path.from_version} -> {run.to}")
-        if run.options.dry_run:
-            run.printf(" > skipped in dry-run")
-            return
-        await run.patch(node, service, image)
-    if run.options.dry_run:
+    if not await run.update(
+        node, service, image, skipped=skipped, old=_tag(current) or run.options.path.from_version
+    ):
         return
-    run.printf(f" > {_q(node)}: machine configuration patched")
     run.printf(f" > {_q(node)}: waiting for {service} pod update")
     if not skipped:
         version = await _new_config_version(run, node, service, version)
@@ -568,17 +577,9 @@ async def _kubelet_on_node(run: _Run, node: str) -> None:
     old = await run.retry(lambda: run.api.kubelet_image(node), 30, log=False)
     image = run.options.image(KUBELET)
     skipped = old == image
-    if not skipped:
-        run.printf(
-            f" > update {KUBELET}: {(_tag(old) or run.options.path.from_version).lstrip('v')} -> {run.to}"
-        )
-        if run.options.dry_run:
-            run.printf(" > skipped in dry-run")
-            return
-        await run.patch(node, KUBELET, image)
-    if run.options.dry_run:
+    shown = (_tag(old) or run.options.path.from_version).lstrip("v")
+    if not await run.update(node, KUBELET, image, skipped=skipped, old=shown):
         return
-    run.printf(f" > {_q(node)}: machine configuration patched")
     if not skipped:
         run.printf(f" > {_q(node)}: waiting for kubelet restart")
         await _kubelet_restarted(run, node, before)
