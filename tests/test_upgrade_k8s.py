@@ -91,6 +91,8 @@ class FakeCluster:
         self.delay, self.kubelet_delay = delay, kubelet_delay
         self.broken: set[tuple[str, str]] = set()
         """(node, service) whose pod never becomes Ready."""
+        self.rebump: set[tuple[str, str]] = set()
+        """(node, service) whose config changes once more right after the patch (another change)."""
         self.log: list[tuple[str, ...]] = []
         self.applied: list[str] = []
         self.synced: list[tuple[str, bool]] = []
@@ -101,6 +103,11 @@ class FakeCluster:
         return Pace(sleep=self.clock.sleep, monotonic=self.clock.monotonic, poll=1.0)
 
     def tick(self) -> None:
+        for key in list(self.rebump):
+            if self.pods[key][0] == self.versions[key] and self.versions[key] > 1:
+                self.rebump.discard(key)
+                self.versions[key] += 1
+                self.pods[key] = (self.versions[key], self.delay)
         for key, (version, wait) in list(self.pods.items()):
             if wait > 0 and key not in self.broken:
                 self.pods[key] = (version, wait - 1)
@@ -334,3 +341,11 @@ def test_manifest_diff_ignores_what_the_server_sets_and_rollout_checks() -> None
         "status": {"observedGeneration": 2},
     }
     assert rollout_problem(dep) == "deployment coredns generation 3 != observed generation 2"
+
+
+def test_a_config_that_moves_on_again_during_the_wait_is_followed() -> None:
+    cluster = FakeCluster(planes=2, workers=0)
+    cluster.rebump.add(("10.5.0.2", "kube-apiserver"))
+    lines = _run(cluster, pre_pull_images=False, upgrade_kubelet=False)
+    assert cluster.versions[("10.5.0.2", "kube-apiserver")] == 3 and not cluster.rebump
+    assert lines.count(' < "10.5.0.2": successfully updated') == 3

@@ -527,12 +527,16 @@ async def _new_config_version(run: _Run, node: str, service: str, before: str) -
 
 
 async def _pod_ready(run: _Run, service: str, node: str, version: str) -> None:
-    """checkPodStatus: the node's mirror pod of ``service`` with config version ``version``, Ready."""
+    """checkPodStatus: the node's mirror pod of ``service`` with config version ``version``, Ready.
+    Beyond Talos, a config that moved on again meanwhile (another change of the node's config) is
+    waited for instead of waiting for a version the node no longer runs."""
     start = run.pace.monotonic()
     said = ""
     while True:
         line = ""
         try:
+            latest = str((await run.api.component_config(node, service))[0])
+            version = latest if _newer(latest, version) else version
             pods = [p for p in await run.api.static_pods(service) if p.host_ip == node]
             pod = pods[0] if pods else None
             if pod is None:
@@ -559,6 +563,14 @@ async def _pod_ready(run: _Run, service: str, node: str, version: str) -> None:
                 "re-run the same upgrade-k8s command to resume",
             )
         await run.pace.sleep(run.pace.poll)
+
+
+def _newer(a: str, b: str) -> bool:
+    """Whether resource version ``a`` is after ``b`` (COSI versions are counters)."""
+    try:
+        return int(a) > int(b)
+    except ValueError:
+        return False
 
 
 async def _kube_proxy_on_node(run: _Run, node: str) -> None:
