@@ -349,3 +349,97 @@ def test_a_config_that_moves_on_again_during_the_wait_is_followed() -> None:
     lines = _run(cluster, pre_pull_images=False, upgrade_kubelet=False)
     assert cluster.versions[("10.5.0.2", "kube-apiserver")] == 3 and not cluster.rebump
     assert lines.count(' < "10.5.0.2": successfully updated') == 3
+
+
+class FakeKube:
+    """The few Kubernetes API calls :class:`LiveUpgradeAPI` makes, over stored objects."""
+
+    def __init__(self, objects: dict[str, dict[str, Any]]) -> None:
+        self.objects, self.calls = objects, list[tuple[str, str]]()
+
+    async def resource_for(self, api_version: str, kind: str) -> Any:
+        from ichor.kubeapi import APIResource
+
+        plural = {"DaemonSet": "daemonsets", "ServiceAccount": "serviceaccounts"}[kind]
+        return APIResource(api_version, kind, plural, True)
+
+    async def get(self, path: str) -> Any:
+        from ichor.kubeapi import KubeNotFoundError
+
+        self.calls.append(("GET", path))
+        if path == "/api/v1/nodes":
+            return self.objects["nodes"]
+        if path.startswith("/api/v1/namespaces/kube-system/pods?labelSelector="):
+            return self.objects["pods"]
+        if path not in self.objects:
+            raise KubeNotFoundError(f"GET {path}: 404 NotFound", code=404, reason="NotFound")
+        return self.objects[path]
+
+    async def put(self, path: str, body: Any) -> Any:
+        self.calls.append(("PUT", path))
+        stored = dict(self.objects[path.split("?")[0]])
+        return {**body, "metadata": {**body["metadata"], "uid": stored["metadata"].get("uid")}}
+
+    async def post(self, path: str, body: Any) -> Any:
+        self.calls.append(("POST", path))
+        return body
+
+
+def test_the_live_api_reads_nodes_and_pods_and_syncs_only_what_differs() -> None:
+    from ichor.client.upgrade_k8s import LiveUpgradeAPI
+
+    ready = [{"type": "Ready", "status": "True"}]
+    kube = FakeKube({
+        "nodes": {"items": [
+            {"metadata": {"name": "cp", "labels": {"node-role.kubernetes.io/control-plane": ""}},
+             "status": {"addresses": [{"type": "InternalIP", "address": "10.5.0.2"},
+                                      {"type": "Hostname", "address": "cp"}],
+                        "nodeInfo": {"kubeletVersion": "v1.30.2"}, "conditions": ready}},
+            {"metadata": {"name": "w"}, "status": {"addresses": [{"type": "InternalIP", "address": "10.5.0.3"}],
+                                                   "nodeInfo": {"kubeletVersion": "v1.30.3"}, "conditions": []}},
+        ]},
+        "pods": {"items": [{"metadata": {"annotations": {"talos.dev/config-version": "4"}},
+                            "status": {"hostIP": "10.5.0.2", "conditions": ready}}]},
+        "/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy": {
+            "apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "kube-proxy", "namespace": "kube-system", "uid": "u1", "resourceVersion": "9"},
+            "spec": {"image": "registry.k8s.io/kube-proxy:v1.30.2"}},
+    })  # fmt: skip
+    api = LiveUpgradeAPI.__new__(LiveUpgradeAPI)
+    api.kube = kube
+    nodes = asyncio.run(api.nodes())
+    assert [(n.addresses, n.kubelet_version, n.ready, n.control_plane) for n in nodes] == [
+        (("10.5.0.2",), "v1.30.2", True, True),
+        (("10.5.0.3",), "v1.30.3", False, False),
+    ]
+    assert asyncio.run(api.static_pods("kube-apiserver")) == [PodState("10.5.0.2", "4", True)]
+    assert ("GET", "/api/v1/namespaces/kube-system/pods?labelSelector=k8s-app%3Dkube-apiserver") in kube.calls
+
+    proxy = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "kube-proxy", "namespace": "kube-system"},
+             "spec": {"image": "registry.k8s.io/kube-proxy:v1.30.3"}}  # fmt: skip
+    kube.calls.clear()
+    dry = asyncio.run(api.sync_object(proxy, True))
+    assert dry.path == "apps/v1.DaemonSet/kube-system/kube-proxy" and not dry.skipped
+    assert "-  image: registry.k8s.io/kube-proxy:v1.30.2" in dry.diff.replace("    ", "  ")
+    assert [c for c in kube.calls if c[0] == "PUT"] == [
+        ("PUT", "/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy?dryRun=All")
+    ]
+    kube.calls.clear()
+    applied = asyncio.run(api.sync_object(proxy, False))
+    assert (
+        applied.diff == dry.diff
+        and ("PUT", "/apis/apps/v1/namespaces/kube-system/daemonsets/kube-proxy") in kube.calls
+    )
+    same = {**proxy, "spec": {"image": "registry.k8s.io/kube-proxy:v1.30.2"}}
+    kube.calls.clear()
+    assert asyncio.run(api.sync_object(same, False)).skipped
+    assert len([c for c in kube.calls if c[0] == "PUT"]) == 1  # the dry run only
+    account = {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": "new", "namespace": "kube-system"},
+    }
+    kube.calls.clear()
+    created = asyncio.run(api.sync_object(account, False))
+    assert not created.skipped and created.diff.startswith("--- a/v1.ServiceAccount/kube-system/new")
+    assert ("POST", "/api/v1/namespaces/kube-system/serviceaccounts") in kube.calls
