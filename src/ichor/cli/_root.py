@@ -174,6 +174,11 @@ cli.add_lazy("rollback", f"{_OPS}:rollback", "Rollback a node to the previous in
 cli.add_lazy("meta", f"{_OPS}:meta", "Write and delete keys in the META partition")
 cli.add_lazy("inject", f"{_CLI}._inject:inject", "Inject Talos API resources into Kubernetes manifests")
 cli.add_lazy("rotate-ca", f"{_CLI}._rotate_ca:rotate_ca", "Rotate cluster CAs (Talos and Kubernetes APIs).")
+cli.add_lazy(
+    "upgrade-k8s",
+    f"{_CLI}._upgrade_k8s:upgrade_k8s",
+    "Upgrade Kubernetes control plane in the Talos cluster.",
+)
 _OLD = f"{_CLI}._deprecated"
 cli.add_lazy("crashdump", f"{_OLD}:crashdump", "Dump debug information about the cluster", hidden=True)
 cli.add_lazy("interfaces", f"{_OLD}:interfaces", "List network interfaces", hidden=True)

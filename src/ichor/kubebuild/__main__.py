@@ -1,5 +1,9 @@
-"""``python -m ichor.kubebuild [--only NAME,...] [--force] [--push HOST:PORT]``: build Kubernetes
-v1.30.3, CoreDNS, flannel, the CNI plugins and pause into the user's cache and pack their images.
+"""``python -m ichor.kubebuild [--only NAME,...] [--version V] [--force] [--push HOST:PORT]``: build
+Kubernetes v1.30.3, CoreDNS, flannel, the CNI plugins and pause into the user's cache and pack their images.
+
+``--version 1.30.2`` builds another Kubernetes version instead, only what an upgrade to or from it
+needs (kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy and their
+images), cached beside v1.30.3; nothing builds it unless asked.
 
 Progress goes to stderr (which component, elapsed time and packages compiled every tick); stdout
 gets one line per result (``bin``, ``kubectl``, ``cni``, then ``image <reference> <layout>``). The
@@ -16,7 +20,7 @@ import sys
 import time
 
 from ichor.images import ImageError
-from ichor.kubebuild._build import ensure_built, push_images
+from ichor.kubebuild._build import ensure_built, ensure_kubernetes, push_images
 from ichor.kubebuild._components import COMPONENTS
 from ichor.kubebuild._errors import KubeBuildError
 from ichor.machinery import gobuild
@@ -31,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ichor.kubebuild", description=__doc__.splitlines()[0])
     names = ", ".join(c.name for c in COMPONENTS)
     parser.add_argument("--only", help=f"comma-separated components to build (of {names}; default all)")
+    parser.add_argument(
+        "--version", help="build this other Kubernetes version's upgrade images instead (e.g. 1.30.2)"
+    )
     parser.add_argument("--force", action="store_true", help="rebuild even what is already built")
     parser.add_argument("--push", metavar="HOST:PORT", help="push every image to this registry (plain http)")
     parser.add_argument(
@@ -40,7 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     only = [n.strip() for n in args.only.split(",") if n.strip()] if args.only else None
     started = time.monotonic()
     try:
-        artifacts = ensure_built(_say, force=args.force, only=only, tick=args.tick)
+        if args.version:
+            if only:
+                parser.error("--only and --version cannot be combined")
+            artifacts = ensure_kubernetes(args.version, _say, force=args.force, tick=args.tick)
+        else:
+            artifacts = ensure_built(_say, force=args.force, only=only, tick=args.tick)
         if args.push:
             push_images(artifacts, args.push, _say)
     except (KubeBuildError, ImageError, MachineryError) as err:

@@ -10,7 +10,7 @@ is rebuilt, never trusted, and a complete cache costs a few ``stat`` calls and n
 
 from __future__ import annotations
 
-__all__ = ["KubernetesArtifacts", "artifacts_root", "ensure_built", "push_images"]
+__all__ = ["KubernetesArtifacts", "artifacts_root", "ensure_built", "ensure_kubernetes", "push_images"]
 
 import functools
 import json
@@ -23,9 +23,17 @@ from pathlib import Path
 from typing import Any
 
 from ichor.images import BuiltImage, build_layout, parse_reference, push
-from ichor.kubebuild._components import COMPONENTS, Component, tools_go, wrapper_go_mod
+from ichor.kubebuild._components import (
+    COMPONENTS,
+    KUBERNETES_VERSION,
+    Component,
+    kubernetes_component,
+    kubernetes_version_tag,
+    tools_go,
+    wrapper_go_mod,
+)
 from ichor.kubebuild._errors import KubeBuildError
-from ichor.kubebuild._images import IMAGES, ImageRecipe, assemble_rootfs
+from ichor.kubebuild._images import IMAGES, ImageRecipe, assemble_rootfs, kubernetes_images
 from ichor.machinery import gobuild, proc
 from ichor.machinery.errors import ProcessError
 
@@ -261,6 +269,39 @@ def ensure_built(
     kube = done["kubernetes"][0] if "kubernetes" in done else None
     cni = done["cni-plugins"][0] if "cni-plugins" in done else None
     return KubernetesArtifacts(kube, kube / "kubectl" if kube else None, cni, images, versions)
+
+
+def ensure_kubernetes(
+    version: str,
+    report: Callable[[str], None] = lambda _line: None,
+    *,
+    env: Mapping[str, str] | None = None,
+    go: str | None = None,
+    force: bool = False,
+    tick: float = 15.0,
+) -> KubernetesArtifacts:
+    """Another Kubernetes ``version`` (``1.30.2``), built only when asked for: the binaries and images
+    an upgrade needs (:data:`~ichor.kubebuild._components.UPGRADE_BINARIES`), cached beside the
+    cluster's version as ``kubernetes-v1.30.2`` and ``images/<name>-v1.30.2``. The cluster's own
+    version is :func:`ensure_built`'s. Raises :class:`KubeBuildError`."""
+    tag = kubernetes_version_tag(version)
+    if tag == KUBERNETES_VERSION:
+        return ensure_built(report, env=env, go=go, force=force, only=["kubernetes"], tick=tick)
+    component = kubernetes_component(tag)
+    root = artifacts_root(env)
+    found = None if force else _built(root, component)
+    done: dict[str, tuple[Path, str]] = {}
+    if found is None:
+        with gobuild.locked(root / ".lock", report, f"Kubernetes {tag}"):
+            _build_missing(root, [component], done, report=report, go=go, cc="gcc", tick=tick, force=force)
+    else:
+        done[component.name] = found
+        report(f"Kubernetes {tag} is already built in {root}")
+    bin_dir = done[component.name][0]
+    binaries = {f"kubernetes/{b.name}": bin_dir / b.name for b in component.binaries}
+    images = {recipe.reference: _pack(root, recipe, binaries, {"kubernetes": tag}, report)
+              for recipe in kubernetes_images(tag)}  # fmt: skip
+    return KubernetesArtifacts(bin_dir, None, None, images, {"kubernetes": tag})
 
 
 def _build_missing(root: Path, missing: list[Component], done: dict[str, tuple[Path, str]], *,

@@ -18,7 +18,17 @@ build with Go 1.22 or newer), which ``GOTOOLCHAIN`` fetches through the module p
 
 from __future__ import annotations
 
-__all__ = ["COMPONENTS", "Binary", "Component", "parse_replaces", "wrapper_go_mod"]
+__all__ = [
+    "COMPONENTS",
+    "KUBERNETES_RELEASES",
+    "UPGRADE_BINARIES",
+    "Binary",
+    "Component",
+    "kubernetes_component",
+    "kubernetes_version_tag",
+    "parse_replaces",
+    "wrapper_go_mod",
+]
 
 import re
 from collections.abc import Mapping
@@ -33,9 +43,17 @@ from ichor.machinery.constants import (
 )
 
 KUBERNETES_VERSION = f"v{DEFAULT_KUBERNETES_VERSION}"
-# Facts of the v1.30.3 release tag, stamped into the binaries as Kubernetes's own build does.
-_KUBERNETES_COMMIT = "6fc0a69044f1ac4c13841ec4391224a2df241460"
-_KUBERNETES_BUILD_DATE = "2024-07-16T00:00:00Z"
+# Facts of each release tag (commit, build date), stamped into the binaries as Kubernetes's own
+# build does. v1.30.3 is the cluster's version; the others are built only when asked for (an
+# ``upgrade-k8s`` needs a second version): v1.30.2 shares every third-party module version with
+# v1.30.3, so the Go build cache keeps all of them and only Kubernetes's own packages recompile.
+KUBERNETES_RELEASES: Mapping[str, tuple[str, str]] = {
+    "v1.30.3": ("6fc0a69044f1ac4c13841ec4391224a2df241460", "2024-07-16T00:00:00Z"),
+    "v1.30.2": ("39683505b630ff2121012f3c5b16215a1449d5ed", "2024-06-11T20:27:59Z"),
+}
+UPGRADE_BINARIES = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kube-proxy")
+"""What another Kubernetes version needs for an upgrade: the control plane, the kubelet and kube-proxy
+(kubectl, CoreDNS, flannel and pause stay the cluster's)."""
 CNI_PLUGINS_VERSION = "v1.4.1"
 FLANNEL_CNI_VERSION = "v0.9.1"
 
@@ -79,18 +97,41 @@ class Component:
         return " ".join(flag.replace("{version}", version) for flag in self.ldflags)
 
 
-def _kubernetes_ldflags() -> tuple[str, ...]:
-    major, minor = DEFAULT_KUBERNETES_VERSION.split(".")[:2]
+def _kubernetes_ldflags(version: str) -> tuple[str, ...]:
+    major, minor = version.removeprefix("v").split(".")[:2]
+    commit, build_date = KUBERNETES_RELEASES[version]
     values = {"gitVersion": "{version}", "gitMajor": major, "gitMinor": minor, "gitTreeState": "clean",
-              "buildDate": _KUBERNETES_BUILD_DATE, "gitCommit": _KUBERNETES_COMMIT}  # fmt: skip
+              "buildDate": build_date, "gitCommit": commit}  # fmt: skip
     flags = ["-s", "-w"]
     for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
         flags += [f"-X {package}.{key}={value}" for key, value in values.items()]
     return tuple(flags)
 
 
-def _kube(name: str) -> Binary:
-    return Binary(name, f"k8s.io/kubernetes/cmd/{name}", ("--version",), f"Kubernetes {KUBERNETES_VERSION}")
+def _kube(name: str, version: str = KUBERNETES_VERSION) -> Binary:
+    return Binary(name, f"k8s.io/kubernetes/cmd/{name}", ("--version",), f"Kubernetes {version}")
+
+
+def kubernetes_version_tag(version: str) -> str:
+    """``1.30.2`` or ``v1.30.2`` -> ``v1.30.2``."""
+    return version if version.startswith("v") else f"v{version}"
+
+
+def kubernetes_component(version: str) -> Component:
+    """The Kubernetes build of another ``version`` (``1.30.2``): the binaries an upgrade needs, cached
+    as ``kubernetes-v1.30.2`` beside the cluster's own. Raises :class:`KubeBuildError` for a release
+    whose facts are not recorded here."""
+    tag = kubernetes_version_tag(version)
+    if tag == KUBERNETES_VERSION:
+        return COMPONENTS[0]
+    if tag not in KUBERNETES_RELEASES:
+        raise KubeBuildError(
+            f"no Kubernetes release {tag} is known to the builder",
+            hint=f"--version takes one of {', '.join(v.removeprefix('v') for v in KUBERNETES_RELEASES)} "
+            "(a release's commit and date go in ichor.kubebuild._components.KUBERNETES_RELEASES)",
+        )
+    return Component("kubernetes", "k8s.io/kubernetes", (tag,), tuple(_kube(n, tag) for n in UPGRADE_BINARIES),
+                     _kubernetes_ldflags(tag), staged="k8s.io/")  # fmt: skip
 
 
 _CNI_VERSION_ENV = {"CNI_COMMAND": "VERSION"}
@@ -112,7 +153,7 @@ COMPONENTS: tuple[Component, ...] = (
                 f"Client Version: {KUBERNETES_VERSION}",
             ),
         ),
-        _kubernetes_ldflags(),
+        _kubernetes_ldflags(KUBERNETES_VERSION),
         staged="k8s.io/",
     ),
     Component(

@@ -12,8 +12,9 @@ names, copied at their paths. :func:`assemble_rootfs` builds the directory; pack
 
 from __future__ import annotations
 
-__all__ = ["IMAGES", "ImageRecipe", "assemble_rootfs"]
+__all__ = ["IMAGES", "ImageRecipe", "assemble_rootfs", "kubernetes_images"]
 
+import dataclasses
 import os
 import re
 import shutil
@@ -84,6 +85,21 @@ IMAGES: tuple[ImageRecipe, ...] = (
                 scripts={"install-cni.sh": _INSTALL_CNI}),
     ImageRecipe("pause", _DEFAULT.pause, {"pause": ("pause", "pause")}, ("/pause",)),
 )  # fmt: skip
+
+
+def kubernetes_images(version: str) -> tuple[ImageRecipe, ...]:
+    """The images of another Kubernetes ``version`` (``v1.30.2``) an upgrade pulls: the control plane's,
+    kube-proxy's and the kubelet's, under Talos's references for that version, each laid out as the
+    cluster version's image and cached beside it (``images/kube-apiserver-v1.30.2``)."""
+    images = Images(kubernetes_version=version)
+    references = {"kube-apiserver": images.kube_apiserver, "kube-controller-manager": images.kube_controller_manager,
+                  "kube-scheduler": images.kube_scheduler, "kube-proxy": images.kube_proxy,
+                  "kubelet": images.kubelet}  # fmt: skip
+    return tuple(
+        dataclasses.replace(recipe, key=f"{recipe.key}-{version}", reference=references[recipe.key])
+        for recipe in IMAGES
+        if recipe.key in references
+    )
 
 
 def _place(source: Path, target: Path) -> None:

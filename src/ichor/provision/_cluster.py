@@ -114,7 +114,8 @@ def create(
     namespaces of its own on a bridge, :mod:`._container`; root only). ``extra_cidr`` (container
     nodes only, Ichor's own) gives every node a second network, eth1, for multihoming.
     ``kubernetes_version`` (``v`` optional, one Talos 1.7 runs) tags the kubelet and control-plane images
-    of the generated configs; the locally built images are of :data:`DEFAULT_KUBERNETES_VERSION` only.
+    of the generated configs; the locally built images are of :data:`DEFAULT_KUBERNETES_VERSION`, or of
+    another release :mod:`ichor.kubebuild` knows (built on demand: an upgrade's older version).
 
     ``registry_mirrors`` (``<registry host>=<mirror URL>``) become ``machine.registries.mirrors`` of
     every node, as in Talos. ``with_registry`` (comma-separated registry hosts, an Ichor extension)
@@ -349,7 +350,7 @@ KUBERNETES_REGISTRIES = ("registry.k8s.io", "ghcr.io")
 def _serve_kubernetes(record: ClusterRecord, progress: Callable[[str], None]) -> None:
     """Build (or find cached) every Kubernetes image and the CNI plugins, push the images to the
     cluster's registry and put the plugins on each node's /opt/cni disk."""
-    from ichor.kubebuild import ensure_built, push_images
+    from ichor.kubebuild import ensure_built, ensure_kubernetes, push_images
 
     progress(
         "Kubernetes images: building what is not cached yet (a first build takes 10-20 minutes on 2 cores)"
@@ -357,6 +358,12 @@ def _serve_kubernetes(record: ClusterRecord, progress: Callable[[str], None]) ->
     artifacts = ensure_built(progress)
     if record.registry:
         push_images(artifacts, record.registry, progress)
+    if record.kubernetes_version and record.kubernetes_version != DEFAULT_KUBERNETES_VERSION:
+        # Another release (an upgrade's older one): its control plane, kubelet and kube-proxy beside
+        # the default release's images (CoreDNS, flannel and pause are the same).
+        other = ensure_kubernetes(record.kubernetes_version, progress)
+        if record.registry:
+            push_images(other, record.registry, progress)
     if artifacts.cni_dir is not None:
         for node in record.nodes:
             target = Path(node.root) / "opt/cni/bin"

@@ -73,12 +73,17 @@ def check_kubernetes_version_flag(version: str, *, local: bool) -> str:
             hint=f"pass --kubernetes-version 1.25.0 to 1.30.x (default {DEFAULT_KUBERNETES_VERSION})",
         ) from None
     if local and checked != DEFAULT_KUBERNETES_VERSION:
-        raise MachineryError(
-            f"--kubernetes-version {checked}: --kubernetes-images local builds and serves Kubernetes "
-            f"{DEFAULT_KUBERNETES_VERSION} only",
-            hint=f"leave --kubernetes-version at {DEFAULT_KUBERNETES_VERSION}, or pass --kubernetes-images "
-            "upstream to have the nodes pull that version's public images",
-        )
+        from ichor.kubebuild import KUBERNETES_RELEASES
+
+        # The other releases the builder knows are built on demand (an upgrade's older version).
+        others = [v.removeprefix("v") for v in KUBERNETES_RELEASES if v != f"v{DEFAULT_KUBERNETES_VERSION}"]
+        if checked not in others:
+            raise MachineryError(
+                f"--kubernetes-version {checked}: --kubernetes-images local builds and serves Kubernetes "
+                f"{DEFAULT_KUBERNETES_VERSION} only (and {', '.join(others)} for upgrades)",
+                hint=f"leave --kubernetes-version at {DEFAULT_KUBERNETES_VERSION}, or pass --kubernetes-images "
+                "upstream to have the nodes pull that version's public images",
+            )
     return checked
 
 

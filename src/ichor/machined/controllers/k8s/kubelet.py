@@ -17,8 +17,8 @@
 * ``k8s.KubeletServiceController``: KubeletSpec + MachineConfig -> ``/etc/kubernetes/kubelet.yaml``,
   ``bootstrap-kubeconfig``, ``pki/ca.crt`` and, with ``credentialProviderConfig``,
   ``kubelet-credentialproviderconfig.yaml`` (removed without one) in the node (a file is rewritten
-  only when it changes), then ``on_change()`` (the node restarts a running ``kubelet``).
-  The CA the kubelet trusts is ``cluster.ca`` plus ``cluster.acceptedCAs``
+  only when it changes), then ``on_change()`` (the node restarts a running ``kubelet``), also
+  when the KubeletSpec itself changed (a new image or args: ``upgrade-k8s``), as Talos. The CA the kubelet trusts is ``cluster.ca`` plus ``cluster.acceptedCAs``
   (:func:`kubelet_ca_bundle`); as Talos's ``refreshKubeletCerts``/``updateKubeconfig``, a kubelet
   client certificate no CA of that bundle signed is removed with the kubelet's kubeconfig (the
   kubelet joins again with its bootstrap token), and otherwise the kubeconfig's CA and server follow
@@ -367,6 +367,8 @@ class KubeletServiceController(Controller):
     def __init__(self, layout: Layout, on_change: Callable[[], Awaitable[None]] | None = None) -> None:
         self._layout = layout
         self._on_change = on_change
+        self._spec: KubeletSpecSpec | None = None
+        """The KubeletSpec of the last pass: the one a running kubelet was started from."""
 
     async def run(self, ctx: ControllerContext) -> None:
         retry: float | None = None
@@ -378,7 +380,10 @@ class KubeletServiceController(Controller):
             if spec is None or config is None or spec.metadata.phase is not Phase.RUNNING:
                 continue
             problems: list[str] = []
-            changed = False
+            # As Talos, a new spec (image, args, mounts: ``upgrade-k8s``, ``machine.kubelet.*``)
+            # restarts the kubelet, which reads its spec when it starts.
+            changed = self._spec is not None and self._spec != spec.spec
+            self._spec = spec.spec
             try:
                 files = kubelet_files(spec.spec, config)
                 for path, (content, mode) in files.items():
