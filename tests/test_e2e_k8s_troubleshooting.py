@@ -93,8 +93,10 @@ def _rejected_flag_is_shown(talosctl: Callable[..., str], statuses: Callable[[],
         doc = next((d for d in docs if f"id: {APISERVER}\n" in d), "")
         return "reason: Error" in doc or "reason: CrashLoopBackOff" in doc
 
+    # 300 s: alone it takes well under a minute; in a CI run whose e2e tier also upgrades a 1+1
+    # cluster and boots VMs it took over 180 s once (the kubelet's crash backoff stretches with load).
     until("staticpodstatus shows kube-apiserver not Ready with its container's exit",
-          apiserver_failing, 180, 3)  # fmt: skip
+          apiserver_failing, 300, 3)  # fmt: skip
     until("logs -k shows the flag kube-apiserver rejected",
           lambda: "unknown flag: --no-such-flag" in talosctl("logs", "-k", f"{APISERVER}:kube-apiserver"),
           60, 3)  # fmt: skip
