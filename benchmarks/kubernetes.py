@@ -290,14 +290,20 @@ def destroy(home: Path, state: Path, cidr: str) -> None:
             print(f"warning: cluster destroy failed: {done.stderr.strip()[-500:]}", file=sys.stderr)
     except (OSError, subprocess.SubprocessError) as err:
         print(f"warning: cluster destroy did not run: {err}", file=sys.stderr)
-    signal_and_wait([p.id for p in find((state / NAME).resolve())], signal.SIGKILL, 10)
-    bridge = bridge_name(NAME)
-    links = [["ip", "link", "del", veth_name(NAME, f"{NAME}-{node}", 1)] for node in NODES]
-    for command in (*links, ["ip", "link", "del", bridge], ["nft", "delete", "table", "inet", firewall_table(bridge)],
+    sweep(NAME, state, cidr, links=[veth_name(NAME, f"{NAME}-{node}", 1) for node in NODES])
+
+
+def sweep(name: str, state: Path, cidr: str, *, links: list[str] | tuple[str, ...] = ()) -> None:
+    """What a destroy of cluster ``name`` left: its processes by PID, then ``links``, its bridge,
+    its firewall table and blackhole route, and its cgroups (a benchmark's cleanup after destroy)."""
+    signal_and_wait([p.id for p in find((state / name).resolve())], signal.SIGKILL, 10)
+    bridge = bridge_name(name)
+    for command in (*(["ip", "link", "del", link] for link in links), ["ip", "link", "del", bridge],
+                    ["nft", "delete", "table", "inet", firewall_table(bridge)],
                     ["ip", "route", "del", "blackhole", cidr, "metric", str(BLACKHOLE_METRIC)]):  # fmt: skip
         subprocess.run(command, capture_output=True, check=False)
     try:
-        cgroups.remove(cgroups.cluster_dirs(cgroups.current(), NAME))
+        cgroups.remove(cgroups.cluster_dirs(cgroups.current(), name))
     except MachineryError as err:
         print(f"warning: {err}", file=sys.stderr)
 

@@ -36,14 +36,11 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
+from kubernetes import sweep
 from provisioners import _free_cidr
 
 from ichor.images import ImageSpec, build_layout, busybox_rootfs, parse_reference, push
 from ichor.kubebuild import ensure_built, ensure_kubernetes
-from ichor.machinery.errors import MachineryError
-from ichor.provision import _cgroups as cgroups
-from ichor.provision._network import BLACKHOLE_METRIC, bridge_name, firewall_table
-from ichor.provision._processes import find, signal_and_wait
 from ichor.provision._record import ClusterRecord
 
 PY = sys.executable
@@ -141,15 +138,7 @@ def destroy(home: Path, state: Path, cidr: str) -> None:
                 timeout=300)  # fmt: skip
     if done.returncode != 0 and "not found" not in done.stderr:
         print(f"warning: cluster destroy failed: {done.stderr.strip()[-500:]}", file=sys.stderr)
-    signal_and_wait([p.id for p in find((state / NAME).resolve())], signal.SIGKILL, 10)
-    bridge = bridge_name(NAME)
-    for command in (["ip", "link", "del", bridge], ["nft", "delete", "table", "inet", firewall_table(bridge)],
-                    ["ip", "route", "del", "blackhole", cidr, "metric", str(BLACKHOLE_METRIC)]):  # fmt: skip
-        subprocess.run(command, capture_output=True, check=False)
-    try:
-        cgroups.remove(cgroups.cluster_dirs(cgroups.current(), NAME))
-    except MachineryError as err:
-        print(f"warning: {err}", file=sys.stderr)
+    sweep(NAME, state, cidr)
 
 
 def _interrupt(signum: int, _frame: object) -> NoReturn:
