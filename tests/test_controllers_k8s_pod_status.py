@@ -234,3 +234,30 @@ def test_a_worker_asks_nothing(tmp_path: Path) -> None:
             assert state.list("k8s", STATIC_POD_STATUSES) == []
 
     run(main, timeout=30)
+
+
+def test_cri_states_fill_a_pending_pod_the_kubelet_listed_no_containers_of() -> None:
+    """The kubelet accepted a changed pod (``Pending``, no statuses, no conditions) and then stopped
+    answering: its containers' CRI states make it not Ready, with the exit that shows why."""
+    pending = {"phase": "Pending", "containerStatuses": [], "conditions": []}
+    exited = cri.PodContainer("d" * 64, APISERVER, "kube-apiserver", "registry.k8s.io/kube-apiserver:v1.30.3",
+                              0, "CONTAINER_EXITED", created_at=2, exit_code=1)  # fmt: skip
+    shown = with_cri_states(APISERVER, pending, [exited], "refused")
+    assert shown["containerStatuses"] == [{
+        "name": "kube-apiserver", "image": "registry.k8s.io/kube-apiserver:v1.30.3",
+        "containerID": "containerd://" + "d" * 64, "ready": False, "restartCount": 0,
+        "state": {"terminated": {"exitCode": 1, "reason": "Error", "containerID": "containerd://" + "d" * 64}},
+    }]  # fmt: skip
+    assert render_jsonpath(READY, shown) == "False"
+    assert {c["type"]: c["status"] for c in shown["conditions"]} == {
+        "ContainersReady": "False",
+        "Ready": "False",
+    }
+    assert "refused" in shown["message"] and pending["conditions"] == []  # the input is not changed
+
+    running = cri.PodContainer(
+        "e" * 64, APISERVER, "kube-apiserver", "img", 7, "CONTAINER_RUNNING", created_at=3
+    )
+    assert (
+        render_jsonpath(READY, with_cri_states(APISERVER, pending, [exited, running], "refused")) == "False"
+    )

@@ -86,17 +86,28 @@ def _rejected_flag_is_shown(talosctl: Callable[..., str], statuses: Callable[[],
     """With ``--no-such-flag`` in its extra args: kube-apiserver not Ready, its complaint in ``logs
     -k``, its container exited; the node's own API and services untouched."""
 
-    def apiserver_failing() -> bool:
-        if statuses().get(APISERVER) != "False":
-            return False
-        docs = talosctl("get", "staticpodstatus", "-o", "yaml").split("\n---\n")
-        doc = next((d for d in docs if f"id: {APISERVER}\n" in d), "")
-        return "reason: Error" in doc or "reason: CrashLoopBackOff" in doc
+    seen: dict[str, str] = {}
 
-    # 300 s: alone it takes well under a minute; in a CI run whose e2e tier also upgrades a 1+1
-    # cluster and boots VMs it took over 180 s once (the kubelet's crash backoff stretches with load).
-    until("staticpodstatus shows kube-apiserver not Ready with its container's exit",
-          apiserver_failing, 300, 3)  # fmt: skip
+    def apiserver_failing() -> bool:
+        seen["ready"] = str(statuses().get(APISERVER))
+        docs = talosctl("get", "staticpodstatus", "-o", "yaml").split("\n---\n")
+        seen["doc"] = doc = next((d for d in docs if f"id: {APISERVER}\n" in d), "")
+        failing = seen["ready"] == "False" and ("reason: Error" in doc or "reason: CrashLoopBackOff" in doc)
+        if not failing:
+            seen["containers"] = "\n".join(
+                " ".join(r) for r in _rows(talosctl("containers", "-k")) if APISERVER in " ".join(r)
+            )
+            seen["waits"] = talosctl("get", "waits")
+            seen["manifest"] = talosctl("get", "staticpods", "-o", "yaml")[-3000:]
+        return failing
+
+    try:
+        until("staticpodstatus shows kube-apiserver not Ready with its container's exit",
+              apiserver_failing, 300, 3)  # fmt: skip
+    except AssertionError as exc:
+        raise AssertionError(
+            f"{exc}; last seen:\n" + "\n".join(f"--- {k}:\n{v}" for k, v in seen.items())
+        ) from None
     until("logs -k shows the flag kube-apiserver rejected",
           lambda: "unknown flag: --no-such-flag" in talosctl("logs", "-k", f"{APISERVER}:kube-apiserver"),
           60, 3)  # fmt: skip

@@ -115,7 +115,10 @@ def with_cri_states(
     pod_id: str, status: dict[str, Any], containers: list[cri.PodContainer], why: str
 ) -> dict[str, Any]:
     """``status`` (the kubelet's last) with each container's state from its newest CRI attempt; a
-    container that does not run is not ready, nor then is the pod. ``message`` says where it is from."""
+    container that does not run is not ready, nor then is the pod. A container the kubelet's last word
+    did not list yet (a changed pod it had only accepted, ``Pending`` with no statuses, when it
+    stopped answering) gets an entry of its own, and a status without Ready conditions gets them.
+    ``message`` says where it is from."""
     newest: dict[str, cri.PodContainer] = {}
     for container in sorted(containers, key=lambda c: c.created_at):
         if container.pod == pod_id and not container.sandbox:
@@ -123,20 +126,27 @@ def with_cri_states(
     if not newest:
         return status
     out = dict(status)
-    entries = []
+    entries, listed = [], set()
     for entry in status.get("containerStatuses") or []:
         found = newest.get(str(entry.get("name"))) if isinstance(entry, dict) else None
         if found is None:
             entries.append(entry)
             continue
+        listed.add(found.name)
         running = found.status == "CONTAINER_RUNNING"
         entries.append({**entry, "state": _state(found), "ready": bool(entry.get("ready")) and running})
+    for name, found in sorted(newest.items()):
+        if name not in listed:
+            entries.append({"name": name, "image": found.image, "containerID": f"containerd://{found.id}",
+                            "state": _state(found), "ready": False, "restartCount": 0})  # fmt: skip
     out["containerStatuses"] = entries
     ready = "True" if all(e.get("ready") for e in entries if isinstance(e, dict)) else "False"
-    out["conditions"] = [
-        {**c, "status": ready} if isinstance(c, dict) and c.get("type") in ("Ready", "ContainersReady") else c
-        for c in status.get("conditions") or []
-    ]
+    conditions = [c for c in status.get("conditions") or [] if isinstance(c, dict)]
+    for kind in ("ContainersReady", "Ready"):
+        if not any(c.get("type") == kind for c in conditions):
+            conditions.append({"type": kind, "status": ready})
+    out["conditions"] = [{**c, "status": ready} if c.get("type") in ("Ready", "ContainersReady") else c
+                         for c in conditions]  # fmt: skip
     out["message"] = f"the kubelet cannot be asked ({why}): container states are the CRI runtime's"
     return out
 
