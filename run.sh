@@ -103,7 +103,10 @@ run_tier() {
     shift 2
     local started=$SECONDS rc=0
     echo "run.sh: tier $tier: pytest $*" >&2
-    .venv/bin/python -m pytest "$@" --durations=25 --junitxml="$results/$tier.xml" || rc=$?
+    head -1 /proc/stat > "$results/$tier.cpu"
+    ICHOR_TIMELINE="$results/$tier.timeline" \
+        .venv/bin/python -m pytest "$@" --durations=25 --junitxml="$results/$tier.xml" || rc=$?
+    head -1 /proc/stat >> "$results/$tier.cpu"
     echo $((SECONDS - started)) > "$results/$tier.seconds"
     return "$rc"
 }

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import ctypes
 import fcntl
+import json
 import os
 import socket
 import struct
@@ -87,6 +88,12 @@ _IFF_UP, _IFF_LOOPBACK, _IFF_RUNNING = 0x1, 0x8, 0x40
 _over_limit: list[tuple[str, float]] = []
 _skipped: list[tuple[str, str]] = []
 _durations: dict[str, float] = {}
+_spans: dict[str, list[Any]] = {}
+"""nodeid -> [xdist worker, first phase's start, last phase's stop] (epoch seconds), for the timeline."""
+
+TIMELINE_ENV = "ICHOR_TIMELINE"
+"""Where the controller writes each test's worker, unit and span as JSON lines when the session ends
+(run.sh sets it per tier; ``scripts/test_summary.py`` prints the units per worker from it)."""
 
 
 def fast_tier(config: pytest.Config) -> bool:
@@ -219,6 +226,9 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
+    gateway = getattr(getattr(report, "node", None), "gateway", None)
+    span = _spans.setdefault(report.nodeid, [str(getattr(gateway, "id", "main")), report.start, report.stop])
+    span[1], span[2] = min(span[1], report.start), max(span[2], report.stop)
     if report.skipped and report.when in ("setup", "call"):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         _skipped.append((report.nodeid, reason.removeprefix("Skipped: ")))
@@ -232,6 +242,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     if hasattr(config, "workerinput"):
         return
+    if os.environ.get(TIMELINE_ENV):
+        with open(os.environ[TIMELINE_ENV], "w") as out:
+            for nodeid, (worker, start, stop) in sorted(_spans.items(), key=lambda kv: kv[1][1]):
+                record = {
+                    "nodeid": nodeid,
+                    "unit": unit_of(nodeid),
+                    "worker": worker,
+                    "start": start,
+                    "stop": stop,
+                }
+                out.write(json.dumps(record) + "\n")
     failures = []
     if _over_limit:
         failures.append(
