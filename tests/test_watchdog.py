@@ -17,8 +17,10 @@ from ichor.machined.controllers import watchdog
 from ichor.machined.cosi import WAIT_STATUSES, Registry, assert_no_resource, assert_resource, spec_to_plain
 from ichor.machined.platform import Layout, Platform
 from ichor.machined.resources import (
+    BOOT_SLOTS,
     WATCHDOG_TIMER_CONFIGS,
     WATCHDOG_TIMER_STATUSES,
+    BootSlotSpec,
     WatchdogTimerStatusSpec,
     register_node_types,
 )
@@ -234,3 +236,49 @@ def test_a_container_node_publishes_the_config_and_never_opens_the_host_device(t
     assert any(line.startswith("watchdog /dev/watchdog0 not armed: a container node") for line in console), (
         console
     )
+
+
+def test_a_trial_boot_arms_the_first_watchdog_until_the_slot_is_blessed(tmp_path: Path) -> None:
+    """No document: a node booted on a trial slot arms /dev/watchdog0 (2 min), so a hang spends a
+    try; the blessing disarms it; the document, when there is one, wins; no device, no watchdog."""
+    opener, devices = Opener(), {"/dev/watchdog0"}
+
+    async def main() -> None:
+        controllers = watchdog.watchdog_controllers(
+            _layout(tmp_path, Platform.METAL), opener, device_exists=devices.__contains__
+        )
+        async with running(*controllers) as state:
+            apply(state, config())
+            state.create(BOOT_SLOTS.new("A", BootSlotSpec(version="v1.7.6", state="good")))
+            state.create(
+                BOOT_SLOTS.new("B", BootSlotSpec(version="v1.7.7", state="trial", tries=2, booted=True))
+            )
+            status = await assert_resource(state, WATCHDOG_TIMER_STATUSES, "timer")
+            assert status.spec == WatchdogTimerStatusSpec(
+                "/dev/watchdog0", timeout="2m0s", feed_interval="40s"
+            )
+            apply(state, _document(timeout="30s"))  # the document wins
+            await assert_resource(state, WATCHDOG_TIMER_STATUSES, "timer", lambda r: r.spec.timeout == "30s")
+            apply(state, config())
+            await assert_resource(state, WATCHDOG_TIMER_STATUSES, "timer", lambda r: r.spec.timeout == "2m0s")
+            # blessed: the trial is over, the watchdog disarmed with the magic close
+            state.update(state.get("runtime", BOOT_SLOTS, "B").with_spec(
+                BootSlotSpec(version="v1.7.7", state="good", booted=True)))  # fmt: skip
+            await assert_no_resource(state, WATCHDOG_TIMER_STATUSES, "timer")
+            assert opener.log[-1] == ("/dev/watchdog0", "magic close", 0)
+            # a trial on a machine with no watchdog: nothing armed, nothing waited for
+            devices.clear()
+            state.update(state.get("runtime", BOOT_SLOTS, "B").with_spec(
+                BootSlotSpec(version="v1.7.8", state="trial", tries=3, booted=True)))  # fmt: skip
+            await asyncio.sleep(0.2)
+            assert state.spec_of(WATCHDOG_TIMER_CONFIGS, "timer") is None
+            assert state.spec_of(WAIT_STATUSES, WAIT_ID) is None
+            # a trial slot that is not the booted one arms nothing either
+            devices.add("/dev/watchdog0")
+            state.update(state.get("runtime", BOOT_SLOTS, "B").with_spec(
+                BootSlotSpec(version="v1.7.8", state="trial", tries=3, booted=False)))  # fmt: skip
+            await asyncio.sleep(0.2)
+            assert state.spec_of(WATCHDOG_TIMER_CONFIGS, "timer") is None
+
+    run(main)
+    assert opener.count("open") == 1, opener.log

@@ -6,7 +6,14 @@ every third of the timeout from machined's event loop: when machined hangs (a de
 loop, a kernel that stops scheduling it) the feeding stops and the hardware resets the machine,
 which on an upgrade trial also spends one of the trial slot's GRUB tries (Talos's boot counting
 has nothing for a hang; Ichor's trial does). Removing the document disarms the watchdog with the
-magic close (``V``), as Talos does. Whether a node may arm one is the platform's answer
+magic close (``V``), as Talos does.
+
+Without the document, a node booted on an upgrade **trial** (its booted ``BootSlots`` slot is
+``trial``) arms :data:`TRIAL_DEVICE` with :data:`TRIAL_TIMEOUT` when the machine has one: a hang
+during the trial then resets the machine and spends a try, as a panic does (``panic=``) and as a
+missed health deadline does, so the node falls back to its last good slot (issue 23: Talos counts
+none of them). Blessing the slot ends the trial and disarms it; the document, when present, wins.
+Whether a node may arm one is the platform's answer
 (:meth:`~ichor.machined.platform.Layout.watchdog_refusal`): a container or process node would arm
 the host's watchdog, so it publishes the config, says why not, and never opens the device.
 """
@@ -25,6 +32,7 @@ from ichor.machined.controllers.config import ACTIVE_CONFIG
 from ichor.machined.cosi import Controller, ControllerContext, Input, Output, TransformController, WaitingFor
 from ichor.machined.platform import Layout
 from ichor.machined.resources import (
+    BOOT_SLOTS,
     MACHINE_CONFIGS,
     WATCHDOG_TIMER_CONFIGS,
     WATCHDOG_TIMER_ID,
@@ -34,11 +42,14 @@ from ichor.machined.resources import (
 )
 from ichor.machined.resources._config import ACTIVE_CONFIG_ID
 from ichor.machinery import goduration
+from ichor.machinery.bootloader import SlotStatus
 from ichor.machinery.config._models import WatchdogTimerConfigV1Alpha1
 from ichor.machinery.errors import DurationError
 
 __all__ = [
     "DEFAULT_TIMEOUT",
+    "TRIAL_DEVICE",
+    "TRIAL_TIMEOUT",
     "WAITING_FOR",
     "WDIOC_KEEPALIVE",
     "WDIOC_SETTIMEOUT",
@@ -52,6 +63,11 @@ __all__ = [
 
 DEFAULT_TIMEOUT = timedelta(minutes=1)
 """``WatchdogTimerConfig.timeout`` when the document gives none (Talos's default)."""
+TRIAL_DEVICE = "/dev/watchdog0"
+"""The device a trial boot arms without the document (the first watchdog, as the seed's example)."""
+TRIAL_TIMEOUT = timedelta(minutes=2)
+"""A trial's watchdog timeout: twice Talos's default, so a guest slowed by a loaded host is not
+reset while machined still runs (it is fed every 40 s from machined's event loop)."""
 WAITING_FOR = "hardware watchdog armed"
 """What ``get waits`` says the controller waits for while the watchdog cannot be armed."""
 RETRY_AFTER = 30.0
@@ -105,12 +121,20 @@ def _timeout(text: str | None) -> timedelta:
     return goduration.parse(text, what="WatchdogTimerConfig.timeout") if text else DEFAULT_TIMEOUT
 
 
-def watchdog_timer_config_controller() -> TransformController[WatchdogTimerConfigSpec]:
+def _on_trial(ctx: ControllerContext) -> bool:
+    """The node booted a slot that is on trial."""
+    return any(r.spec.booted and r.spec.state == SlotStatus.TRIAL for r in ctx.list(BOOT_SLOTS))
+
+
+def watchdog_timer_config_controller(
+    device_exists: Callable[[str], bool] = os.path.exists,
+) -> TransformController[WatchdogTimerConfigSpec]:
+    """The document's config; else, on a trial boot whose machine has :data:`TRIAL_DEVICE`, the
+    trial's (``device_exists`` looks for it)."""
+
     def derive(ctx: ControllerContext) -> dict[str, WatchdogTimerConfigSpec]:
         resource = ctx.get_or_none(MACHINE_CONFIGS, ACTIVE_CONFIG_ID)
-        if resource is None:
-            return {}
-        for doc in resource.spec.parsed:
+        for doc in resource.spec.parsed if resource is not None else ():
             model = doc.model
             if isinstance(model, WatchdogTimerConfigV1Alpha1):
                 try:
@@ -120,11 +144,15 @@ def watchdog_timer_config_controller() -> TransformController[WatchdogTimerConfi
                 return {WATCHDOG_TIMER_ID: WatchdogTimerConfigSpec(
                     device=str(model.device or ""), timeout=goduration.format(timeout),
                 )}  # fmt: skip
+        if _on_trial(ctx) and device_exists(TRIAL_DEVICE):
+            return {WATCHDOG_TIMER_ID: WatchdogTimerConfigSpec(
+                device=TRIAL_DEVICE, timeout=goduration.format(TRIAL_TIMEOUT),
+            )}  # fmt: skip
         return {}
 
     return TransformController(
         "runtime.WatchdogTimerConfigController",
-        inputs=[ACTIVE_CONFIG],
+        inputs=[ACTIVE_CONFIG, Input(BOOT_SLOTS)],
         output=WATCHDOG_TIMER_CONFIGS,
         map_inputs=derive,
     )
@@ -247,6 +275,7 @@ def watchdog_controllers(
     opener: Callable[[str], Watchdog] = open_device,
     *,
     say: Callable[[str], None] | None = None,
+    device_exists: Callable[[str], bool] = os.path.exists,
 ) -> list[Controller]:
-    """Config -> WatchdogTimerConfig -> the device, in registration order."""
-    return [watchdog_timer_config_controller(), WatchdogTimerController(layout, opener, say=say)]
+    """Config (or a trial boot) -> WatchdogTimerConfig -> the device, in registration order."""
+    return [watchdog_timer_config_controller(device_exists), WatchdogTimerController(layout, opener, say=say)]
