@@ -11,7 +11,9 @@ produce) and a broken v3 whose initramfs is junk (the kernel panics; ``panic=10`
 the upgrades ask for ``ghcr.io/siderolabs/installer:<tag>``. The first boot is the imager's kernel
 and initramfs into maintenance mode, where ``apply-config`` installs to ``/dev/vda``; QEMU
 (``-no-reboot``) exits on that reboot and is started again from the disk alone, without
-``-no-reboot``, so every later reboot goes through OVMF and GRUB's boot counting.
+``-no-reboot``, so every later reboot goes through OVMF and GRUB's boot counting, and with an
+i6300esb watchdog, which each trial boot arms without a ``WatchdogTimerConfig`` (2 min) and the
+bless disarms (both console lines checked on the v2 trial).
 
 Checked as a user sees it: ``get bootslots`` (version, state, tries, booted), ``get metakeys``,
 ``read /proc/cmdline`` (``ichor.slot=``), Talos 1.7.6's refusal of an upgrade of a single etcd member
@@ -270,6 +272,7 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
         assert vm.wait(timeout=120) == 0
         figures["install"] = time.monotonic() - t0
         second = [a if a != f"file:{serial1}" else f"file:{serial2}" for a in _without_direct_boot(command)]
+        second += ["-device", "i6300esb"]  # a watchdog for the trials (QEMU's action: reset)
         relaunched = proc.start(["ip", "netns", "exec", netns, "nice", "-n", "10", *second],
                                 output=tmp_path / "qemu-2.log")  # fmt: skip
         running = relaunched
@@ -345,6 +348,9 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
         console.wait(rf"boot: slot B \({re.escape(V2)}\) on trial, 2 tries left", 1, alive)
         console.wait(rf"bless: {re.escape(V2)} \(slot B\) is good", 600, alive)
         figures["upgrade to blessed"] = time.monotonic() - started
+        # the trial's hang detector: the VM's watchdog armed without a document, disarmed by the bless
+        console.wait(r"watchdog /dev/watchdog0 armed: timeout 2m0s, fed every 40s", 1, alive)
+        console.wait(r"watchdog /dev/watchdog0 disarmed", 60, alive)
         slots = talosctl("get", "bootslots")
         assert re.search(rf"\bB\s+\d+\s+{re.escape(V2)}\s+good\s+0\s+true", slots.stdout), slots.stdout
         assert re.search(rf"\bA\s+\d+\s+{re.escape(V1)}\s+installed\s+0\s+false", slots.stdout), slots.stdout
