@@ -14,10 +14,12 @@ import base64
 import http.server
 import json
 import threading
+import urllib.error
 import urllib.parse
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from test_installer_fetch import INSTALLER, REPO, Registry
@@ -251,3 +253,27 @@ def test_upgrade_inputs_carry_registries_config_from_the_machine_config() -> Non
     assert registries.config["other.lan"] == RegistryAccess(identity_token="t", has_auth=True)
     plain = access_from_config({"h": {"auth": {"auth": "dTpw"}, "tls": None}})
     assert plain == {"h": RegistryAccess(auth="dTpw", has_auth=True)}
+
+
+def test_a_node_s_registries_never_fall_back_to_the_registry_itself(tmp_path: Path) -> None:
+    """Talos's resolver asks a configured mirror's endpoints only; a plain mapping keeps the CRI order."""
+    mirrors = {"ghcr.io": MirrorEndpoints(("http://127.0.0.1:1",))}
+    asked: list[str] = []
+
+    def opener(request: Any, timeout: float) -> Any:
+        asked.append(request.full_url)
+        raise urllib.error.URLError("refused")
+
+    image = "ghcr.io/siderolabs/installer:v2"
+    with pytest.raises(ImageError):
+        fetch_installer(image, Registries(mirrors, {}), tmp_path / "node", opener=opener)
+    assert asked == ["http://127.0.0.1:1/v2/siderolabs/installer/manifests/v2"]
+    asked.clear()
+    with pytest.raises(ImageError):
+        fetch_installer(image, mirrors, tmp_path / "plain", opener=opener)
+    assert asked[-1] == "https://ghcr.io/v2/siderolabs/installer/manifests/v2"
+    asked.clear()
+    with pytest.raises(ImageError):  # an endpoint already ending in /v2 keeps it (Talos: no /v2/v2)
+        fetch_installer(image, Registries({"ghcr.io": MirrorEndpoints(("http://127.0.0.1:1/v2/",))}, {}),
+                        tmp_path / "v2", opener=opener)  # fmt: skip
+    assert asked == ["http://127.0.0.1:1/v2/siderolabs/installer/manifests/v2"]

@@ -3,9 +3,11 @@
 A node has no skopeo and no containerd to spare for this (Talos pulls its installer with the
 system containerd), so :func:`fetch_installer` speaks the registry API itself, in Python:
 
-* endpoints in containerd's order: each of ``machine.registries.mirrors[<registry>].endpoints``
-  (else the ``*`` mirror's), then the registry itself over HTTPS (Docker Hub's is
-  ``registry-1.docker.io``); an endpoint's path gets ``/v2`` appended unless ``overridePath``;
+* endpoints: each of ``machine.registries.mirrors[<registry>].endpoints`` (else the ``*``
+  mirror's), else the registry itself over HTTPS (Docker Hub's is ``registry-1.docker.io``); a
+  node's :class:`~ichor.images.Registries` stops there as Talos 1.7.6's resolver does, a plain
+  mapping of mirrors also tries the registry after its mirrors (containerd's CRI order); an
+  endpoint's path gets ``/v2`` appended unless ``overridePath``;
 * the manifest (an index is narrowed to linux/amd64), then the config blob: an Ichor installer
   image runs ``python3.11 -m ichor.installer`` and carries its version as the label
   ``org.opencontainers.image.version`` (what ``imager installer`` writes);
@@ -112,7 +114,10 @@ def _bases(reference: Reference, mirrors: Mapping[str, MirrorEndpoints], fallbac
         endpoint = endpoint.rstrip("/")
         if "://" not in endpoint:
             endpoint = f"https://{endpoint}"
-        bases.append(endpoint if mirror and mirror.override_path else f"{endpoint}/v2")
+        keep = mirror.override_path or urllib.parse.urlsplit(endpoint).path.endswith(
+            "/v2"
+        )  # Talos: no /v2/v2
+        bases.append(endpoint if keep else f"{endpoint}/v2")
     upstream = "registry-1.docker.io" if reference.registry == DOCKER_HUB else reference.registry
     if fallback or not bases:
         bases.append(f"https://{upstream}/v2")
@@ -280,12 +285,17 @@ def fetch_installer(
     *,
     opener: Opener = _open,
     timeout: float = 30.0,
-    fallback: bool = True,
+    fallback: bool | None = None,
     say: Callable[[str], None] = lambda _: None,
 ) -> InstallerAssets:
     """Fetch ``image``'s boot files into ``work/assets`` (``work`` is created); see the module docstring.
 
-    ``fallback=False`` never asks the registry itself when a mirror is configured."""
+    ``fallback=False`` never asks the registry itself when a mirror is configured. The default is
+    Talos's resolver for a node's :class:`~ichor.images.Registries` (no fallback: a configured
+    mirror's endpoints are all it asks) and containerd's CRI order (mirrors, then the registry)
+    for a plain mapping of mirrors."""
+    if fallback is None:
+        fallback = not isinstance(mirrors, Registries)
     reference = parse_reference(image, what="installer image")
     problems: list[str] = []
     access = mirrors.config if isinstance(mirrors, Registries) else {}
