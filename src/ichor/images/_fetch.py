@@ -110,13 +110,13 @@ def _bases(reference: Reference, mirrors: Mapping[str, MirrorEndpoints], fallbac
     """The ``/v2`` roots to try, in order: mirrors, then (with ``fallback``) the registry itself."""
     mirror = mirrors.get(reference.registry) or mirrors.get("*")
     bases = []
+    override = bool(mirror and mirror.override_path)
     for endpoint in mirror.endpoints if mirror else ():
         endpoint = endpoint.rstrip("/")
         if "://" not in endpoint:
             endpoint = f"https://{endpoint}"
-        keep = mirror.override_path or urllib.parse.urlsplit(endpoint).path.endswith(
-            "/v2"
-        )  # Talos: no /v2/v2
+        # Talos appends /v2 unless overridePath or the path already ends with it
+        keep = override or urllib.parse.urlsplit(endpoint).path.endswith("/v2")
         bases.append(endpoint if keep else f"{endpoint}/v2")
     upstream = "registry-1.docker.io" if reference.registry == DOCKER_HUB else reference.registry
     if fallback or not bases:
