@@ -218,3 +218,51 @@ def test_live_api_counts_listed_objects_and_a_404_as_none() -> None:
 )
 def test_force_endpoint_as_talos(endpoint: str, url: str) -> None:
     assert force_endpoint(endpoint) == url
+
+
+class FakeTalos:
+    """``Talos.with_node(node).get(type, id)`` over resources encoded by the node's own encoder."""
+
+    def __init__(self, specs: dict[tuple[str, str, str], Any]) -> None:
+        self.specs, self.node = specs, ""
+
+    def with_node(self, node: str) -> FakeTalos:
+        other = FakeTalos(self.specs)
+        other.node = node
+        return other
+
+    async def get(self, type_: str, resource_id: str) -> list[Any]:
+        from ichor.client._talos import ResourceNotFoundError
+        from ichor.client._types import Resource
+        from ichor.machined.cosi._resource import spec_to_yaml
+
+        spec = self.specs.get((self.node, type_, resource_id))
+        if spec is None:
+            raise ResourceNotFoundError(self.node, f"{type_} {resource_id!r} not found")
+        text = spec if isinstance(spec, str) else spec_to_yaml(spec)
+        return [Resource(self.node, "k8s", type_, resource_id, "1", "", "running", None, None, {}, {}, (),
+                         text, b"", None)]  # fmt: skip
+
+
+def test_live_api_reads_static_pod_commands_and_kubelet_args_as_the_node_encodes_them() -> None:
+    from ichor.machined.resources._k8s import StaticPodSpec
+    from ichor.machined.resources._kubelet import KubeletSpecSpec
+
+    pod = {"apiVersion": "v1", "kind": "Pod", "spec": {"containers": [
+        {"name": "kube-apiserver", "command": ["/go-runner", "--enable-admission-plugins=SecurityContextDeny"]}]}}  # fmt: skip
+    talos = FakeTalos({
+        (CP1, "StaticPods.kubernetes.talos.dev", "kube-apiserver"): StaticPodSpec(pod),
+        (CP2, "StaticPods.kubernetes.talos.dev", "kube-apiserver"): "pod:\n  spec:\n    containers:\n"
+                                                                   "      - command: [kube-apiserver, --x=1]\n",
+        (CP1, "KubeletSpecs.kubernetes.talos.dev", "kubelet"): KubeletSpecSpec(image="k", args=("--a=b",)),
+    })  # fmt: skip
+    api = LiveUpgradeAPI.__new__(LiveUpgradeAPI)
+    api.talos = talos  # type: ignore[assignment]
+    assert (
+        asyncio.run(api.static_pod_command(CP1, "kube-apiserver")) == pod["spec"]["containers"][0]["command"]
+    )  # type: ignore[index]
+    # Talos's own shape (``pod:`` then the manifest) reads the same
+    assert asyncio.run(api.static_pod_command(CP2, "kube-apiserver")) == ["kube-apiserver", "--x=1"]
+    assert asyncio.run(api.static_pod_command(CP1, "kube-scheduler")) is None
+    assert asyncio.run(api.kubelet_args(CP1)) == ["--a=b"]
+    assert asyncio.run(api.kubelet_args(W1)) is None
