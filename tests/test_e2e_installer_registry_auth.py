@@ -6,7 +6,8 @@ image is pushed to it over its API with the credentials; then the node side,
 :func:`ichor.images.fetch_installer` with what :func:`ichor.machined.upgrade.upgrade_inputs` takes
 from a real machine config, must: fail without credentials (401), with a wrong password (401) and
 without the CA (certificate verify failed); succeed with ``auth.username``/``password`` and
-``tls.ca``, with ``auth.auth`` and ``tls.insecureSkipVerify``. Talos's rules (settings by the
+``tls.ca`` (and ``tls.clientIdentity``: the registry's ``clientcas`` wants a client certificate,
+and a fetch without one fails), with ``auth.auth`` and ``tls.insecureSkipVerify``. Talos's rules (settings by the
 mirror endpoint's ``host:port``) are those of ``tests/test_installer_fetch_auth.py``.
 
 Time budget: about 3 s (the registry starts in well under a second; six fetches of a tiny image).
@@ -71,6 +72,8 @@ class Served:
     address: str
     ca_pem: bytes
     log: Path
+    client_crt: Path
+    client_key: Path
 
 
 def _free_port() -> int:
@@ -91,12 +94,18 @@ def registry(tmp_path: Path) -> Iterator[Served]:
          "-subj", "/CN=upg3-registry", "-addext", "subjectAltName=IP:127.0.0.1"],
         check=True, capture_output=True, timeout=30,
     )  # fmt: skip
+    subprocess.run(  # the client identity the registry asks for (its own CA: the registry's clientcas)
+        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+         "-keyout", str(tmp_path / "client.key"), "-out", str(tmp_path / "client.crt"), "-days", "1",
+         "-subj", "/CN=upg3-node"],
+        check=True, capture_output=True, timeout=30,
+    )  # fmt: skip
     port = _free_port()
     (tmp_path / "config.yml").write_text(
         "version: 0.1\nlog:\n  level: info\n"
         f"storage:\n  filesystem:\n    rootdirectory: {tmp_path / 'data'}\n"
         f"http:\n  addr: 127.0.0.1:{port}\n  tls:\n    certificate: {tmp_path / 'tls.crt'}\n"
-        f"    key: {tmp_path / 'tls.key'}\n"
+        f"    key: {tmp_path / 'tls.key'}\n    clientcas:\n      - {tmp_path / 'client.crt'}\n"
         f"auth:\n  htpasswd:\n    realm: upg3-registry\n    path: {tmp_path / 'htpasswd'}\n"
     )
     log = tmp_path / "registry.log"
@@ -113,7 +122,8 @@ def registry(tmp_path: Path) -> Iterator[Served]:
                         f"docker-registry did not listen on 127.0.0.1:{port}: {log.read_text()[-2000:]}"
                     )
                 time.sleep(0.05)
-        yield Served(f"127.0.0.1:{port}", (tmp_path / "tls.crt").read_bytes(), log)
+        yield Served(f"127.0.0.1:{port}", (tmp_path / "tls.crt").read_bytes(), log, tmp_path / "client.crt",
+                     tmp_path / "client.key")  # fmt: skip
     finally:
         child.stop(timeout=5)
 
@@ -123,6 +133,7 @@ def _push(served: Served, tag: str) -> str:
     image = Registry()
     digest = image.add_image(tag, entrypoint=INSTALLER, version=tag)
     context = ssl.create_default_context(cadata=served.ca_pem.decode())
+    context.load_cert_chain(served.client_crt, served.client_key)
     auth = "Basic " + base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
     base = f"https://{served.address}/v2/{REPO}"
 
@@ -168,7 +179,9 @@ def test_installer_pulled_with_htpasswd_credentials_and_the_registry_ca(
     digest = _push(registry, "v1.7.7")
     image = "ghcr.io/siderolabs/installer:v1.7.7"
     ca = base64.b64encode(registry.ca_pem).decode()
-    with_ca = f"        tls:\n          ca: {ca}\n"
+    crt, key = (base64.b64encode(p.read_bytes()).decode() for p in (registry.client_crt, registry.client_key))
+    identity = f"          clientIdentity:\n            crt: {crt}\n            key: {key}\n"
+    with_ca = f"        tls:\n          ca: {ca}\n{identity}"
     login = f"        auth:\n          username: {USER}\n          password: {PASSWORD}\n"
 
     def fetch(auth: str, tls: str, work: str) -> str:
@@ -185,12 +198,14 @@ def test_installer_pulled_with_htpasswd_credentials_and_the_registry_ca(
     with pytest.raises(ImageError, match="HTTP 401 Unauthorized"):
         fetch(wrong, with_ca, "wrong")
     with pytest.raises(ImageError, match=r"CERTIFICATE_VERIFY_FAILED|certificate verify failed"):
-        fetch(login, "", "no-ca")  # the system roots do not know the registry's certificate
+        fetch(login, f"        tls:\n{identity}", "no-ca")  # the system roots do not know the registry's cert
+    with pytest.raises(ImageError, match=r"(?i)certificate required|handshake|alert|reset|EOF"):
+        fetch(login, f"        tls:\n          ca: {ca}\n", "no-identity")  # the registry wants a client cert
     with pytest.raises(ImageError, match=r'invalid auth config for "127\.0\.0\.1'):
         fetch(no_login, with_ca, "empty-auth")
 
     packed = base64.b64encode(f"{USER}:{PASSWORD}".encode()).decode()
-    skip = "        tls:\n          insecureSkipVerify: true\n"
+    skip = f"        tls:\n          insecureSkipVerify: true\n{identity}"
     assert fetch(f"        auth:\n          auth: {packed}\n", skip, "packed") == digest
     # the registry's own word: the two good fetches were authorized GETs, the others refused by it
     gets = [line for line in registry.log.read_text().splitlines()
