@@ -47,6 +47,7 @@ K8S_ORDER = (
     "test_e2e_kubernetes.py",
     "test_e2e_k8s_workloads.py",
     "test_e2e_k8s_health.py",
+    "test_e2e_k8s_upgrade_checks.py",
     "test_e2e_k8s_troubleshooting.py",
     "test_e2e_k8s_faults.py",
     "test_e2e_rotate_ca.py",

@@ -4,7 +4,8 @@ Talos 1.7.6's flags and defaults: ``--from`` (detected from the kube-system pods
 Talos: "automatically detected the lowest Kubernetes version ..."), ``--to`` (1.30.3),
 ``--dry-run``, ``--pre-pull-images`` and ``--upgrade-kubelet`` (both on; ``--upgrade-kubelet=false``
 turns one off), the five image flags (repositories without a tag: the tag is ``v<to>``),
-``--endpoint`` (the Kubernetes API endpoint instead of the kubeconfig's server), ``--with-docs`` and
+``--endpoint`` (the Kubernetes API server instead of the kubeconfig's: ``host``, ``host:port`` or
+``https://host:port``, port 6443 when none, as Talos), ``--with-docs`` and
 ``--with-examples`` (how each patched machine config is re-encoded). The steps are
 :mod:`ichor.client.upgrade_k8s`'s; the one ``-n`` node (or the endpoint) serves the kubeconfig.
 """

@@ -19,9 +19,11 @@ A component already at the target (its image in the machine config or in the nod
 every step prints what it would change and nothing is patched or applied. Talos's printed lines
 (Go's ``%q`` and all) go to ``printf``; this module never prints.
 
-Not done as Talos: the removed-flags checks of a cross-minor path (``upgrade.NewChecks``; none
-exist for a path within one minor), and the wait for a static pod is a poll (every ``Pace.poll``
-seconds) rather than a watch.
+Before any pre-pull, Talos's pre-upgrade checks of the path (:mod:`ichor.client.upgrade_k8s_checks`:
+removed flags, feature gates, admission plugins and API resources; ``1.29->1.30`` has some, a path
+within one minor none) stop the upgrade with Talos's tables when the cluster still uses one.
+
+Not done as Talos: the wait for a static pod is a poll (every ``Pace.poll`` seconds) rather than a watch.
 
 Everything the upgrade reads or changes goes through :class:`UpgradeAPI`; :class:`LiveUpgradeAPI`
 is the real one (the Talos API :class:`~ichor.client.Talos` for the nodes, :mod:`ichor.kubeapi`
@@ -42,9 +44,10 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 from ichor.client._errors import ClientError
+from ichor.client.upgrade_k8s_checks import ChecksAPI, RemovedItems, find_removed, resource_path
 from ichor.machinery import goquote
 from ichor.machinery.constants import (
     DEFAULT_KUBERNETES_VERSION,
@@ -107,6 +110,8 @@ class UpgradeK8sError(ClientError):
     def __init__(self, message: str, *, hint: str | None = None, component: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.component = component
+        self.removed: RemovedItems | None = None
+        """What the pre-upgrade checks found, when they stopped the upgrade."""
 
 
 class UnimplementedError(ClientError):
@@ -240,10 +245,10 @@ class SyncResult:
     skipped: bool
 
 
-class UpgradeAPI(Protocol):
-    """What the upgrade reads and changes. Errors are :class:`ClientError` (Talos API) or
-    :class:`~ichor.kubeapi.KubeAPIError` (Kubernetes); ``retryable`` says which ones are worth
-    waiting out (an API server that is restarting)."""
+class UpgradeAPI(ChecksAPI, Protocol):
+    """What the upgrade reads and changes (the pre-upgrade checks' reads too). Errors are
+    :class:`ClientError` (Talos API) or :class:`~ichor.kubeapi.KubeAPIError` (Kubernetes);
+    ``retryable`` says which ones are worth waiting out (an API server that is restarting)."""
 
     async def nodes(self) -> list[NodeState]: ...
     async def machine_config(self, node: str) -> str: ...
@@ -421,6 +426,13 @@ async def upgrade_kubernetes(
     if options.upgrade_kubelet:
         run.workers = [a for n in nodes if not n.control_plane for a in n.addresses]
         printf(f"discovered worker nodes {_qs(run.workers)}")
+
+    removed = await find_removed(api, str(path), run.control_planes, run.workers, printf)
+    if removed:
+        failure = UpgradeK8sError(removed.text(), hint="remove what the table lists from the machine configs "
+                                  "(and the listed objects) before upgrading")  # fmt: skip
+        failure.removed = removed
+        raise failure
 
     if options.pre_pull_images:
         try:
@@ -791,14 +803,58 @@ def rollout_problem(obj: dict[str, Any]) -> str | None:
 
 # --- the real API ---------------------------------------------------------------------------------
 
+DEFAULT_CONTROL_PLANE_PORT = 6443
+
+
+def force_endpoint(endpoint: str) -> str:
+    """The API server URL for ``--endpoint`` as Talos 1.7's ``KubernetesClient.ForceEndpoint``: an
+    ``https://`` prefix dropped, then ``host:port`` as Go's ``net.SplitHostPort`` reads it, or, when
+    that fails (no port, a bare IPv6 address), the whole text as the host and port 6443; always
+    ``https`` unless the result is itself a URL, as client-go reads a ``Host``. The kubeconfig's
+    server is not consulted (its port is not kept)."""
+    hostport = endpoint.removeprefix("https://")
+    try:
+        host, port = _split_host_port(hostport)
+    except ValueError:
+        host, port = hostport, str(DEFAULT_CONTROL_PLANE_PORT)
+    joined = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if "://" in joined and urlsplit(joined).netloc:
+        return joined  # client-go takes a Host that is a URL as it is (``http://h`` -> ``http://h``)
+    return f"https://{joined}"
+
+
+def _split_host_port(hostport: str) -> tuple[str, str]:
+    """Go's ``net.SplitHostPort``; ValueError where it errs."""
+    i = hostport.rfind(":")
+    if i < 0:
+        raise ValueError("missing port in address")
+    j = k = 0
+    if hostport.startswith("["):
+        end = hostport.find("]")
+        if end < 0:
+            raise ValueError("missing ']' in address")
+        if end + 1 != i:
+            raise ValueError("missing port in address")
+        host, j, k = hostport[1:end], 1, end + 1
+    else:
+        host = hostport[:i]
+        if ":" in host:
+            raise ValueError("too many colons in address")
+    if "[" in hostport[j:]:
+        raise ValueError("unexpected '[' in address")
+    if "]" in hostport[k:]:
+        raise ValueError("unexpected ']' in address")
+    return host, hostport[i + 1 :]
+
+
 _UNIMPLEMENTED, _UNAVAILABLE = 12, 14
 _CONTROL_PLANE_LABEL = "node-role.kubernetes.io/control-plane"
 
 
 class LiveUpgradeAPI:
     """:class:`UpgradeAPI` over a Talos API client and the cluster's Kubernetes API (its admin
-    kubeconfig fetched from the first control plane the client targets, ``endpoint`` instead of
-    its server when given)."""
+    kubeconfig fetched from the first control plane the client targets, :func:`force_endpoint`
+    of ``endpoint`` instead of its server when given)."""
 
     def __init__(self, client: Any, kube: Any) -> None:
         from ichor.client._talos import Talos
@@ -809,14 +865,14 @@ class LiveUpgradeAPI:
 
     @classmethod
     async def connect(cls, client: Any, endpoint: str = "") -> LiveUpgradeAPI:
-        from ichor.client.health_k8s import _with_endpoint, fetch_kubeconfig
+        from ichor.client.health_k8s import fetch_kubeconfig
         from ichor.kubeapi import KubeClient, load_kubeconfig
 
         node = client.nodes[0] if client.nodes else client.peer_host
         text = await fetch_kubeconfig(client.with_node(node))
         config = load_kubeconfig(text, source=f"kubeconfig from {node}")
         if endpoint:
-            config = dataclasses.replace(config, server=_with_endpoint(config.server, endpoint))
+            config = dataclasses.replace(config, server=force_endpoint(endpoint))
         return cls(client, KubeClient(config))
 
     def retryable(self, exc: BaseException) -> bool:
@@ -884,6 +940,36 @@ class LiveUpgradeAPI:
     async def kubelet_image(self, node: str) -> str:
         found = await self.talos.with_node(node).get("KubeletSpecs.kubernetes.talos.dev", KUBELET)
         return str((found[0].spec or {}).get("image") or "")
+
+    async def static_pod_command(self, node: str, service: str) -> list[str] | None:
+        from ichor.client._talos import ResourceNotFoundError
+
+        try:
+            found = await self.talos.with_node(node).get("StaticPods.kubernetes.talos.dev", service)
+        except ResourceNotFoundError:
+            return None
+        spec = found[0].spec if found else None
+        pod = spec.get("pod", spec) if isinstance(spec, dict) else None
+        containers = ((pod or {}).get("spec") or {}).get("containers") or [{}]
+        return [str(arg) for arg in containers[0].get("command") or []]
+
+    async def kubelet_args(self, node: str) -> list[str] | None:
+        from ichor.client._talos import ResourceNotFoundError
+
+        try:
+            found = await self.talos.with_node(node).get("KubeletSpecs.kubernetes.talos.dev", KUBELET)
+        except ResourceNotFoundError:
+            return None
+        return [str(arg) for arg in ((found[0].spec or {}).get("args") or [])] if found else None
+
+    async def count_resources(self, resource: str) -> int:
+        from ichor.kubeapi import KubeNotFoundError
+
+        try:
+            listing = await self.kube.get(resource_path(resource))
+        except KubeNotFoundError:
+            return 0
+        return len((listing or {}).get("items") or [])
 
     async def pull_image(self, node: str, namespace: str, reference: str) -> None:
         from ichor.api.gen.common import common_pb2

@@ -1,6 +1,7 @@
 """Container images built and moved on this machine: a reproducible OCI image from a directory
 (:mod:`._build`), an image someone else made unpacked safely (:mod:`._unpack`), its push or pull to a registry with skopeo and the registry's answers (:mod:`._registry`),
-an installer image's boot files fetched by a node over the registry API through its mirrors (:mod:`._fetch`),
+an installer image's boot files fetched by a node over the registry API through its mirrors (:mod:`._fetch`)
+with ``machine.registries.config``'s credentials and TLS settings (:mod:`._access`),
 and image references and ``--registry-mirror`` values (:mod:`._reference`).
 
 Nothing here comes from the internet: tests build their images from a busybox-static rootfs and
@@ -15,6 +16,7 @@ push them to a registry of their own (the Air-gapped guide's procedure). This pa
 
 from __future__ import annotations
 
+from ichor.images._access import Registries, RegistryAccess, access_from_config, prepare_auth
 from ichor.images._build import DEFAULT_MAX_BYTES, BuiltImage, ImageSpec, build_layout, busybox_rootfs
 from ichor.images._errors import ImageError
 from ichor.images._fetch import InstallerAssets, MirrorEndpoints, fetch_installer, mirrors_from_config
@@ -50,7 +52,10 @@ __all__ = [
     "MirrorEndpoints",
     "MirrorSpec",
     "Reference",
+    "Registries",
+    "RegistryAccess",
     "SourceKind",
+    "access_from_config",
     "access_log",
     "build_layout",
     "busybox_rootfs",
@@ -62,6 +67,7 @@ __all__ = [
     "open_layout",
     "parse_mirror",
     "parse_reference",
+    "prepare_auth",
     "pull",
     "push",
     "registry_answers",

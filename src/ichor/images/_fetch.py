@@ -3,9 +3,11 @@
 A node has no skopeo and no containerd to spare for this (Talos pulls its installer with the
 system containerd), so :func:`fetch_installer` speaks the registry API itself, in Python:
 
-* endpoints in containerd's order: each of ``machine.registries.mirrors[<registry>].endpoints``
-  (else the ``*`` mirror's), then the registry itself over HTTPS (Docker Hub's is
-  ``registry-1.docker.io``); an endpoint's path gets ``/v2`` appended unless ``overridePath``;
+* endpoints: each of ``machine.registries.mirrors[<registry>].endpoints`` (else the ``*``
+  mirror's), else the registry itself over HTTPS (Docker Hub's is ``registry-1.docker.io``); a
+  node's :class:`~ichor.images.Registries` stops there as Talos 1.7.6's resolver does, a plain
+  mapping of mirrors also tries the registry after its mirrors (containerd's CRI order); an
+  endpoint's path gets ``/v2`` appended unless ``overridePath``;
 * the manifest (an index is narrowed to linux/amd64), then the config blob: an Ichor installer
   image runs ``python3.11 -m ichor.installer`` and carries its version as the label
   ``org.opencontainers.image.version`` (what ``imager installer`` writes);
@@ -15,17 +17,21 @@ system containerd), so :func:`fetch_installer` speaks the registry API itself, i
   fetched: the running installer code writes the new version's boot files. The files stay in
   ``work`` with the manifest's digest, so asking again for the same image downloads nothing.
 
-An anonymous bearer token is fetched when a registry asks for one (``WWW-Authenticate: Bearer``);
-credentials and TLS settings of ``machine.registries.config`` are not used yet. Errors are
-:class:`~ichor.images.ImageError` saying what every endpoint answered.
+When ``mirrors`` is a :class:`~ichor.images.Registries` (what ``upgrade_inputs`` gives), each
+endpoint gets the credentials and TLS settings ``machine.registries.config`` has for its host, as
+Talos (:mod:`ichor.images._access`): a ``Basic`` challenge answered with them, a ``Bearer`` one with
+a token asked for with them (anonymously without any). Errors are :class:`~ichor.images.ImageError`
+saying what every endpoint answered.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import posixpath
 import shutil
+import ssl
 import tarfile
 import urllib.error
 import urllib.parse
@@ -35,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ichor.images._access import Registries, RegistryAccess, prepare_auth
 from ichor.images._errors import ImageError
 from ichor.images._reference import DOCKER_HUB, Reference, parse_reference
 
@@ -103,52 +110,102 @@ def _bases(reference: Reference, mirrors: Mapping[str, MirrorEndpoints], fallbac
     """The ``/v2`` roots to try, in order: mirrors, then (with ``fallback``) the registry itself."""
     mirror = mirrors.get(reference.registry) or mirrors.get("*")
     bases = []
+    override = bool(mirror and mirror.override_path)
     for endpoint in mirror.endpoints if mirror else ():
         endpoint = endpoint.rstrip("/")
         if "://" not in endpoint:
             endpoint = f"https://{endpoint}"
-        bases.append(endpoint if mirror and mirror.override_path else f"{endpoint}/v2")
+        # Talos appends /v2 unless overridePath or the path already ends with it
+        keep = override or urllib.parse.urlsplit(endpoint).path.endswith("/v2")
+        bases.append(endpoint if keep else f"{endpoint}/v2")
     upstream = "registry-1.docker.io" if reference.registry == DOCKER_HUB else reference.registry
     if fallback or not bases:
         bases.append(f"https://{upstream}/v2")
     return bases
 
 
-class _Endpoint:
-    """One registry endpoint: GETs with an anonymous bearer token when the registry asks for one."""
+def _context_opener(context: ssl.SSLContext) -> Opener:
+    def opener(request: urllib.request.Request, timeout: float) -> Any:
+        return urllib.request.urlopen(request, timeout=timeout, context=context)
 
-    def __init__(self, base: str, repository: str, opener: Opener, timeout: float) -> None:
+    return opener
+
+
+def _basic(user: str, secret: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{secret}".encode()).decode()
+
+
+class _Endpoint:
+    """One registry endpoint: GETs, answering a ``Basic`` or ``Bearer`` challenge with the
+    endpoint's credentials (anonymously for a bearer token when it has none)."""
+
+    def __init__(self, base: str, repository: str, opener: Opener, timeout: float,
+                 access: RegistryAccess | None = None) -> None:  # fmt: skip
         self.base, self.repository, self.opener, self.timeout = base, repository, opener, timeout
-        self.token: str | None = None
+        self.access = access
+        self.host = urllib.parse.urlsplit(base).netloc
+        self.authorization: str | None = None
 
     def get(self, kind: str, ref: str, accept: str | None = None) -> Any:
         url = f"{self.base}/{self.repository}/{kind}/{ref}"
         for attempt in range(2):
             headers = {"Accept": accept} if accept else {}
-            if self.token:
-                headers["Authorization"] = f"Bearer {self.token}"
+            if self.authorization:
+                headers["Authorization"] = self.authorization
             try:
                 return self.opener(urllib.request.Request(url, headers=headers), self.timeout)
             except urllib.error.HTTPError as err:
                 challenge = err.headers.get("WWW-Authenticate", "") if err.headers else ""
-                if err.code == 401 and attempt == 0 and challenge.lower().startswith("bearer "):
-                    self.token = self._token(challenge)
-                    continue
+                if err.code == 401 and attempt == 0 and challenge:
+                    self.authorization = self._answer(challenge, url)
+                    if self.authorization:
+                        continue
                 raise ImageError(f"{url}: HTTP {err.code} {err.reason}") from None
             except (urllib.error.URLError, OSError) as err:
                 raise ImageError(f"{url}: {getattr(err, 'reason', err)}") from None
-        raise ImageError(f"{url}: the registry refused the token it gave")
+        raise ImageError(f"{url}: the registry refused the credentials (or the token it gave)")
 
-    def _token(self, challenge: str) -> str:
-        params = dict(part.split("=", 1) for part in challenge[len("bearer ") :].split(",") if "=" in part)
+    def _answer(self, challenge: str, url: str) -> str | None:
+        """The ``Authorization`` for a 401's challenge; None when there is nothing to answer with."""
+        scheme, _, rest = challenge.partition(" ")
+        user, secret = prepare_auth(self.access, self.host, urllib.parse.urlsplit(url).netloc)
+        if scheme.lower() == "basic":
+            return _basic(user, secret) if user and secret else None
+        if scheme.lower() == "bearer":
+            return "Bearer " + self._token(rest, user, secret)
+        return None
+
+    def _token(self, challenge: str, user: str, secret: str) -> str:
+        params = dict(part.split("=", 1) for part in challenge.split(",") if "=" in part)
         params = {k.strip(): v.strip().strip('"') for k, v in params.items()}
         realm = params.pop("realm", "")
         if not realm:
             raise ImageError(f"{self.base}: a bearer challenge without a realm")
-        url = realm + "?" + urllib.parse.urlencode(params)
+        if secret:
+            form = {**params, "client_id": "containerd-client"}
+            form.update({"grant_type": "password", "username": user, "password": secret} if user
+                        else {"grant_type": "refresh_token", "refresh_token": secret})  # fmt: skip
+            try:
+                request = urllib.request.Request(realm, data=urllib.parse.urlencode(form).encode(), method="POST",
+                                                 headers={"Content-Type": "application/x-www-form-urlencoded"})  # fmt: skip
+                return self._read_token(request, realm)
+            except urllib.error.HTTPError as err:
+                if not (err.code in (400, 401, 404) or (err.code == 405 and user)):
+                    raise ImageError(f"{realm}: no token (HTTP {err.code} {err.reason})") from None
+        request = urllib.request.Request(realm + "?" + urllib.parse.urlencode(params))
+        if secret:
+            request.add_header("Authorization", _basic(user, secret))
         try:
-            with self.opener(urllib.request.Request(url), self.timeout) as reply:
+            return self._read_token(request, realm)
+        except urllib.error.HTTPError as err:
+            raise ImageError(f"{realm}: no token (HTTP {err.code} {err.reason})") from None
+
+    def _read_token(self, request: urllib.request.Request, realm: str) -> str:
+        try:
+            with self.opener(request, self.timeout) as reply:
                 body = json.loads(reply.read(_JSON_LIMIT))
+        except urllib.error.HTTPError:
+            raise
         except (urllib.error.URLError, OSError, ValueError) as err:
             raise ImageError(f"{realm}: no token ({getattr(err, 'reason', err)})") from None
         return str(body.get("token") or body.get("access_token") or "")
@@ -228,16 +285,31 @@ def fetch_installer(
     *,
     opener: Opener = _open,
     timeout: float = 30.0,
-    fallback: bool = True,
+    fallback: bool | None = None,
     say: Callable[[str], None] = lambda _: None,
 ) -> InstallerAssets:
     """Fetch ``image``'s boot files into ``work/assets`` (``work`` is created); see the module docstring.
 
-    ``fallback=False`` never asks the registry itself when a mirror is configured."""
+    ``fallback=False`` never asks the registry itself when a mirror is configured. The default is
+    Talos's resolver for a node's :class:`~ichor.images.Registries` (no fallback: a configured
+    mirror's endpoints are all it asks) and containerd's CRI order (mirrors, then the registry)
+    for a plain mapping of mirrors."""
+    if fallback is None:
+        fallback = not isinstance(mirrors, Registries)
     reference = parse_reference(image, what="installer image")
     problems: list[str] = []
+    access = mirrors.config if isinstance(mirrors, Registries) else {}
+    endpoints = []
     for base in _bases(reference, mirrors, fallback):
-        endpoint = _Endpoint(base, reference.repository, opener, timeout)
+        parts = urllib.parse.urlsplit(base)
+        settings = access.get(parts.netloc)
+        if settings is not None and settings.has_tls and parts.scheme != "https":
+            raise ImageError(f"TLS config specified for non-HTTPS registry: {_q(parts.netloc)}",
+                             hint=f"remove machine.registries.config[{_q(parts.netloc)}].tls or use https")  # fmt: skip
+        context = settings.ssl_context(parts.netloc) if settings is not None else None
+        endpoint_opener = _context_opener(context) if context is not None and opener is _open else opener
+        endpoints.append(_Endpoint(base, reference.repository, endpoint_opener, timeout, settings))
+    for endpoint in endpoints:
         try:
             manifest, digest = _manifest(endpoint, reference.tag)
             return _fetch_from(endpoint, image, manifest, digest, work, say)
@@ -247,8 +319,14 @@ def fetch_installer(
             problems.append(str(err))
     raise ImageError(
         f"failed to pull {image}: {'; '.join(problems)}",
-        hint="check machine.registries.mirrors and that the registry holds the image",
+        hint="check machine.registries.mirrors (and .config for credentials) and that the registry holds the image",
     )
+
+
+def _q(text: str) -> str:
+    from ichor.machinery import goquote
+
+    return goquote.quote(text)
 
 
 def _fetch_from(

@@ -5,8 +5,9 @@ before any controller runs, picks the node's address (``ip=``'s, else the first 
 a link has after a short wait, else ``0.0.0.0``: maintenance mode then listens on every address),
 fetches ``talos.config=<url>`` when given (Talos's ``${uuid}``, ``${serial}``, ``${mac}``,
 ``${hostname}`` substituted; retried with the reason on the console for up to 5 minutes, then
-maintenance mode), mounts an installed disk's STATE on ``/system/state`` and EPHEMERAL on ``/var``
-(formatted on first mount; ``installation.mount_system_partitions``) and runs
+maintenance mode), carries out ``talos.experimental.wipe`` first when given (:mod:`ichor.machined.bootwipe`:
+the whole system disk or the labels named, then a reboot as Talos), mounts an installed disk's STATE on
+``/system/state`` and EPHEMERAL on ``/var`` (formatted on first mount; ``installation.mount_system_partitions``) and runs
 ``python -m ichor.machined --root / --platform metal [--config FILE]``.
 
 Addresses set here are the kernel's, not a layer's: the address controllers leave what they did
@@ -127,11 +128,36 @@ async def _bring_up(ip: IPArg | None, say: object) -> str:
         await netlink.close()
 
 
+def _wipe_at_boot(args: KernelArgs, sys_block: str = "/sys/block") -> int | None:
+    """``talos.experimental.wipe`` (:mod:`ichor.machined.bootwipe`) before anything is mounted: the
+    exit code when the boot stops here (75: reboot; 1: the wipe failed, fatal as in Talos), else None."""
+    from ichor.machined.bootwipe import KERNEL_ARG, wipe_at_boot
+    from ichor.machined.platform import EXIT_REBOOT
+    from ichor.machinery.blockdev import find_system_disk
+    from ichor.machinery.errors import MachineryError
+
+    value = args.last(KERNEL_ARG)
+    if not value:
+        return None
+    try:
+        wiped = wipe_at_boot(value, find_system_disk(sys_block), print)
+    except (MachineryError, OSError) as err:
+        print(f"wipeDisks: {err}")
+        return 1
+    if wiped is not None and wiped.reboot:
+        print("rebooting after the system disk wipe")
+        return EXIT_REBOOT
+    return None
+
+
 def run(args: KernelArgs) -> int:
     """Bring the network up as the kernel arguments say, then run machined; its exit code."""
     address = asyncio.run(_bring_up(args.ip, print))
     from ichor.machined.installation import mount_system_partitions
 
+    wiped = _wipe_at_boot(args)
+    if wiped is not None:
+        return wiped
     # An installed machine: STATE (the config) and EPHEMERAL (/var) before machined looks for them.
     mount_system_partitions(print)
     argv = ["--root", "/", "--address", address, "--platform", "metal"]

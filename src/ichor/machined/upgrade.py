@@ -4,7 +4,8 @@
 boot-time trial (os-design §4.4), on the event loop, with the blocking disk work in threads:
 
 * **upgrade**: refused while a slot is on trial unless ``force``; the installer image fetched
-  through the node's registry mirrors (:func:`ichor.images.fetch_installer`: the image is checked
+  through the node's registry mirrors with ``machine.registries.config``'s credentials and TLS
+  settings, as Talos (:func:`ichor.images.fetch_installer`: the image is checked
   to be an Ichor installer and its boot files' digests); then, as the sequencer's ``upgrade``
   sequence, the installer's upgrade mode writes the slot that is not good and puts it on trial for
   :data:`~ichor.machinery.bootloader.DEFAULT_TRIES` boots; then the node reboots;
@@ -35,7 +36,7 @@ from typing import Any
 
 from ichor.api.gen.common import common_pb2
 from ichor.api.gen.machine import machine_pb2
-from ichor.images import InstallerAssets, MirrorEndpoints, fetch_installer
+from ichor.images import InstallerAssets, MirrorEndpoints, Registries, fetch_installer
 from ichor.machined.bootdisk import BootDisk
 from ichor.machined.cosi import State
 from ichor.machined.events import EventBus
@@ -78,11 +79,12 @@ def node_health(state: State) -> str | None:
     return None
 
 
-def upgrade_inputs(config: Config) -> tuple[dict[str, MirrorEndpoints], str]:
-    """What an upgrade takes from the machine config: the registry mirrors and the new slot's kernel
+def upgrade_inputs(config: Config) -> tuple[Registries, str]:
+    """What an upgrade takes from the machine config: the registry mirrors with
+    ``machine.registries.config`` (credentials and TLS per endpoint host) and the new slot's kernel
     command line (``machine.install.extraKernelArgs`` applied to Talos's defaults, as at install).
     ``machine.install.extensions`` is refused (InstallError naming the key): nothing is pulled."""
-    from ichor.images import mirrors_from_config
+    from ichor.images import Registries, access_from_config, mirrors_from_config
     from ichor.machinery.installdisk import refuse_install_extensions
     from ichor.machinery.kernelargs import installer_cmdline
 
@@ -92,9 +94,11 @@ def upgrade_inputs(config: Config) -> tuple[dict[str, MirrorEndpoints], str]:
     if install is not None:
         refuse_install_extensions((e.image for e in install.extensions or []), step="upgrade")
     extra = [str(a) for a in (install.extra_kernel_args or [])] if install is not None else []
-    return mirrors_from_config(registries.mirrors if registries is not None else None), str(
-        installer_cmdline(extra_args=extra)
+    found = Registries(
+        mirrors_from_config(registries.mirrors if registries is not None else None),
+        access_from_config(registries.config if registries is not None else None),
     )
+    return found, str(installer_cmdline(extra_args=extra))
 
 
 @dataclass(frozen=True)
