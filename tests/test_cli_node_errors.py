@@ -117,7 +117,7 @@ def test_streams_with_a_failed_node_fail(node: FakeNode, talosctl: Any, rpc: str
     r = talosctl(*node.args(GOOD, BAD), *args)
     assert r.exit_code == 1
     assert r.stdout == f"{GOOD}: a log line\n"
-    assert f"error: {BAD}: rpc error: code = Unavailable" in r.stderr
+    assert f"{'ERROR' if rpc == 'Logs' else 'error'}: {BAD}: rpc error: code = Unavailable" in r.stderr
     # Only the unreachable node: nothing printed, still a failure.
     r = talosctl(*node.args(BAD), *args)
     assert r.exit_code == 1 and r.stdout == ""

@@ -66,7 +66,7 @@ def test_air_gapped_guide_pulls_only_through_the_internal_registry(tmp_path: Pat
             listed = cluster.talosctl("-n", worker, "image", "ls", "--namespace", namespace)
             assert listed.exit_code == 0, listed.stderr
             rows = _table(listed.stdout)
-            assert rows[0] == ["NODE", "IMAGE", "DIGEST", "SIZE"], listed.stdout
+            assert rows[0] == ["NODE", "IMAGE", "DIGEST", "SIZE", "CREATED"], listed.stdout
             assert [worker, DOCKER_IMAGE, built.manifest_digest] in [r[:3] for r in rows[1:]], listed.stdout
         # Nobody but the worker (and the pushes from the gateway) asked the registry for the image;
         # every node's kubelet service asks it for the kubelet image (not pushed here: a 404).

@@ -42,7 +42,7 @@ def test_containerd_services_images_containers_and_cleanup(tmp_path: Path) -> No
         for namespace in ("system", "cri"):
             listed = cluster.talosctl("-n", node, "image", "ls", "--namespace", namespace)
             assert listed.exit_code == 0, listed.stderr
-            assert listed.stdout.split() == ["NODE", "IMAGE", "DIGEST", "SIZE"], listed.stdout
+            assert listed.stdout.split() == ["NODE", "IMAGE", "DIGEST", "SIZE", "CREATED"], listed.stdout
 
         system = cluster.talosctl("-n", node, "containers")
         assert system.exit_code == 0, system.stderr

@@ -45,7 +45,7 @@ def test_support_bundle_has_talos_layout_and_no_secrets(etcd_node: Node, tmp_pat
     with zipfile.ZipFile(bundle) as archive:
         names = set(archive.namelist())
         files = {name: archive.read(name) for name in names}
-    for expected in ("dmesg.log", "controller-runtime.log", "dependencies.dot", "mounts", "processes", "summary",
+    for expected in ("dmesg.log", "controller-runtime.log", "dependencies.dot", "mounts", "io", "processes", "summary",
                      "machineconfig-redacted.yaml", "etcd-members", "service-logs/etcd.log",
                      "service-logs/etcd.state", "service-logs/apid.log",
                      "resources/machinestatuses.runtime.talos.dev.yaml",
@@ -53,11 +53,15 @@ def test_support_bundle_has_talos_layout_and_no_secrets(etcd_node: Node, tmp_pat
                      "resources/members.cluster.talos.dev.yaml"):  # fmt: skip
         assert f"{address}/{expected}" in names, (expected, sorted(names))
     assert all(name.startswith(f"{address}/") for name in names)
+    # A process node: no /proc/bus/pci of its own, no API server (Talos's line, no cluster files).
+    assert f"{address}/devices" not in names and "Failed to create kubernetes client" in done.stderr
 
     def text(path: str) -> str:
         return files[f"{address}/{path}"].decode()
 
     assert "booting as controlplane" in text("dmesg.log")
+    assert text("io").split("\n")[0].split() == ["NAME", "IO_TIME", "IO_TIME_WEIGHTED", "DISK_WRITE_SECTORS",
+                                                 "DISK_READ_SECTORS"]  # fmt: skip
     assert text("dependencies.dot").startswith("digraph  {")
     assert "Server:\n\tTag:         v1.7.6" in text("summary")
     assert text("etcd-members").split("\n")[0].split() == ["ID", "HOSTNAME", "PEER", "URLS", "CLIENT", "URLS",

@@ -77,12 +77,15 @@ def test_each_kube_system_container_is_a_log_named_as_talos_names_it() -> None:
 
     files = asyncio.run(main())
     assert list(files) == [
-        "kube-system/kube-apiserver.log",
-        "kube-system/kube-apiserver-exited.log",
-        "kube-system/kube-apiserver-exited-bbbb.log",
-        "kube-system/coredns.log",
+        "kubernetes-logs/kube-system/kube-apiserver.log",
+        "kubernetes-logs/kube-system/kube-apiserver-exited.log",
+        "kubernetes-logs/kube-system/kube-apiserver-exited-bbbb.log",
+        "kubernetes-logs/kube-system/coredns.log",
     ]
-    assert files["kube-system/coredns.log"] == b"log of kube-system/coredns-abc:coredns:00000000004d\n"
+    assert (
+        files["kubernetes-logs/kube-system/coredns.log"]
+        == b"log of kube-system/coredns-abc:coredns:00000000004d\n"
+    )
     (listing,) = machine.asked
     assert (listing.namespace, listing.driver) == ("k8s.io", common_pb2.CRI)
     assert all(
@@ -100,7 +103,7 @@ def test_another_listing_failure_is_reported_by_one_collector() -> None:
 
     async def main() -> None:
         (collector,) = await kube_system_collectors(machine, NODE)
-        assert collector.path == "kube-system/"
+        assert collector.path == "kubernetes-logs/kube-system/"
         with pytest.raises(MachineryError, match="connection refused"):
             await collector.collect()
 

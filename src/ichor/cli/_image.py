@@ -2,10 +2,14 @@
 
 ``talosctl images`` (Talos's alias of ``image``) run alone prints the default image list, what the
 Air-gapped guide's ``for image in `talosctl images`; do ...`` loops expect; ``talosctl image``
-alone prints the group's help and exits 0, as Talos does.
+alone prints the group's help and exits 0, as Talos does. ``image ls`` prints Talos's columns
+(``NODE IMAGE DIGEST SIZE CREATED``, CREATED as Go's RFC 3339 in UTC), ``l``/``ls`` and ``p`` are
+Talos's aliases of ``list`` and ``pull``.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import click
 
@@ -60,6 +64,14 @@ def _bytes(size: int) -> str:
     return f"{rounded:.0f} {units[unit]}" if rounded >= 10 else f"{rounded:.1f} {units[unit]}"
 
 
+def rfc3339(stamp: Any) -> str:
+    """A ``google.protobuf.Timestamp`` as Talos prints CREATED: Go's ``AsTime().Format(time.RFC3339)``
+    (UTC, whole seconds, ``Z``); an unset one is the Unix epoch, as Go's ``AsTime`` of nil gives."""
+    from datetime import UTC, datetime
+
+    return datetime.fromtimestamp(stamp.seconds, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 _namespace_option = click.option(
     "--namespace", type=click.Choice(list(_NAMESPACES)), default="cri", show_default=True,
     help="namespace to use: `system` (etcd and kubelet images) or `cri` for all Kubernetes workloads",
@@ -69,14 +81,12 @@ _namespace_option = click.option(
 @image.command("list", help="List CRI images")
 @_namespace_option
 def image_list(namespace: str) -> None:
-    from typing import Any
-
     from ichor.api.gen.machine import machine_pb2
     from ichor.cli._nodecmd import node_error, run
     from ichor.client import message_error, render_table
 
     async def work(client: Any) -> None:
-        rows = [["NODE", "IMAGE", "DIGEST", "SIZE"]]
+        rows = [["NODE", "IMAGE", "DIGEST", "SIZE", "CREATED"]]
         async with client.machine.ImageList.open() as call:
             await call.send_message(machine_pb2.ImageListRequest(namespace=_NAMESPACES[namespace]), end=True)
             async for message in call:
@@ -85,21 +95,22 @@ def image_list(namespace: str) -> None:
                     node_error(error)
                     continue
                 node = message.metadata.hostname or client.peer_host
-                rows.append([node, message.name, message.digest, _bytes(message.size)])
+                rows.append(
+                    [node, message.name, message.digest, _bytes(message.size), rfc3339(message.created_at)]
+                )
         click.echo(render_table(rows), nl=False)
 
     run(work)
 
 
 image.add_alias("ls", "list")
+image.add_alias("l", "list")
 
 
 @image.command("pull", help="Pull an image into CRI")
 @_namespace_option
 @click.argument("reference")
 def image_pull(namespace: str, reference: str) -> None:
-    from typing import Any
-
     from ichor.api.gen.machine import machine_pb2
     from ichor.cli._nodecmd import replies, run
 
@@ -111,7 +122,11 @@ def image_pull(namespace: str, reference: str) -> None:
     run(work)
 
 
+image.add_alias("p", "pull")
+
 for _name, _command in image.commands.items():
     images.add_command(_command, _name)
 assert isinstance(images, LazyGroup)
 images.add_alias("ls", "list")
+images.add_alias("l", "list")
+images.add_alias("p", "pull")

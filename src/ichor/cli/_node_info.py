@@ -48,8 +48,14 @@ def _stream_lines(open_call: Any, request: Any, client: Any) -> Any:
 )
 @click.option("-k", "--kubernetes", is_flag=True, help="use the k8s.io containerd namespace")
 def logs(service_id: str, follow: bool, tail: int, kubernetes: bool) -> None:
+    def failed(failure: Any) -> None:
+        # Talos prints `ERROR: <apid's metadata.error>` (`logs x` of an unknown id: `ERROR: rpc error:
+        # code = Unknown desc = log "x" was not registered`); the node it came from is kept here, as
+        # Talos's own check (`ERROR:.+ log "x" was not registered`) allows, since the error may not say.
+        node_error(failure, line=f"ERROR: {failure}")
+
     async def work(talos: Any) -> None:
-        lines = talos.logs(service_id, follow=follow, tail=tail, kubernetes=kubernetes, on_error=node_error)
+        lines = talos.logs(service_id, follow=follow, tail=tail, kubernetes=kubernetes, on_error=failed)
         async for line in lines:
             sys.stdout.write(f"{line.node}: {line.text}\n")
             sys.stdout.flush()

@@ -48,9 +48,10 @@ def _reported() -> list[Any]:
     return errors
 
 
-def node_error(error: object) -> None:
-    """Print one node's error (``error: <node>: ...``) and make the command's exit status non-zero."""
-    click.echo(f"error: {error}", err=True)
+def node_error(error: object, *, line: str | None = None) -> None:
+    """Print one node's error (``error: <node>: ...``, or ``line`` where Talos prints another) and
+    make the command's exit status non-zero."""
+    click.echo(f"error: {error}" if line is None else line, err=True)
     _reported().append(error)
 
 

@@ -1,25 +1,33 @@
 """``talosctl support``: a zip of everything needed to debug the nodes given with ``-n``, offline.
 
-The layout is Talos's (its support bundle library), one folder per node::
+The layout is Talos 1.7.6's (go-talos-support v0.1.0), one folder per node and one for the cluster::
 
     <node>/dmesg.log                      kernel log (the node's console log on a process node)
     <node>/controller-runtime.log         the controller runtime's log
     <node>/dependencies.dot               the controller graph (`talosctl inspect dependencies`)
     <node>/mounts, processes, summary     tables as talosctl prints them; summary = client + server version
+    <node>/io                             ``DiskStats`` as a table (NAME IO_TIME IO_TIME_WEIGHTED
+                                          DISK_WRITE_SECTORS DISK_READ_SECTORS); on a shared kernel
+                                          the host's disks, as the node's DiskStats says
+    <node>/devices                        ``/proc/bus/pci/devices`` read from the node; a node whose
+                                          root has no such file (a process node) has no ``devices``
     <node>/resources/<type>.yaml          every resource of every type the node has; the spec of a
                                           sensitive type is "<REDACTED>", as Talos writes it
     <node>/service-logs/<id>.log, .state  each service's log and state (`talosctl service <id>`)
-    <node>/kube-system/<container>.log    the log of each kube-system pod container the node's CRI
+    <node>/kubernetes-logs/kube-system/<container>.log
+                                          the log of each kube-system pod container the node's CRI
                                           containerd has (``-exited`` before ``.log`` when it is not
                                           running; sandboxes left out), as `talosctl logs -k` shows it
+    kubernetesResources/nodes.yaml        the cluster's Nodes and kube-system Pods, read from the API
+    kubernetesResources/systemPods.yaml   server with the admin kubeconfig the endpoint serves, as
+                                          client-go's typed lists print as YAML (no apiVersion/kind,
+                                          keys sorted); when no API server answers, Talos's "Failed to
+                                          create kubernetes client ..." on stderr and no such files
 
 Ichor adds two files Talos users ask for: ``<node>/machineconfig-redacted.yaml`` (the machine config
 with its secrets replaced, see :mod:`ichor.machinery.redact`; the ``MachineConfigs`` resource file
 only says "<REDACTED>") and, on control planes, ``<node>/etcd-members`` (``talosctl etcd members``).
-Talos's ``devices`` (PCI) and ``io`` (disk stats) are left out: a node has no PCI bus or disks of
-its own. A node that runs no containerd (a process node) has no kube-system logs and no such folder.
-Talos's cluster-wide Kubernetes manifests (``cluster/kubernetesResources/``, through the API server)
-are not collected yet.
+A node that runs no containerd (a process node) has no kube-system logs and no such folder.
 
 A failing collector does not stop the others: its error is listed at the end ("Processed with
 errors"), the bundle is still written, and the exit status is 1. The archive is written to
@@ -44,6 +52,12 @@ from ichor.cli._nodecmd import _empty, run
 
 REDACTED_SPEC = "<REDACTED>\n"
 CONFIG_TYPE = "MachineConfigs.config.talos.dev"
+CLUSTER = "cluster"
+"""The source of the cluster-wide collectors (their files are at the archive's top level)."""
+PCI_DEVICES = "/proc/bus/pci/devices"
+IO_HEADER = ("NAME", "IO_TIME", "IO_TIME_WEIGHTED", "DISK_WRITE_SECTORS", "DISK_READ_SECTORS")
+KUBE_TIMEOUT = 10.0
+"""Seconds for each Kubernetes API request of the bundle (the reachability check included)."""
 
 
 @dataclass
@@ -53,6 +67,11 @@ class Collector:
     node: str
     path: str
     collect: Callable[[], Awaitable[bytes | None]]
+
+    @property
+    def archive_path(self) -> str:
+        """``<node>/<path>``; a cluster collector's file is at the top level, as in Talos's bundle."""
+        return self.path if self.node == CLUSTER else f"{self.node}/{self.path}"
 
 
 @dataclass
@@ -152,6 +171,19 @@ async def node_collectors(client: Any, node: str) -> list[Collector]:
             rows.extend(process_cells(p, humanize_bytes) for p in m.processes)
         return _table(rows)
 
+    async def io() -> bytes:
+        return io_table(await machine.DiskStats(_empty()))
+
+    async def devices() -> bytes | None:
+        from ichor.client import RPCError
+
+        try:
+            return await _stream(machine.Read.open, machine_pb2.ReadRequest(path=PCI_DEVICES))
+        except RPCError as err:
+            if "no such file or directory" in err.rpc_message:
+                return None  # a node whose root has no /proc/bus/pci (a process node)
+            raise
+
     async def summary() -> bytes:
         from ichor.cli._version import client_version_text
 
@@ -180,7 +212,8 @@ async def node_collectors(client: Any, node: str) -> list[Collector]:
 
     out = [Collector(node, path, collect) for path, collect in (
         ("dmesg.log", dmesg), ("controller-runtime.log", logs("controller-runtime")),
-        ("dependencies.dot", dependencies), ("mounts", mounts), ("processes", processes), ("summary", summary),
+        ("dependencies.dot", dependencies), ("mounts", mounts), ("devices", devices), ("io", io),
+        ("processes", processes), ("summary", summary),
         ("machineconfig-redacted.yaml", config),
     )]  # fmt: skip
     for rd in await bound.list_resources("meta", RD_TYPE):
@@ -208,11 +241,89 @@ async def node_collectors(client: Any, node: str) -> list[Collector]:
 
 
 _FAILED_PRECONDITION = 9
+KUBE_LOGS = "kubernetes-logs"
+
+
+def io_table(reply: Any) -> bytes:
+    """Talos's ``io`` file: each disk's busy time and sectors moved, from a ``DiskStats`` reply."""
+    from ichor.client import message_error
+
+    rows = [[*IO_HEADER]]
+    for message in reply.messages:
+        error = message_error(message)
+        if error is not None:
+            raise click.ClickException(str(error))
+        rows.extend(
+            [d.name, str(d.io_time_ms), str(d.io_time_weighted_ms), str(d.write_sectors), str(d.read_sectors)]
+            for d in message.devices
+        )
+    return _table(rows)
+
+
+def kubernetes_list_yaml(listed: dict[str, Any]) -> bytes:
+    """A Kubernetes list as Talos's bundle writes it: client-go's typed list (``apiVersion`` and
+    ``kind`` cleared by its decoder) through the YAML serializer (keys sorted, two-space indent,
+    list items not indented)."""
+    import io
+
+    from ruamel.yaml import YAML
+
+    def ordered(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: ordered(value[k]) for k in sorted(value)}
+        if isinstance(value, list):
+            return [ordered(v) for v in value]
+        return value
+
+    shown = {k: v for k, v in listed.items() if k not in ("apiVersion", "kind")}
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    yaml.indent(mapping=2, sequence=2, offset=0)
+    yaml.width = 1 << 20
+    buf = io.StringIO()
+    yaml.dump(ordered(shown), buf)
+    return buf.getvalue().encode()
+
+
+async def kubernetes_client(client: Any) -> Any:
+    """Talos's ``getKubernetesClient``: the admin kubeconfig from the endpoint, checked by reading
+    namespace ``kube-system``; None (and Talos's line on stderr) when that fails."""
+    from ichor.client.health_k8s import fetch_kubeconfig
+    from ichor.kubeapi import KubeAPIError, KubeClient, load_kubeconfig
+    from ichor.machinery.errors import MachineryError
+
+    try:
+        text = await fetch_kubeconfig(client.without_nodes())
+        kube = KubeClient(load_kubeconfig(text, source="kubeconfig from the endpoint"), timeout=KUBE_TIMEOUT)
+        await kube.get("/api/v1/namespaces/kube-system")
+    except (KubeAPIError, MachineryError) as exc:
+        click.echo(f"Failed to create kubernetes client {exc}", err=True)
+        return None
+    return kube
+
+
+def kubernetes_collectors(kube: Any) -> list[Collector]:
+    """The cluster's files: its Nodes and its kube-system Pods (none without a Kubernetes client)."""
+    if kube is None:
+        return []
+
+    def listed(path: str) -> Callable[[], Awaitable[bytes]]:
+        async def collect() -> bytes:
+            return kubernetes_list_yaml(await kube.get(path))
+
+        return collect
+
+    return [
+        Collector(CLUSTER, "kubernetesResources/nodes.yaml", listed("/api/v1/nodes")),
+        Collector(
+            CLUSTER, "kubernetesResources/systemPods.yaml", listed("/api/v1/namespaces/kube-system/pods")
+        ),
+    ]
 
 
 async def kube_system_collectors(machine: Any, node: str) -> list[Collector]:
     """One collector per kube-system container of the node's CRI containerd (Talos's
-    ``kube-system/<name>[-exited].log``); none on a node without containerd. When the listing fails
+    ``kubernetes-logs/kube-system/<name>[-exited].log``); none on a node without containerd. When the listing fails
     otherwise, one collector that reports why, so the rest of the bundle is still written."""
     from ichor.api.gen.machine import machine_pb2
     from ichor.client import RPCError
@@ -227,7 +338,7 @@ async def kube_system_collectors(machine: Any, node: str) -> list[Collector]:
         async def failed() -> bytes | None:
             raise failure
 
-        return [Collector(node, "kube-system/", failed)]
+        return [Collector(node, f"{KUBE_LOGS}/kube-system/", failed)]
 
     def log(container_id: str) -> Callable[[], Awaitable[bytes]]:
         async def collect() -> bytes:
@@ -246,7 +357,7 @@ async def kube_system_collectors(machine: Any, node: str) -> list[Collector]:
             if name in taken:  # an earlier run of the same container: tell them apart by id
                 name = f"{name}-{c.id.rsplit(':', 1)[-1][:12]}"
             taken.add(name)
-            out.append(Collector(node, f"kube-system/{name}.log", log(c.id)))
+            out.append(Collector(node, f"{KUBE_LOGS}/kube-system/{name}.log", log(c.id)))
     return out
 
 
@@ -290,6 +401,9 @@ async def collect_bundle(client: Any, nodes: list[str], archive: zipfile.ZipFile
                          verbose: bool) -> Outcome:  # fmt: skip
     outcome = Outcome()
     per_node: dict[str, list[Collector]] = {}
+    cluster = kubernetes_collectors(await kubernetes_client(client))
+    if cluster:
+        per_node[CLUSTER] = cluster
     for node in nodes:
         try:
             per_node[node] = await node_collectors(client, node)
@@ -302,16 +416,17 @@ async def collect_bundle(client: Any, nodes: list[str], archive: zipfile.ZipFile
     with Progress({n: len(c) for n, c in per_node.items()}, verbose) as progress:
 
         async def run_one(collector: Collector, slots: asyncio.Semaphore) -> None:
+            from ichor.kubeapi import KubeAPIError
             from ichor.machinery.errors import MachineryError
 
             async with slots:
                 error = None
                 try:
                     data = await collector.collect()
-                except (MachineryError, click.ClickException) as exc:
+                except (MachineryError, KubeAPIError, click.ClickException) as exc:
                     error, data = str(exc), None
                 if data is not None:
-                    name = f"{collector.node}/{collector.path}"
+                    name = collector.archive_path
                     archive.writestr(zipfile.ZipInfo(name, time.localtime()[:6]), data,
                                      compress_type=zipfile.ZIP_DEFLATED)  # fmt: skip
                     outcome.written.append(name)
@@ -362,8 +477,9 @@ def _confirm_overwrite(path: Path) -> None:
     "information:\n\n\b\n- For each node:\n  - Kernel logs.\n  - All Talos internal services logs.\n"
     "  - All kube-system pods logs.\n"
     "  - Talos COSI resources without secrets.\n  - COSI runtime state graph.\n  - Processes snapshot.\n"
-    "  - Mounts list.\n  - Talos version.\n  - The machine config with secrets redacted.\n"
-    "  - etcd members (control plane nodes).",
+    "  - IO pressure snapshot.\n  - Mounts list.\n  - PCI devices info.\n  - Talos version.\n"
+    "  - The machine config with secrets redacted.\n  - etcd members (control plane nodes).\n\n"
+    "\b\n- For the cluster:\n  - Kubernetes nodes and kube-system pods manifests.",
 )
 @click.option("-O", "--output", default="", help="output file to write support archive to")
 @click.option("-w", "--num-workers", default=1, type=click.IntRange(min=1), show_default=True,

@@ -6,7 +6,8 @@
 (``kube-system/kube-apiserver-<node>`` for the sandbox, ``...:kube-apiserver:<id[:12]>`` for its
 container: :mod:`ichor.machined.cri._pods`), and ``logs``/``restart``/``stats -k`` take those names
 (``ns/pod:container`` alone means its newest attempt); ``ImageList``/``ImagePull`` ask the CRI containerd as Talos's do, ``NS_CRI`` (the
-default) in namespace ``k8s.io`` and ``NS_SYSTEM`` in ``system``, where the kubelet's image is; a pull is
+default) in namespace ``k8s.io`` and ``NS_SYSTEM`` in ``system``, where the kubelet's image is;
+each listed image carries containerd's ``created_at`` (``image ls``'s CREATED); a pull is
 retried while its registry cannot be reached (:func:`ichor.machined.cri.pull_with_retry`). A node
 that runs no containerd answers ``FAILED_PRECONDITION`` with the reason; a containerd that does not
 answer is ``UNAVAILABLE``, as in Talos.
@@ -230,9 +231,10 @@ class ContainerMethods:
         except cri.CRIError as err:
             raise _grpc_error(err) from None
         for image in images:
-            await stream.send_message(
-                machine_pb2.ImageListResponse(name=image.name, digest=image.digest, size=image.size)
-            )
+            reply = machine_pb2.ImageListResponse(name=image.name, digest=image.digest, size=image.size)
+            if image.created is not None:
+                reply.created_at.FromDatetime(image.created)
+            await stream.send_message(reply)
 
     async def ImagePull(self, stream: Stream[Any, Any]) -> None:
         """Retried while the registry cannot be reached (Talos's ``image.Pull``), each retry on the
