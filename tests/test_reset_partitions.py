@@ -7,6 +7,7 @@ directory form (container nodes) is checked beside it."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 from pathlib import Path
 
@@ -32,10 +33,16 @@ DISK = 1400 << 20
 """Talos's layout with an EPHEMERAL of ~190 MiB: reading it back stays well under a second."""
 
 
+BLKFLSBUF = 0x1261  # linux/fs.h: _IO(0x12, 97)
+
+
 def _zeros(device: str) -> bool:
-    """Every byte of ``device`` reads back as zero."""
+    """Every byte of ``device`` reads back as zero. The wipe writes through the whole disk's device;
+    a partition device keeps its own page cache while anything else (a host's udev probe) holds it
+    open, so that cache is dropped first (BLKFLSBUF) and the read sees the disk."""
     fd = os.open(device, os.O_RDONLY)
     try:
+        fcntl.ioctl(fd, BLKFLSBUF)
         blank = bytes(CHUNK)
         while chunk := os.read(fd, CHUNK):
             if chunk != blank[: len(chunk)]:
