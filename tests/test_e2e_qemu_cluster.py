@@ -13,6 +13,7 @@ at load ~6, create returned with etcd bootstrapped after 108 s, the API answered
 
 from __future__ import annotations
 
+import base64
 import ipaddress
 import json
 import os
@@ -27,6 +28,7 @@ from pathlib import Path
 
 import pytest
 from container_helpers import free_cidr
+from cryptography.hazmat.primitives.asymmetric.x25519 import X25519PrivateKey
 
 from ichor.machinery import proc
 from ichor.provision import _network as net
@@ -150,6 +152,17 @@ BOND = """machine:
         vlans:
           - vlanId: 100
             addresses: [{vlan_address}/24]
+      - interface: dummy0
+        dummy: true
+        addresses: [192.0.2.1/32]
+      - interface: wg0
+        addresses: [192.0.2.9/32]
+        wireguard:
+          privateKey: {wg_private}
+          listenPort: 51820
+          peers:
+            - publicKey: {wg_peer}
+              allowedIPs: [198.51.100.0/24]
 """
 
 
@@ -160,7 +173,10 @@ def _bond_and_vlan(env: dict[str, str], address: str, bridge: str, patch: Path) 
     cluster bridge: from a namespace of the test's own on the bridge, an 802.1Q-tagged ARP request
     for the VM's VLAN address gets its tagged reply (``vlan_probe.py``: no VLAN device on this side,
     which would need the ``8021q`` module in the host's kernel). ``get links`` shows the bond, its
-    two slaves and the VLAN link; ``get addresses`` both addresses. (~60 s.)"""
+    two slaves and the VLAN link; ``get addresses`` both addresses. The same patch adds the Advanced
+    Networking guide's other logical links: a ``dummy`` link and a WireGuard link (keys made here, a
+    peer with no endpoint, so nothing is sent): both exist with their kind and addresses, and no
+    network controller waits. (~60 s.)"""
     vlan_net = ipaddress.ip_network(free_cidr())
     vm_vlan, peer_vlan = str(vlan_net.network_address + 2), str(vlan_net.network_address + 1)
     netns, host_end, inner = f"iqv{os.getpid()}", f"iqv{os.getpid()}h", f"iqv{os.getpid()}n"
@@ -173,7 +189,11 @@ def _bond_and_vlan(env: dict[str, str], address: str, bridge: str, patch: Path) 
             ["-n", netns, "link", "set", inner, "up"],
         ):
             proc.run(["ip", *command], timeout=15)
-        patch.write_text(BOND.format(vlan_address=vm_vlan))
+        wg_private, wg_peer = (
+            base64.b64encode(X25519PrivateKey.generate().private_bytes_raw()).decode(),
+            base64.b64encode(X25519PrivateKey.generate().public_key().public_bytes_raw()).decode(),
+        )
+        patch.write_text(BOND.format(vlan_address=vm_vlan, wg_private=wg_private, wg_peer=wg_peer))
         patched = _talosctl(env, "-n", address, "patch", "mc", "--mode", "no-reboot", "--patch", f"@{patch}")
         assert patched.exit_code == 0, patched.stdout + patched.stderr
         probe = [
@@ -196,6 +216,12 @@ def _bond_and_vlan(env: dict[str, str], address: str, bridge: str, patch: Path) 
         addresses = _talosctl(env, "-n", address, "get", "addresses")
         assert f"bond0.100/{vm_vlan}/{vlan_net.prefixlen}" in addresses.stdout, addresses.stdout
         assert f"bond0/{address}/" in addresses.stdout, addresses.stdout
+        for needed in ("id: dummy0\n", "kind: dummy", "id: wg0\n", "kind: wireguard"):
+            assert needed in links.stdout, f"{needed!r} not in get links"
+        for needed in ("dummy0/192.0.2.1/32", "wg0/192.0.2.9/32"):
+            assert needed in addresses.stdout, addresses.stdout
+        waits = _talosctl(env, "-n", address, "get", "waits")
+        assert not re.search(r"network\.(Link|Address)", waits.stdout), waits.stdout
     finally:
         proc.run(["ip", "netns", "delete", netns], check=False, timeout=15)
         proc.run(["ip", "link", "delete", host_end], check=False, timeout=15)
