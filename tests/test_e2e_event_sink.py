@@ -95,8 +95,8 @@ def test_the_boot_sequence_events_reach_an_event_sink(tmp_path: Path) -> None:
             sequences = sink.sequences()
             kinds = {r.data.type_url for r in sink.sink.requests}
             assert [s for s in sequences if s in wanted] == wanted, (sequences, kinds)
-            prefix = "type.googleapis.com/machine."
-            assert {prefix + "SequenceEvent", prefix + "ServiceStateEvent"} <= kinds, kinds
+            machine = "type.googleapis.com/machine."
+            assert {machine + "SequenceEvent", machine + "ServiceStateEvent"} <= kinds, kinds
             ids = [r.id for r in sink.sink.requests]
             assert len(set(ids)) == len(ids) and all(len(i) == 20 for i in ids)  # each event once, an xid
             print(f"events sink: {len(ids)} events, {time.monotonic() - started:.1f}s after create started")

@@ -264,3 +264,42 @@ def test_event_history_positions() -> None:
     assert bus.since(5) == ([], 0)
     assert event_sink.split_endpoint("[fd00::1]:4002") == ("fd00::1", 4002)
     assert event_sink.split_endpoint("sink.lab:4002") == ("sink.lab", 4002)
+
+
+class SlowReceiver(Receiver):
+    async def Publish(self, stream: Any) -> None:
+        await asyncio.sleep(0.03)
+        await super().Publish(stream)
+
+
+def test_machined_exit_drains_a_connected_sink_and_never_waits_for_one_that_is_down() -> None:
+    async def main() -> None:
+        receiver, port = SlowReceiver(), _free_port()
+        server = await _serve(receiver, port)
+        bus = EventBus()
+        controller = event_sink.EventsSinkController(bus, backoff=FAST)
+        assert await controller.drain(timeout=0.1)  # nothing configured: nothing to wait for
+        try:
+            async with running(event_sink.events_sink_config_controller(), controller) as state:
+                _network_ready(state)
+                apply(state, _document(f"127.0.0.1:{port}"))
+                _sequence(bus, "boot")
+                await _until(lambda: len(receiver.requests) == 1)
+                for name in ("shutdown", "stop-services", "unmount"):
+                    _sequence(bus, name)
+                assert not controller.drained()
+                assert await controller.drain(timeout=3)
+                assert receiver.sequences()[-1] == "unmount:START"
+        finally:
+            server.close()
+            await server.wait_closed()
+        down = event_sink.EventsSinkController(bus, backoff=FAST)
+        async with running(event_sink.events_sink_config_controller(), down) as state:
+            _network_ready(state)
+            apply(state, _document(f"127.0.0.1:{_free_port()}"))
+            await assert_resource(state, WAIT_STATUSES, WAIT_ID, lambda r: "127.0.0.1" in r.spec.reason)
+            started = asyncio.get_running_loop().time()
+            assert await down.drain(timeout=3)
+            assert asyncio.get_running_loop().time() - started < 0.5
+
+    run(main)

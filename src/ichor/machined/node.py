@@ -140,7 +140,9 @@ class Node:
                 # Extension services start before the config (maintenance mode included): one that
                 # runs when its ExtensionServiceConfig arrives or changes is restarted to read it.
                 async with _running(follow_configs(state, supervisor), "extension-service-configs"):
-                    return await self._sequence(system, store, upgrades, install, say)
+                    code = await self._sequence(system, store, upgrades, install, say)
+                await _drain(controllers, say)
+                return code
         finally:
             self.stopped_at = time.monotonic()
             say("node process exiting")
@@ -246,6 +248,15 @@ async def _running(work: Coroutine[Any, Any, None] | None, name: str) -> Any:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def _drain(controllers: Sequence[Any], say: Callable[[str], None]) -> None:
+    """Talos's drainer at machined's exit: a connected event sink gets the last events (up to 10 s)."""
+    from ichor.machined.controllers.event_sink import EventsSinkController
+
+    for controller in controllers:
+        if isinstance(controller, EventsSinkController) and not await controller.drain():
+            say("event sink: the last events were not all sent before machined stopped")
 
 
 async def _start_upgrades(upgrades: NodeUpgrades, say: Callable[[str], None]) -> None:

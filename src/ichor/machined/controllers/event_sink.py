@@ -20,10 +20,14 @@ Bounded while the sink is down: the controller keeps a position in the node's ev
 no memory beyond the history itself (1000 events, as Talos's ring buffer); events that fall out of it
 before they were sent are counted in the controller-runtime log and skipped.
 
-Not done: Talos's drainer (a reboot or shutdown waits for the sink to take the last events).
+When machined stops (reboot, shutdown, reset) the node drains the sink as Talos's drainer does: it
+waits up to 10 s (:data:`DRAIN_TIMEOUT`) for a connected sink to take every event published so far
+(the shutdown's own sequence events included); a sink that is down or not connected delays nothing.
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from grpclib.client import Channel
 from grpclib.exceptions import GRPCError, StreamTerminatedError
@@ -45,6 +49,7 @@ from ichor.machined.resources._config import ACTIVE_CONFIG_ID
 from ichor.machinery.config._models import EventSinkConfigV1Alpha1
 
 __all__ = [
+    "DRAIN_TIMEOUT",
     "KERNEL_ARG",
     "PUBLISH_TIMEOUT",
     "WAITING_FOR",
@@ -59,6 +64,8 @@ WAITING_FOR = "event sink"
 """What ``get waits`` says the sender waits for while its endpoint does not take events."""
 PUBLISH_TIMEOUT = 10.0
 """Seconds one ``Publish`` may take before the endpoint counts as down."""
+DRAIN_TIMEOUT = 10.0
+"""Seconds machined waits at exit for a connected sink to take the last events (Talos's)."""
 
 
 def split_endpoint(endpoint: str) -> tuple[str, int]:
@@ -133,6 +140,23 @@ class EventsSinkController(Controller):
     @property
     def position(self) -> int | None:
         return self._position
+
+    def drained(self) -> bool:
+        """Nothing left to send: every event published so far was taken, or there is no connected
+        sink to take them (none configured, not connected yet, or failing)."""
+        if self._sink is None or self._failures or self._position is None:
+            return True
+        return self._position >= self._events.published
+
+    async def drain(self, timeout: float = DRAIN_TIMEOUT, *, poll_interval: float = 0.05) -> bool:
+        """At machined's exit: wait up to ``timeout`` s until :meth:`drained`; whether it was."""
+        try:
+            async with asyncio.timeout(timeout):
+                while not self.drained():
+                    await asyncio.sleep(poll_interval)
+        except TimeoutError:
+            return False
+        return True
 
     async def run(self, ctx: ControllerContext) -> None:
         self._events.add_listener(ctx.wake)
