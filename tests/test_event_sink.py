@@ -34,15 +34,15 @@ class Receiver(events_grpc.EventSinkServiceBase):
     def __init__(self, refuse: int = 0) -> None:
         self.requests: list[events_pb2.EventRequest] = []
         self.refuse = refuse
-        self.arrived = asyncio.Event()
+        self.calls = 0
 
     async def Publish(self, stream: Any) -> None:
         request = await stream.recv_message()
+        self.calls += 1
         if self.refuse:
             self.refuse -= 1
             raise GRPCError(Status.UNAVAILABLE, "not now")
         self.requests.append(request)
-        self.arrived.set()
         await stream.send_message(events_pb2.EventResponse())
 
     def sequences(self) -> list[str]:
@@ -301,5 +301,31 @@ def test_machined_exit_drains_a_connected_sink_and_never_waits_for_one_that_is_d
             started = asyncio.get_running_loop().time()
             assert await down.drain(timeout=3)
             assert asyncio.get_running_loop().time() - started < 0.5
+
+    run(main)
+
+
+def test_events_published_while_backing_off_do_not_hurry_the_retry() -> None:
+    async def main() -> None:
+        receiver, port = Receiver(refuse=10_000), _free_port()
+        server = await _serve(receiver, port)
+        bus = EventBus()
+        controller = event_sink.EventsSinkController(
+            bus, backoff=Backoff(initial=0.25, factor=2.0, maximum=0.25)
+        )
+        try:
+            async with running(event_sink.events_sink_config_controller(), controller) as state:
+                _network_ready(state)
+                apply(state, _document(f"127.0.0.1:{port}"))
+                _sequence(bus, "boot")
+                await _until(lambda: receiver.calls >= 1)
+                for n in range(50):  # an event every 10 ms for 0.5 s
+                    _sequence(bus, f"e{n}")
+                    await asyncio.sleep(0.01)
+        finally:
+            server.close()
+            await server.wait_closed()
+        assert 2 <= receiver.calls <= 5, receiver.calls  # one attempt per 0.25 s pause, not one per event
+        assert receiver.requests == [] and controller.position == 0
 
     run(main)

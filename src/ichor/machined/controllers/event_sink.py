@@ -28,6 +28,7 @@ waits up to 10 s (:data:`DRAIN_TIMEOUT`) for a connected sink to take every even
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timedelta
 
 from grpclib.client import Channel
 from grpclib.exceptions import GRPCError, StreamTerminatedError
@@ -136,6 +137,8 @@ class EventsSinkController(Controller):
         self._sink: _Sink | None = None
         self._endpoint = ""
         self._failures = 0
+        self._retry_at: datetime | None = None
+        """While backing off: when the next attempt is due (the runtime's clock)."""
 
     @property
     def position(self) -> int | None:
@@ -182,7 +185,7 @@ class EventsSinkController(Controller):
             return None
         if config.spec.endpoint != self._endpoint:
             self._close()
-            self._endpoint, self._failures = config.spec.endpoint, 0
+            self._endpoint, self._failures, self._retry_at = config.spec.endpoint, 0, None
         if self._sink is None:
             try:
                 self._sink = _Sink(self._endpoint)
@@ -190,6 +193,9 @@ class EventsSinkController(Controller):
                 ctx.waiting(WAITING_FOR, f"{err} (EventSinkConfig.endpoint or {KERNEL_ARG})")
                 return None
             ctx.logger.debug("establishing connection to event sink", endpoint=self._endpoint)
+        if self._retry_at is not None and ctx.now() < self._retry_at:
+            # woken by a new event while backing off: the endpoint gets its pause all the same
+            return (self._retry_at - ctx.now()).total_seconds()
         if self._position is None:
             self._position = self._events.oldest_kept  # Talos's first watch: every event kept
         events, lost = self._events.since(self._position)
@@ -204,13 +210,14 @@ class EventsSinkController(Controller):
             self._position += 1
         if self._failures:
             ctx.logger.info("event sink reachable again", endpoint=self._endpoint)
-        self._failures = 0
+        self._failures, self._retry_at = 0, None
         ctx.clear_waiting()
         return None
 
     def _failed(self, ctx: ControllerContext, err: BaseException) -> float:
         self._failures += 1
         delay = self._backoff.delay(self._failures)
+        self._retry_at = ctx.now() + timedelta(seconds=delay)
         reason = f"{self._endpoint}: {_describe(err)}"
         ctx.waiting(WAITING_FOR, reason, retry_after=delay)
         if self._failures == 1:
