@@ -4,7 +4,8 @@ One control plane created with a config patch that adds the document, pointing a
 ``events.EventSinkService`` this test runs on 127.0.0.1 (grpclib, in a thread): the boot's sequence
 events (``initialize`` and ``boot``, start and stop, published before the sink was connected, so
 they come from the history) arrive in order, then the services' state events, each as Talos sends
-them (``type.googleapis.com/machine.<Event>``, the event's xid). Time budget: 60 s (9 s measured:
+them (``type.googleapis.com/machine.<Event>``, the event's xid). A ``KmsgLogConfig`` on the same node
+is derived but never sent (its ``/dev/kmsg`` is the host's), with the reason in ``get waits``. Time budget: 60 s (11 s measured:
 the cluster create with its wait, then the events within a second; destroy included).
 """
 
@@ -78,8 +79,11 @@ class _SinkThread:
 def test_the_boot_sequence_events_reach_an_event_sink(tmp_path: Path) -> None:
     name, prefix = "evsink", f"127.{random.randint(150, 199)}.{random.randint(0, 255)}"
     sink = _SinkThread()
+    kmsg = socket.create_server(("127.0.0.1", 0))  # a KmsgLogConfig destination that must get nothing
+    kmsg.settimeout(0.2)
     (tmp_path / "sink.yaml").write_text(
-        f"apiVersion: v1alpha1\nkind: EventSinkConfig\nendpoint: 127.0.0.1:{sink.port}\n"
+        f"apiVersion: v1alpha1\nkind: EventSinkConfig\nendpoint: 127.0.0.1:{sink.port}\n---\n"
+        f"apiVersion: v1alpha1\nkind: KmsgLogConfig\nname: kernel\nurl: tcp://127.0.0.1:{kmsg.getsockname()[1]}\n"
     )
     wanted = ["initialize:START", "initialize:STOP", "boot:START", "boot:STOP"]
     try:
@@ -99,9 +103,22 @@ def test_the_boot_sequence_events_reach_an_event_sink(tmp_path: Path) -> None:
             assert {machine + "SequenceEvent", machine + "ServiceStateEvent"} <= kinds, kinds
             ids = [r.id for r in sink.sink.requests]
             assert len(set(ids)) == len(ids) and all(len(i) == 20 for i in ids)  # each event once, an xid
+            # The same node's kernel log is the host's: configured, never sent, and said why.
+            node = f"{prefix}.2"
+            configs = talosctl_in(tmp_path, "-n", node, "get", "kmsglogconfigs", "-o", "yaml")
+            assert configs.exit_code == 0 and f"host: 127.0.0.1:{kmsg.getsockname()[1]}" in configs.stdout, (
+                configs
+            )
+            waits = talosctl_in(
+                tmp_path, "-n", node, "get", "waits", "runtime.KmsgLogDeliveryController", "-o", "yaml"
+            )
+            assert "a process node shares the host's kernel" in waits.stdout, waits
+            with pytest.raises(TimeoutError):
+                kmsg.accept()
             print(f"events sink: {len(ids)} events, {time.monotonic() - started:.1f}s after create started")
         finally:
             destroyed = talosctl_in(tmp_path, "cluster", "destroy", "--name", name)
         assert destroyed.exit_code == 0, destroyed.stderr
     finally:
         sink.close()
+        kmsg.close()
