@@ -240,3 +240,38 @@ def test_a_container_node_never_sends_the_hosts_kernel_log(tmp_path: Path) -> No
         assert receiver.lines == [] and opened == []
 
     run(main)
+
+
+def test_machined_exit_drains_the_kernel_log_and_never_waits_for_a_destination_that_is_down(
+    tmp_path: Path,
+) -> None:
+    layout, kmsg = _metal(tmp_path)
+
+    async def main() -> None:
+        receiver = TcpReceiver()
+        port = await receiver.start()
+        delivery = _delivery(layout)
+        assert await delivery.drain(timeout=0.1)  # nothing configured: nothing to wait for
+        try:
+            async with running(kmsg_log.kmsg_log_config_controller(), delivery) as state:
+                _network_ready(state)
+                apply(state, _documents(f"tcp://127.0.0.1:{port}"))
+                await _until(lambda: len(receiver.lines) == 2)
+                with kmsg.open("ab") as f:  # the shutdown's last kernel messages
+                    f.write(b"6,3,3000000,-;reboot: Restarting system\n")
+                assert await delivery.drain(timeout=3)
+                assert delivery.sent == 3  # sent before the drain returned
+                await _until(lambda: len(receiver.lines) == 3)
+        finally:
+            await receiver.stop()
+        assert receiver.lines[-1]["msg"] == "reboot: Restarting system\n"
+        down = _delivery(layout)
+        async with running(kmsg_log.kmsg_log_config_controller(), down) as state:
+            _network_ready(state)
+            apply(state, _documents(f"tcp://127.0.0.1:{_free_port()}"))
+            await _until(down.drained)  # its first attempt failed
+            started = asyncio.get_running_loop().time()
+            assert await down.drain(timeout=3)
+            assert asyncio.get_running_loop().time() - started < 0.5
+
+    run(main)

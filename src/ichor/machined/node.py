@@ -251,12 +251,15 @@ async def _running(work: Coroutine[Any, Any, None] | None, name: str) -> Any:
 
 
 async def _drain(controllers: Sequence[Any], say: Callable[[str], None]) -> None:
-    """Talos's drainer at machined's exit: a connected event sink gets the last events (up to 10 s)."""
+    """Talos's drainer at machined's exit, both at once (up to 10 s): a connected event sink gets the
+    last events, and the kernel log's last records go to its destinations."""
     from ichor.machined.controllers.event_sink import EventsSinkController
+    from ichor.machined.controllers.kmsg_log import KmsgLogDeliveryController
 
-    for controller in controllers:
-        if isinstance(controller, EventsSinkController) and not await controller.drain():
-            say("event sink: the last events were not all sent before machined stopped")
+    senders = [c for c in controllers if isinstance(c, EventsSinkController | KmsgLogDeliveryController)]
+    for sender, drained in zip(senders, await asyncio.gather(*(s.drain() for s in senders)), strict=True):
+        if not drained:
+            say(f"{sender.name}: the last events were not all sent before machined stopped")
 
 
 async def _start_upgrades(upgrades: NodeUpgrades, say: Callable[[str], None]) -> None:

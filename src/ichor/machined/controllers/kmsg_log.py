@@ -15,7 +15,9 @@ error, warning -> warn, notice/info -> info, debug). Talos's behaviour kept: not
 the node has an address; the log is read from its oldest record once, so a config change neither
 resends nor skips; a record is retried every second until one destination took it, and meanwhile no
 further record is read. So a destination that is down holds one record in memory: the kernel's
-ring buffer keeps the rest (it overwrites its oldest records, which are then skipped).
+ring buffer keeps the rest (it overwrites its oldest records, which are then skipped). At machined's
+exit the node drains it as Talos does: records keep going out until none came for a moment (up to
+10 s; destinations that fail delay nothing).
 
 Only a node whose kernel is its own sends: on metal ``/dev/kmsg`` is the machine's log. On a container
 or process node it would be the host's kernel log (every other node's and the host's messages), so the
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
@@ -48,6 +51,8 @@ from ichor.machined.resources._config import ACTIVE_CONFIG_ID
 from ichor.machinery.config._models import KmsgLogConfigV1Alpha1
 
 __all__ = [
+    "DRAIN_QUIET",
+    "DRAIN_TIMEOUT",
     "KERNEL_ARG",
     "RETRY_INTERVAL",
     "WAITING_FOR",
@@ -61,6 +66,11 @@ KERNEL_ARG = "talos.logging.kernel"
 WAITING_FOR = "kernel log delivery"
 RETRY_INTERVAL = 1.0
 """Seconds between attempts at a record no destination took (Talos's)."""
+DRAIN_TIMEOUT = 10.0
+"""Seconds machined waits at exit for the last kernel records to be sent (Talos's drain budget)."""
+DRAIN_QUIET = 0.3
+"""At exit the kernel log counts as drained after this long without a new record (Talos: 100 ms;
+longer here because an idle ``/dev/kmsg`` is polled every 0.2 s)."""
 
 _LEVELS = {"emerg": "error", "alert": "error", "crit": "error", "err": "error", "warning": "warn",
            "notice": "info", "info": "info", "debug": "debug"}  # fmt: skip
@@ -144,6 +154,12 @@ class KmsgLogDeliveryController(Controller):
         self._senders: tuple[JsonLinesSender, ...] = ()
         self._have_senders = asyncio.Event()
         self._said = ""
+        self._last_record = 0.0
+        """``time.monotonic()`` when the last record was read."""
+        self._sending = False
+        self._sent = 0
+        self._failing = False
+        """The last attempt reached no destination."""
 
     def refusal(self) -> str | None:
         """Why this node sends no kernel log; None when it does (its kernel log is its own)."""
@@ -153,6 +169,30 @@ class KmsgLogDeliveryController(Controller):
             f"not sent: a {self._layout.platform.value} node shares the host's kernel, so /dev/kmsg is the "
             "host's kernel log (every node's and the host's messages); kernel logs are sent from metal nodes"
         )
+
+    @property
+    def sent(self) -> int:
+        """Records a destination took since the controller was made."""
+        return self._sent
+
+    def drained(self, quiet: float = DRAIN_QUIET, *, since: float = 0.0) -> bool:
+        """Nothing left to send at exit: no destination, destinations that fail, or no record in
+        hand and none read for ``quiet`` seconds (counted from ``since`` at the earliest)."""
+        if not self._senders or self._failing:
+            return True
+        return not self._sending and time.monotonic() - max(self._last_record, since) >= quiet
+
+    async def drain(self, timeout: float = DRAIN_TIMEOUT, *, quiet: float = DRAIN_QUIET) -> bool:
+        """At machined's exit (Talos's drainer): wait up to ``timeout`` s until :meth:`drained`, at
+        least ``quiet`` s, so what the kernel logged just before is read and sent."""
+        started = time.monotonic()
+        try:
+            async with asyncio.timeout(timeout):
+                while not self.drained(quiet, since=started):
+                    await asyncio.sleep(0.05)
+        except TimeoutError:
+            return False
+        return True
 
     async def run(self, ctx: ControllerContext) -> None:
         try:
@@ -205,6 +245,7 @@ class KmsgLogDeliveryController(Controller):
     async def _deliver(self, ctx: ControllerContext, path: Path) -> None:
         booted = self._booted()
         async for record in self._records(path):
+            self._last_record = time.monotonic()
             try:
                 event = kmsg_event(record, booted)
             except ValueError as err:
@@ -218,8 +259,15 @@ class KmsgLogDeliveryController(Controller):
         while True:
             await self._have_senders.wait()
             senders = self._senders
-            results = await asyncio.gather(*(s.send(event) for s in senders), return_exceptions=True)
+            self._sending = True
+            try:
+                results = await asyncio.gather(*(s.send(event) for s in senders), return_exceptions=True)
+            finally:
+                self._sending = False
+            self._failing = not any(r is None for r in results)
             if any(r is None or (isinstance(r, SendError) and not r.retry) for r in results):
+                if not self._failing:
+                    self._sent += 1
                 return
             for r in results:
                 if isinstance(r, BaseException):
