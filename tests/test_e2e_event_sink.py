@@ -5,7 +5,8 @@ One control plane created with a config patch that adds the document, pointing a
 events (``initialize`` and ``boot``, start and stop, published before the sink was connected, so
 they come from the history) arrive in order, then the services' state events, each as Talos sends
 them (``type.googleapis.com/machine.<Event>``, the event's xid). A ``KmsgLogConfig`` on the same node
-is derived but never sent (its ``/dev/kmsg`` is the host's), with the reason in ``get waits``. Time budget: 60 s (11 s measured:
+is derived but never sent (its ``/dev/kmsg`` is the host's), with the reason in ``get waits``. When
+the cluster is destroyed, the services' last state events still reach the sink (machined drains it). Time budget: 60 s (11 s measured:
 the cluster create with its wait, then the events within a second; destroy included).
 """
 
@@ -119,6 +120,15 @@ def test_the_boot_sequence_events_reach_an_event_sink(tmp_path: Path) -> None:
         finally:
             destroyed = talosctl_in(tmp_path, "cluster", "destroy", "--name", name)
         assert destroyed.exit_code == 0, destroyed.stderr
+        # The node's last events (its services stopping) reached the sink before machined exited.
+        stopped = set()
+        for request in list(sink.sink.requests):
+            if request.data.type_url.endswith(".ServiceStateEvent"):
+                event = machine_pb2.ServiceStateEvent()
+                request.data.Unpack(event)
+                if event.action == machine_pb2.ServiceStateEvent.FINISHED:
+                    stopped.add(event.service)
+        assert {"apid", "etcd"} <= stopped, stopped
     finally:
         sink.close()
         kmsg.close()
