@@ -32,7 +32,6 @@ NOT_ON_CONTAINER_NODES = {
     "AdjtimeStatuses.v1alpha1.talos.dev": "the host's clock: Talos skips it in container mode",
     "SiderolinkConfigs.siderolink.talos.dev": "Talos makes none in container mode",
     "SiderolinkTunnels.siderolink.talos.dev": "SideroLink's WireGuard tunnel: none without its config",
-    "KmsgLogConfigs.runtime.talos.dev": "ships the kernel log; a container node's kernel log is the host's",
     "MetaLoads.runtime.talos.dev": "META is a partition of the boot disk: none in container mode",
     "UniqueMachineTokens.runtime.talos.dev": "read from META once loaded: none in container mode",
 }
@@ -42,7 +41,6 @@ NOT_YET = {
     "KubeSpanPeerSpecs.kubespan.talos.dev": "KubeSpan's WireGuard manager is not implemented",
     "KubeSpanPeerStatuses.kubespan.talos.dev": "KubeSpan's WireGuard manager is not implemented",
     "LinkRefreshes.net.talos.dev": "KubeSpan's WireGuard link refresh signal",
-    "EventSinkConfigs.runtime.talos.dev": "the events sink (gRPC to an endpoint) is not implemented",
     "AcquireConfigSpecs.v1alpha1.talos.dev": "written by Talos's sequencer; Ichor's config store acquires directly",
     "MaintenanceRootSecrets.secrets.talos.dev": "Ichor's maintenance API makes its own certificate",
     "MaintenanceServiceCertificates.secrets.talos.dev": "Ichor's maintenance API makes its own certificate",

@@ -63,6 +63,12 @@ EXTRA_SAMPLES: list[dict[str, Any]] = [
         "id": "timer",
         "spec": {"device": "/dev/watchdog0", "timeout": "2m0s"},
     },
+    {"type": "EventSinkConfigs.runtime.talos.dev", "id": "event-sink", "spec": {"endpoint": "10.5.0.1:4002"}},
+    {  # Go's []*url.URL in YAML: each URL's struct
+        "type": "KmsgLogConfigs.runtime.talos.dev",
+        "id": "kmsg-log",
+        "spec": {"destinations": [go_url_plain("tcp://10.5.0.1:4001"), go_url_plain("udp://[fd00::1]:4003")]},
+    },
     {
         "type": "WatchdogTimerStatuses.runtime.talos.dev",
         "id": "timer",

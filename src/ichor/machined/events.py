@@ -5,6 +5,10 @@ Each event gets an ``rs/xid``-style id (12 bytes: seconds, machine id, pid, coun
 the API call that caused it (``reboot --wait`` follows its own actor). A bounded history lets a
 subscriber ask for the last N events, everything after an id, or the last N seconds.
 
+A reader that must stay bounded while it cannot keep up (the event sink, while its endpoint is
+down) keeps a position instead of a queue (:meth:`EventBus.since`, :meth:`EventBus.add_listener`):
+what it can lose is what the history drops, never the node's memory.
+
 This module only keeps and fans out events; what publishes them is up to the node.
 """
 
@@ -79,15 +83,45 @@ class EventBus:
     def __init__(self, *, history: int = 1000, clock: Callable[[], datetime] | None = None) -> None:
         self._history: deque[NodeEvent] = deque(maxlen=history)
         self._subscribers: set[asyncio.Queue[NodeEvent]] = set()
+        self._listeners: list[Callable[[], None]] = []
+        self._published = 0
         self._clock = clock or (lambda: datetime.now(UTC))
 
     def publish(self, payload: Any, *, actor_id: str = "") -> NodeEvent:
         now = self._clock()
         event = NodeEvent(id=new_xid(now), actor_id=actor_id, payload=payload, at=now)
         self._history.append(event)
+        self._published += 1
         for queue in self._subscribers:
             queue.put_nowait(event)
+        for listener in list(self._listeners):
+            listener()
         return event
+
+    @property
+    def published(self) -> int:
+        """How many events were ever published: the position the next one will have."""
+        return self._published
+
+    @property
+    def oldest_kept(self) -> int:
+        """The position of the oldest event still in the history."""
+        return self._published - len(self._history)
+
+    def since(self, position: int) -> tuple[list[NodeEvent], int]:
+        """Every kept event from ``position`` on (the n-th event published is at n-1), and how many
+        events after ``position`` the bounded history no longer holds (lost to a slow reader)."""
+        start = max(position, self.oldest_kept)
+        return list(self._history)[start - self.oldest_kept :], start - position
+
+    def add_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` (no arguments, must not block) after each publish; a reader that keeps its
+        own position (:meth:`since`) instead of a queue, so its backlog is never more than the history."""
+        self._listeners.append(listener)
+
+    def remove_listener(self, listener: Callable[[], None]) -> None:
+        if listener in self._listeners:
+            self._listeners.remove(listener)
 
     def history(self) -> list[NodeEvent]:
         """Every event still kept, oldest first."""

@@ -28,9 +28,10 @@ from ichor.machined.controllers import node_controllers
 from ichor.machined.controllers.network import default_hostname
 from ichor.machined.cosi import Registry, Runtime, Source, State
 from ichor.machined.events import EventBus
+from ichor.machined.kernelargs import KernelArgs
 from ichor.machined.memory import IdleTrimmer, glibc_trim
 from ichor.machined.partitions import DirectoryPartitions, DiskPartitions, SystemPartitions
-from ichor.machined.platform import Layout
+from ichor.machined.platform import Layout, Platform
 from ichor.machined.resources import MACHINE_CONFIGS, MachineStage, register_node_types
 from ichor.machined.sequencer import NodeParts, Sequencer
 from ichor.machined.services import Service, ServiceInfo, Supervisor
@@ -118,7 +119,7 @@ class Node:
             vip_store=lambda: etcd.client(etcd.control_plane_endpoints(include_self=True), timeout=5.0),
             etcd_backup_store=lambda: etcd.client([etcd.local_endpoint()], timeout=10.0),
             say=say,
-            local_etcd_member_id=local_member_id,
+            local_etcd_member_id=local_member_id, kernel_args=self._kernel_args(),
         )  # fmt: skip
         for controller in controllers:
             runtime.register(controller)
@@ -139,7 +140,9 @@ class Node:
                 # Extension services start before the config (maintenance mode included): one that
                 # runs when its ExtensionServiceConfig arrives or changes is restarted to read it.
                 async with _running(follow_configs(state, supervisor), "extension-service-configs"):
-                    return await self._sequence(system, store, upgrades, install, say)
+                    code = await self._sequence(system, store, upgrades, install, say)
+                await _drain(controllers, say)
+                return code
         finally:
             self.stopped_at = time.monotonic()
             say("node process exiting")
@@ -171,6 +174,15 @@ class Node:
         ))  # fmt: skip
         system.lifecycle = self.sequencer
         return await self.sequencer.run()
+
+    def _kernel_args(self) -> KernelArgs | None:
+        """The node's own kernel command line (metal); None where ``/proc/cmdline`` is the host's."""
+        if self.layout.platform is not Platform.METAL:
+            return None
+        try:
+            return KernelArgs.from_cmdline(self.layout.path("/proc/cmdline").read_text())
+        except OSError:
+            return None
 
     def _upgrades(self, say: Callable[[str], None]) -> NodeUpgrades | None:
         """Upgrades, rollback and META for a node booted from its own disk (its platform lists the
@@ -236,6 +248,18 @@ async def _running(work: Coroutine[Any, Any, None] | None, name: str) -> Any:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def _drain(controllers: Sequence[Any], say: Callable[[str], None]) -> None:
+    """Talos's drainer at machined's exit, both at once (up to 10 s): a connected event sink gets the
+    last events, and the kernel log's last records go to its destinations."""
+    from ichor.machined.controllers.event_sink import EventsSinkController
+    from ichor.machined.controllers.kmsg_log import KmsgLogDeliveryController
+
+    senders = [c for c in controllers if isinstance(c, EventsSinkController | KmsgLogDeliveryController)]
+    for sender, drained in zip(senders, await asyncio.gather(*(s.drain() for s in senders)), strict=True):
+        if not drained:
+            say(f"{sender.name}: the last events were not all sent before machined stopped")
 
 
 async def _start_upgrades(upgrades: NodeUpgrades, say: Callable[[str], None]) -> None:

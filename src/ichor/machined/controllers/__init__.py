@@ -23,7 +23,10 @@ The graph, as ``talosctl inspect dependencies`` prints it:
             machine.sysctls/sysfs + Talos's defaults -> KernelParamSpecs -> the kernel (what the
             platform owns) -> KernelParamStatuses; machine.kernel.modules -> KernelModuleSpecs ->
             modprobe (a node whose kernel is its own); the boot disk (metal) -> MetaKeys, BootSlots;
-            the node's mount table -> MountStatuses (STATE, EPHEMERAL)
+            the node's mount table -> MountStatuses (STATE, EPHEMERAL); EventSinkConfig document
+            (talos.events.sink on metal) -> EventSinkConfig -> every event over gRPC to the sink;
+            KmsgLogConfig documents (talos.logging.kernel on metal) -> KmsgLogConfig -> the kernel
+            log as JSON lines (metal only: elsewhere /dev/kmsg is the host's)
 * perf:     /proc/stat, /proc/meminfo -> CPUStats, MemoryStats (host-wide on a shared kernel)
 * network:  LinkStatuses -> HardwareAddress first; MachineConfig + LinkStatuses -> DeviceConfigSpecs; HostDNSConfig + ResolverStatus -> DNSUpstreams
             (health-checked); ProbeSpecs -> ProbeStatuses (TCP probes)
@@ -57,11 +60,13 @@ from ichor.machined.controllers import (
     etcd,
     etcd_backup,
     etcd_pki,
+    event_sink,
     extensions,
     feature_configs,
     k8s,
     kernel_module,
     kernel_param,
+    kmsg_log,
     mounts,
     network,
     perf,
@@ -81,6 +86,7 @@ from ichor.machined.controllers.network import platform as network_platform
 from ichor.machined.controllers.network import probes as network_probes
 from ichor.machined.cosi import Controller, Source
 from ichor.machined.events import EventBus
+from ichor.machined.kernelargs import KernelArgs
 from ichor.machined.netlink import Netlink
 from ichor.machined.platform import Layout
 from ichor.machined.resources import MachineStage
@@ -108,12 +114,15 @@ def node_controllers(
     boot_slots: Source[BootState | None] | None = None,
     meta_keys: Source[Mapping[int, bytes]] | None = None,
     booted_slot: Slot | None = None,
+    kernel_args: KernelArgs | None = None,
 ) -> list[Controller]:
     """Every controller of a node, in registration order.
 
     ``etcd_backup_store``: a client of this node's own etcd member (the scheduled backups ask it who
     leads); without one, a backup slot fails saying so. ``boot_slots``/``meta_keys``: the boot disk's
-    state (a node booted from its own disk); without them the node has no BootSlots or MetaKeys."""
+    state (a node booted from its own disk); without them the node has no BootSlots or MetaKeys.
+    ``kernel_args``: the node's own kernel command line (metal), for ``talos.events.sink`` and
+    ``talos.logging.kernel``; a node sharing the host's kernel passes none."""
     return [
         config.machine_type_controller(),
         config.acquire_status_controller(),
@@ -148,6 +157,8 @@ def node_controllers(
         *kernel_param.kernel_param_controllers(layout),
         *kernel_module.kernel_module_controllers(layout, say=say),
         *watchdog.watchdog_controllers(layout, say=say),
+        *event_sink.event_sink_controllers(events, kernel_args),
+        *kmsg_log.kmsg_log_controllers(layout, kernel_args, say=say),
         network_platform.platform_config_controller(layout),
         timesync.TimeSyncController() if layout.own_netns else runtime.time_status_controller(),
         extensions.extension_status_controller(layout),

@@ -246,6 +246,8 @@ def spec_to_plain(spec: Any) -> Any:
                 plain = list(value.encode())  # text held as Go []byte
             elif f.metadata.get("url") and isinstance(value, str):
                 plain = go_url_plain(value)
+            elif f.metadata.get("url") and isinstance(value, tuple | list):
+                plain = [go_url_plain(v) for v in value]  # Go's []*url.URL
             else:
                 plain = spec_to_plain(value)
             out[f.metadata.get("yaml", _camel(f.name))] = plain

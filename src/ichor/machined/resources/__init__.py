@@ -84,6 +84,7 @@ from ichor.machined.resources._etcd import (
     EtcdSpecSpec,
 )
 from ichor.machined.resources._etcd_pki import ETCD_PKI_TYPES
+from ichor.machined.resources._event_sink import EVENT_SINK_CONFIG_ID, EVENT_SINK_CONFIGS, EventSinkConfigSpec
 from ichor.machined.resources._extensions import (
     EXTENSION_SERVICE_CONFIG_STATUSES,
     EXTENSION_SERVICE_CONFIGS,
@@ -148,6 +149,7 @@ from ichor.machined.resources._kernel_params import (
     KernelParamSpecSpec,
     KernelParamStatusSpec,
 )
+from ichor.machined.resources._kmsg_log import KMSG_LOG_CONFIG_ID, KMSG_LOG_CONFIGS, KmsgLogConfigSpec
 from ichor.machined.resources._kubelet import KUBELET_TYPES
 from ichor.machined.resources._kubeprism import (
     KUBEPRISM_CONFIG_ID,
@@ -325,6 +327,8 @@ __all__ = [
     "ETCD_SPECS",
     "ETC_FILE_SPECS",
     "ETC_FILE_STATUSES",
+    "EVENT_SINK_CONFIGS",
+    "EVENT_SINK_CONFIG_ID",
     "EXTENSION_SERVICE_CONFIGS",
     "EXTENSION_SERVICE_CONFIG_STATUSES",
     "EXTENSION_STATUSES",
@@ -348,6 +352,8 @@ __all__ = [
     "KERNEL_PARAM_SPECS",
     "KERNEL_PARAM_STATUSES",
     "KERNEL_PARAM_TYPES",
+    "KMSG_LOG_CONFIGS",
+    "KMSG_LOG_CONFIG_ID",
     "KUBELET_TYPES",
     "KUBEPRISM_CONFIGS",
     "KUBEPRISM_CONFIG_ID",
@@ -443,6 +449,7 @@ __all__ = [
     "EtcdMemberSpec",
     "EtcdRootSpec",
     "EtcdSpecSpec",
+    "EventSinkConfigSpec",
     "ExtensionMetadataSpec",
     "ExtensionServiceConfigFileSpec",
     "ExtensionServiceConfigSpec",
@@ -460,6 +467,7 @@ __all__ = [
     "KernelModuleSpecSpec",
     "KernelParamSpecSpec",
     "KernelParamStatusSpec",
+    "KmsgLogConfigSpec",
     "KubePrismConfigSpec",
     "KubePrismEndpoint",
     "KubePrismEndpointsSpec",
@@ -590,6 +598,8 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     *FEATURE_CONFIG_TYPES,
     DEVICE_CONFIG_SPECS,
     *TRUSTD_TYPES,
+    EVENT_SINK_CONFIGS,
+    KMSG_LOG_CONFIGS,
 )
 
 

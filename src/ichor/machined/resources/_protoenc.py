@@ -112,6 +112,8 @@ SPEC_MESSAGES: dict[str, str] = {
     "MetaKeys.runtime.talos.dev": _P + "runtime.MetaKeySpec",
     "KernelModuleSpecs.runtime.talos.dev": _P + "runtime.KernelModuleSpecSpec",
     "WatchdogTimerConfigs.runtime.talos.dev": _P + "runtime.WatchdogTimerConfigSpec",
+    "EventSinkConfigs.runtime.talos.dev": _P + "runtime.EventSinkConfigSpec",
+    "KmsgLogConfigs.runtime.talos.dev": _P + "runtime.KmsgLogConfigSpec",
     "WatchdogTimerStatuses.runtime.talos.dev": _P + "runtime.WatchdogTimerStatusSpec",
     "KernelParamSpecs.runtime.talos.dev": _P + "runtime.KernelParamSpecSpec",
     "KernelParamDefaultSpecs.runtime.talos.dev": _P + "runtime.KernelParamSpecSpec",

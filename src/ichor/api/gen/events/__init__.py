@@ -1,0 +1,1 @@
+"""Generated protobuf and grpclib stubs of the Talos 1.7 API; do not edit."""
