@@ -255,10 +255,10 @@ def _sequencer(
 class _Events(EventBus):
     def __init__(self) -> None:
         super().__init__()
-        self.published: list[Any] = []
+        self.payloads: list[Any] = []
 
     def publish(self, payload: Any, *, actor_id: str = "") -> Any:
-        self.published.append(payload)
+        self.payloads.append(payload)
         return super().publish(payload, actor_id=actor_id)
 
 
@@ -266,7 +266,7 @@ def _sequences(events: EventBus) -> list[tuple[str, int, str]]:
     assert isinstance(events, _Events)
     return [
         (m.sequence, m.action, m.error.message)
-        for m in events.published
+        for m in events.payloads
         if isinstance(m, machine_pb2.SequenceEvent)
     ]
 
