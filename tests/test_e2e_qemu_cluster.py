@@ -216,6 +216,17 @@ def _bond_and_vlan(env: dict[str, str], address: str, bridge: str, patch: Path) 
         addresses = _talosctl(env, "-n", address, "get", "addresses")
         assert f"bond0.100/{vm_vlan}/{vlan_net.prefixlen}" in addresses.stdout, addresses.stdout
         assert f"bond0/{address}/" in addresses.stdout, addresses.stdout
+        deadline = time.monotonic() + 60
+        while "id: wg0\n" not in links.stdout and time.monotonic() < deadline:
+            time.sleep(3)
+            links = _talosctl(env, "-n", address, "get", "links", "-o", "yaml")
+        if "id: wg0\n" not in links.stdout:
+            logged = _talosctl(env, "-n", address, "logs", "controller-runtime").stdout
+            why = "\n".join(line for line in logged.splitlines() if "wg0" in line or "ireguard" in line)
+            waits = _talosctl(env, "-n", address, "get", "waits").stdout
+            raise AssertionError(
+                f"no wg0 in get links; controller-runtime says:\n{why[-4000:]}\nwaits:\n{waits}"
+            )
         for needed in ("id: dummy0\n", "kind: dummy", "id: wg0\n", "kind: wireguard"):
             assert needed in links.stdout, f"{needed!r} not in get links"
         for needed in ("dummy0/192.0.2.1/32", "wg0/192.0.2.9/32"):
