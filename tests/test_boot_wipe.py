@@ -9,7 +9,9 @@ boot with the argument on a VM (the GRUB menu entry chosen at the console) has n
 
 from __future__ import annotations
 
+import functools
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -130,11 +132,30 @@ def test_metal_boot_reboots_fails_or_goes_on(
 ) -> None:
     disk, table = _installed(tmp_path)
     monkeypatch.setattr(blockdev, "find_system_disk", lambda _sys_block: (disk, table))
-    assert _metal_boot._wipe_at_boot(KernelArgs.from_cmdline("talos.platform=metal")) is None
-    assert _metal_boot._wipe_at_boot(KernelArgs.from_cmdline(RESET_ARG)) is None  # no BOOT: the boot goes on
-    assert (
-        _metal_boot._wipe_at_boot(KernelArgs.from_cmdline("talos.experimental.wipe=system:STATE,DATA")) == 1
-    )
+    done = tmp_path / "coldplug-done"
+    done.write_text("")
+    wipe = functools.partial(_metal_boot._wipe_at_boot, coldplug_done=str(done))
+    assert wipe(KernelArgs.from_cmdline("talos.platform=metal")) is None
+    assert wipe(KernelArgs.from_cmdline(RESET_ARG)) is None  # no BOOT: the boot goes on
+    assert wipe(KernelArgs.from_cmdline("talos.experimental.wipe=system:STATE,DATA")) == 1
     assert 'wipeDisks: error parsing target label "DATA"' in capsys.readouterr().out
-    assert _metal_boot._wipe_at_boot(KernelArgs.from_cmdline("talos.experimental.wipe=system")) == 75
+    assert wipe(KernelArgs.from_cmdline("talos.experimental.wipe=system")) == 75
     assert read_disk_table(disk) is None
+
+
+def test_the_boot_wipe_waits_for_coldplug_and_then_goes_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No disk driver loaded yet: the wipe waits for PID 1's coldplug (bounded) before it looks."""
+    looked: list[float] = []
+    monkeypatch.setattr(blockdev, "find_system_disk", lambda _sys_block: looked.append(time.monotonic()))
+    done = tmp_path / "coldplug-done"
+    started = time.monotonic()
+    # no disk even then: the plan refuses, fatal as in Talos
+    assert _metal_boot._wipe_at_boot(KernelArgs.from_cmdline(RESET_ARG), "/sys/block", str(done), 0.5) == 1
+    assert looked and looked[0] - started >= 0.5, "it waited the whole bound for a coldplug that never ended"
+    done.write_text("")
+    looked.clear()
+    started = time.monotonic()
+    assert _metal_boot._wipe_at_boot(KernelArgs.from_cmdline(RESET_ARG), "/sys/block", str(done), 30.0) == 1
+    assert looked and looked[0] - started < 5, "a finished coldplug is not waited for"

@@ -128,9 +128,14 @@ async def _bring_up(ip: IPArg | None, say: object) -> str:
         await netlink.close()
 
 
-def _wipe_at_boot(args: KernelArgs, sys_block: str = "/sys/block") -> int | None:
+def _wipe_at_boot(
+    args: KernelArgs, sys_block: str = "/sys/block", coldplug_done: str = "/run/ichor/coldplug-done",
+    wait_s: float = 120.0,
+) -> int | None:  # fmt: skip
     """``talos.experimental.wipe`` (:mod:`ichor.machined.bootwipe`) before anything is mounted: the
-    exit code when the boot stops here (75: reboot; 1: the wipe failed, fatal as in Talos), else None."""
+    exit code when the boot stops here (75: reboot; 1: the wipe failed, fatal as in Talos), else None.
+    It waits for PID 1's coldplug first (``coldplug_done``, as the mounts do): the disk's driver may
+    not be loaded yet when the network link is."""
     from ichor.machined.bootwipe import KERNEL_ARG, wipe_at_boot
     from ichor.machined.platform import EXIT_REBOOT
     from ichor.machinery.blockdev import find_system_disk
@@ -139,6 +144,9 @@ def _wipe_at_boot(args: KernelArgs, sys_block: str = "/sys/block") -> int | None
     value = args.last(KERNEL_ARG)
     if not value:
         return None
+    deadline = time.monotonic() + wait_s
+    while not Path(coldplug_done).exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
     try:
         wiped = wipe_at_boot(value, find_system_disk(sys_block), print)
     except (MachineryError, OSError) as err:
