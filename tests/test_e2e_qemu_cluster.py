@@ -229,8 +229,13 @@ def _bond_and_vlan(env: dict[str, str], address: str, bridge: str, patch: Path) 
             )
         for needed in ("id: dummy0\n", "kind: dummy", "id: wg0\n", "kind: wireguard"):
             assert needed in links.stdout, f"{needed!r} not in get links"
-        for needed in ("dummy0/192.0.2.1/32", "wg0/192.0.2.9/32"):
-            assert needed in addresses.stdout, addresses.stdout
+        deadline = time.monotonic() + 60  # wg0's address follows wg0 (read again: the list above is older)
+        while (
+            "wg0/192.0.2.9/32" not in (addresses := _talosctl(env, "-n", address, "get", "addresses")).stdout
+        ):
+            assert time.monotonic() < deadline, addresses.stdout
+            time.sleep(3)
+        assert "dummy0/192.0.2.1/32" in addresses.stdout, addresses.stdout
         waits = _talosctl(env, "-n", address, "get", "waits")
         assert not re.search(r"network\.(Link|Address)", waits.stdout), waits.stdout
     finally:
