@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from tiers import K8S_ORDER, VM_ALONE, VM_FILES, unit_of, waits_for_its_vm_unit
+from tiers import K8S_ORDER, VM_ALONE, VM_FILES, unit_of
 
 pytest_plugins = ["pytester"]
 
@@ -77,32 +77,3 @@ def test_a_test_on_the_shared_cluster_outside_the_listed_files_is_refused(pytest
     result = pytester.runpytest_subprocess("-m", "e2e", "-p", "no:xdist")
     assert "is listed in tiers.K8S_ORDER" in result.stdout.str() + result.stderr.str()
     assert result.ret != 0
-
-
-def test_a_worker_running_a_vm_unit_takes_no_next_unit_until_it_is_done() -> None:
-    queue = {"tests/test_e2e_upgrade_k8s.py": {}, "tests/test_e2e_node.py": {}}
-    running_vm = {"vm-long": {"tests/test_e2e_vm_upgrade.py::t": False}}
-    assert waits_for_its_vm_unit(queue, running_vm)
-    done_vm = {"vm-long": {"tests/test_e2e_vm_upgrade.py::t": True}}
-    assert not waits_for_its_vm_unit(queue, done_vm), "a finished VM unit: the worker takes the next"
-    assert not waits_for_its_vm_unit(queue, {"k8s": {"a": False}}), "only VM units hold a worker back"
-    assert not waits_for_its_vm_unit({}, running_vm), "nothing queued: xdist may shut the worker down"
-
-
-@pytest.mark.slow  # two xdist workers in a subprocess: ~10 s
-def test_the_vm_worker_is_not_handed_the_next_files_while_its_vm_runs(pytester: pytest.Pytester) -> None:
-    """Real xdist: the one-test upgrade scenario (here a 4 s sleep) keeps its worker; every other file
-    goes to the other worker, and the run ends."""
-    _suite(pytester)
-    pytester.makeini("[pytest]\nmarkers =\n  e2e\n  k8s\n  vm\n")
-    pytester.makepyfile(
-        test_e2e_vm_upgrade="import pytest, time\npytestmark = [pytest.mark.e2e, pytest.mark.vm]\n"
-        "def test_scenario():\n    time.sleep(4)\n"
-    )
-    result = pytester.runpytest_subprocess(
-        "-m", "e2e and not k8s", "-n", "2", "--dist", "loadgroup", "--no-loadscope-reorder", "-v"
-    )
-    result.assert_outcomes(passed=3)
-    ran = re.findall(r"\[(gw\d)\] \[\s*\d+%\] PASSED (\S+)::", result.stdout.str())
-    vm_worker = next(w for w, path in ran if path == "test_e2e_vm_upgrade.py")
-    assert all(w != vm_worker for w, path in ran if path != "test_e2e_vm_upgrade.py"), ran

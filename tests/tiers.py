@@ -34,7 +34,7 @@ import json
 import os
 import socket
 import struct
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
@@ -176,22 +176,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
         def _split_scope(self, nodeid: str) -> str:
             return unit_of(nodeid)
 
-        def _reschedule(self, node: Any) -> None:
-            if not waits_for_its_vm_unit(self.workqueue, self.assigned_work.get(node, {})):
-                super()._reschedule(node)
-
     return Units(config, log)  # type: ignore[arg-type]
-
-
-def waits_for_its_vm_unit(queue: Mapping[str, object], workload: Mapping[str, Mapping[str, bool]]) -> bool:
-    """A worker still running a VM unit takes no further unit while others wait in ``queue``.
-
-    xdist gives a worker with two tests or fewer pending another unit at once, so the one-test upgrade
-    scenario (23 min) would have the next long file queued behind it instead of handed to the next
-    worker that is free. ``workload`` is xdist's unit -> {test: done}."""
-    return bool(queue) and any(
-        unit in ("vm", "vm-long") and not all(done.values()) for unit, done in workload.items()
-    )
 
 
 def _kinds(item: pytest.Item) -> set[str]:
