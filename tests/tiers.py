@@ -79,20 +79,6 @@ VM_ALONE = ("test_e2e_vm_upgrade.py",)
 one VM rebooted a dozen times), beside the ``vm`` unit: at most two VMs at once, as the machine
 allows, so that neither unit is the tier's tail by itself."""
 
-LONG_FILES = (
-    "test_e2e_upgrade_k8s.py",
-    "test_e2e_imager_profiles_reproducible.py",
-    "test_e2e_etcd.py",
-    "test_e2e_extension_services.py",
-    "test_e2e_container.py",
-    "test_e2e_cluster.py",
-    "test_e2e_imager_reproducible.py",
-    "test_e2e_node.py",
-)
-"""The other files that take a minute or more (longest first, as measured in a CI run's timeline):
-they go out right after the Kubernetes and VM units, so none of them starts last and runs alone
-(``upgrade-k8s``'s own cluster, 6.5 min, did: the tier's last 5.5 min had one worker busy)."""
-
 DEVICE_SKIP = "needs a device:"
 """A skip reason starting with this names hardware this machine lacks: allowed under CI."""
 
@@ -212,17 +198,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return K8S_ORDER.index(name) if name in K8S_ORDER else len(K8S_ORDER)
 
     if _grouped(config):
-        # The Kubernetes unit goes out first, then the VM units, the longest first, then the other
-        # long files, longest first (run.sh: --no-loadscope-reorder keeps this order).
+        # The Kubernetes unit goes out first, then the VM units, the longest first (run.sh:
+        # --no-loadscope-reorder keeps this order).
         def grouped_rank(item: pytest.Item) -> int:
             if k8s_rank(item) >= 0:
                 return k8s_rank(item)
             name = Path(str(item.fspath)).name
-            if name in VM_FILES:
-                return len(K8S_ORDER) + (1 if name in VM_ALONE else 2)
-            if name in LONG_FILES:
-                return len(K8S_ORDER) + 3 + LONG_FILES.index(name)
-            return len(K8S_ORDER) + 3 + len(LONG_FILES)
+            return len(K8S_ORDER) + (1 if name in VM_ALONE else 2 if name in VM_FILES else 3)
 
         items.sort(key=grouped_rank)
     else:
