@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-import os
 import ssl
-import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,18 +71,15 @@ class RegistryAccess:
 
 
 def _load_client_identity(context: ssl.SSLContext, cert: bytes, key: bytes, where: str) -> None:
-    """``tls.X509KeyPair``: Python's ssl reads a key pair from files only, so through a private temp dir."""
-    with tempfile.TemporaryDirectory(prefix="ichor-tls-") as directory:
-        paths = []
-        for name, data in (("client.crt", cert), ("client.key", key)):
-            path = os.path.join(directory, name)
-            with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
-                out.write(data)
-            paths.append(path)
-        try:
-            context.load_cert_chain(paths[0], paths[1])
-        except (ssl.SSLError, OSError) as err:
-            raise ImageError(f"{where}: the client identity is not a key pair ({err})") from None
+    """``tls.X509KeyPair`` into ``context`` (:func:`ichor.machinery.pki.load_into_ssl_context`: any
+    key form Talos writes, kept off the disk)."""
+    from ichor.machinery.errors import PKIError
+    from ichor.machinery.pki import load_into_ssl_context
+
+    try:
+        load_into_ssl_context(context, cert, key)
+    except (PKIError, ssl.SSLError, OSError) as err:
+        raise ImageError(f"{where}: the client identity is not a key pair ({err})") from None
 
 
 def prepare_auth(access: RegistryAccess | None, host: str, expected_host: str) -> tuple[str, str]:

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ichor.images._access import Registries, RegistryAccess, prepare_auth
+from ichor.images._access import Registries, RegistryAccess, _q, prepare_auth
 from ichor.images._errors import ImageError
 from ichor.images._reference import DOCKER_HUB, Reference, parse_reference
 
@@ -321,12 +321,6 @@ def fetch_installer(
         f"failed to pull {image}: {'; '.join(problems)}",
         hint="check machine.registries.mirrors (and .config for credentials) and that the registry holds the image",
     )
-
-
-def _q(text: str) -> str:
-    from ichor.machinery import goquote
-
-    return goquote.quote(text)
 
 
 def _fetch_from(
