@@ -264,25 +264,10 @@ def kubernetes_list_yaml(listed: dict[str, Any]) -> bytes:
     """A Kubernetes list as Talos's bundle writes it: client-go's typed list (``apiVersion`` and
     ``kind`` cleared by its decoder) through the YAML serializer (keys sorted, two-space indent,
     list items not indented)."""
-    import io
-
-    from ruamel.yaml import YAML
-
-    def ordered(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: ordered(value[k]) for k in sorted(value)}
-        if isinstance(value, list):
-            return [ordered(v) for v in value]
-        return value
+    from ichor.machinery.yamlio import dump_sorted
 
     shown = {k: v for k, v in listed.items() if k not in ("apiVersion", "kind")}
-    yaml = YAML(typ="safe", pure=True)
-    yaml.default_flow_style = False
-    yaml.indent(mapping=2, sequence=2, offset=0)
-    yaml.width = 1 << 20
-    buf = io.StringIO()
-    yaml.dump(ordered(shown), buf)
-    return buf.getvalue().encode()
+    return dump_sorted(shown, kubernetes=True).encode()
 
 
 async def kubernetes_client(client: Any) -> Any:

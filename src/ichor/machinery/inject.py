@@ -16,7 +16,6 @@ reproduced. This module transforms text; it reads and writes no files.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -109,33 +108,10 @@ def _service_account(namespace: Any, name: str, roles: Sequence[str]) -> dict[st
             "spec": {"roles": list(roles)}}  # fmt: skip
 
 
-def _sorted(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _sorted(obj[k]) for k in sorted(obj, key=str)}
-    if isinstance(obj, list):
-        return [_sorted(v) for v in obj]
-    return obj
-
-
-def _dump(doc: Any, *, kubernetes: bool) -> str:
-    from ruamel.yaml import YAML
-
-    yaml = YAML(typ="safe", pure=True)
-    yaml.default_flow_style = False
-    yaml.width = 1 << 20
-    if kubernetes:  # sigs.k8s.io/yaml: two spaces, lists at their key's level
-        yaml.indent(mapping=2, sequence=2, offset=0)
-    else:  # gopkg.in/yaml.v3: four spaces
-        yaml.indent(mapping=4, sequence=6, offset=4)
-    buf = io.StringIO()
-    yaml.dump(_sorted(doc), buf)
-    return buf.getvalue()
-
-
 def inject_service_account(text: str | bytes, roles: Sequence[str], *, source: str = "<input>") -> str:
     """The manifests in ``text`` with Talos service accounts injected (see the module docstring)."""
     from ichor.machinery.errors import YAMLError
-    from ichor.machinery.yamlio import load_documents, to_plain
+    from ichor.machinery.yamlio import dump_sorted, load_documents, to_plain
 
     try:
         docs = [to_plain(d) for d in load_documents(text, source=source)]
@@ -153,7 +129,7 @@ def inject_service_account(text: str | bytes, roles: Sequence[str], *, source: s
                 if owner in seen:
                     continue
                 seen.add(owner)
-            out.append(_dump(doc, kubernetes=False))
+            out.append(dump_sorted(doc, kubernetes=False))
             continue
         name = _metadata(doc).get("name")
         if not isinstance(name, str):
@@ -162,10 +138,12 @@ def inject_service_account(text: str | bytes, roles: Sequence[str], *, source: s
         if not isinstance(pod_spec, dict):
             raise InjectError(f"{source}: {name}: the pod spec is not a mapping")
         _inject(pod_spec, f"{name}{NAME_SUFFIX}")
-        out.append(_dump(doc, kubernetes=True))
+        out.append(dump_sorted(doc, kubernetes=True))
         namespace = _metadata(doc).get("namespace")
         owner = _object_id(namespace, name)
         if owner not in seen:
-            out.append(_dump(_service_account(namespace, f"{name}{NAME_SUFFIX}", roles), kubernetes=False))
+            out.append(
+                dump_sorted(_service_account(namespace, f"{name}{NAME_SUFFIX}", roles), kubernetes=False)
+            )
             seen.add(owner)
     return "".join(part + "---\n" for part in out)

@@ -17,6 +17,7 @@ from __future__ import annotations
 __all__ = [
     "dump_document",
     "dump_documents",
+    "dump_sorted",
     "from_plain",
     "load_documents",
     "make_yaml",
@@ -216,6 +217,30 @@ def dump_document(doc: Any) -> str:
 def dump_documents(docs: list[Any]) -> str:
     """Serialize documents separated by ``---`` lines, as Talos writes multi-document configs."""
     return "---\n".join(dump_document(doc) for doc in docs)
+
+
+def _sorted(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _sorted(obj[k]) for k in sorted(obj, key=str)}
+    if isinstance(obj, list):
+        return [_sorted(v) for v in obj]
+    return obj
+
+
+def dump_sorted(doc: Any, *, kubernetes: bool) -> str:
+    """A plain document as Go's marshallers print a map: keys sorted, no line folding; with
+    ``kubernetes`` as sigs.k8s.io/yaml (two spaces, lists at their key's level), else as
+    gopkg.in/yaml.v3 (four spaces)."""
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    yaml.width = 1 << 20
+    if kubernetes:
+        yaml.indent(mapping=2, sequence=2, offset=0)
+    else:
+        yaml.indent(mapping=4, sequence=6, offset=4)
+    buf = io.StringIO()
+    yaml.dump(_sorted(doc), buf)
+    return buf.getvalue()
 
 
 def to_plain(obj: Any) -> Any:
