@@ -108,6 +108,11 @@ class KernelArgs:
                 problems.append(f"kernel argument ip={value} ignored: {err}")
         return cls(args, problems)
 
+    def first(self, key: str) -> str | None:
+        """The first value given for ``key`` (Talos's ``ProcCmdline().Get(key).First()``)."""
+        values = self.args.get(key)
+        return values[0] if values else None
+
     def last(self, key: str) -> str | None:
         values = self.args.get(key)
         return values[-1] if values else None

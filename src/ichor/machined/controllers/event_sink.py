@@ -85,7 +85,7 @@ def events_sink_config_controller(
     node's own command line, given on metal only)."""
 
     def derive(ctx: ControllerContext) -> dict[str, EventSinkConfigSpec]:
-        endpoint = (kernel_args.args.get(KERNEL_ARG) or [""])[0] if kernel_args is not None else ""
+        endpoint = (kernel_args.first(KERNEL_ARG) if kernel_args is not None else None) or ""
         resource = ctx.get_or_none(MACHINE_CONFIGS, ACTIVE_CONFIG_ID)
         for doc in resource.spec.parsed if resource is not None else ():
             if isinstance(doc.model, EventSinkConfigV1Alpha1) and doc.model.endpoint:

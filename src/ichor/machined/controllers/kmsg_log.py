@@ -82,11 +82,8 @@ def kmsg_log_config_controller(
     """The kernel argument's URL first, then each ``KmsgLogConfig`` document's not already listed."""
 
     def derive(ctx: ControllerContext) -> dict[str, KmsgLogConfigSpec]:
-        urls = (
-            [kernel_args.args[KERNEL_ARG][0]]
-            if kernel_args is not None and kernel_args.args.get(KERNEL_ARG)
-            else []
-        )
+        argument = kernel_args.first(KERNEL_ARG) if kernel_args is not None else None
+        urls = [argument] if argument is not None else []
         resource = ctx.get_or_none(MACHINE_CONFIGS, ACTIVE_CONFIG_ID)
         for doc in resource.spec.parsed if resource is not None else ():
             if isinstance(doc.model, KmsgLogConfigV1Alpha1) and doc.model.url and doc.model.url not in urls:
