@@ -129,13 +129,14 @@ run_tests() {
     # Every tier, cheapest first: the fast tier (two workers), then the end-to-end, VM and slow tests
     # on ICHOR_E2E_WORKERS workers (3: one creates the shared Kubernetes cluster and runs its files,
     # one boots the VMs one at a time, one runs the rest, which mostly wait on their clusters;
-    # tests/tiers.py), then the fuzzing suite.
+    # tests/tiers.py), then the fuzzing suite. The e2e tier's failures print short tracebacks: what a
+    # test printed (its console digests, its figures) comes first in an excerpt of the output.
     local results failed=0
     results=$(mktemp -d)
     run_tier fast "$results" || failed=1
     local workers=${ICHOR_E2E_WORKERS:-3}
     run_tier e2e "$results" -m "(e2e or slow) and not fuzz and not official" \
-        -n "$workers" --dist loadgroup --no-loadscope-reorder || failed=1
+        -n "$workers" --dist loadgroup --no-loadscope-reorder --tb=short || failed=1
     run_tier fuzz "$results" -m fuzz || failed=1
     .venv/bin/python scripts/test_summary.py "$SETUP_SECONDS" "$results"
     rm -rf "$results"

@@ -416,11 +416,23 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
         vm.stop(timeout=5)
         if relaunched is not None:
             relaunched.stop(timeout=5)
-            print(SerialLog(serial2, 0).text()[-8000:])
+            text = SerialLog(serial2, 0).text()
+            print("console digest (every transition):\n" + _digest(text))
+            print(text[-8000:])
         print(SerialLog(serial1, 0).text()[-3000:])
 
 
 Talosctl = Callable[..., proc.Completed]
+
+_DIGEST = re.compile(r"\[talos\]|ichor-metal:|Traceback|Error:|task '|Kernel panic|watchdog")
+
+
+def _digest(text: str, lines: int = 90) -> str:
+    """The console's own lines (sequences, slots, services, failures), short enough that a CI
+    excerpt of a failure shows where each boot got to."""
+    kept = [line for line in text.splitlines() if _DIGEST.search(line)]
+    shortened = [re.sub(r"\d{4}-\d\d-\d\dT(\d\d:\d\d:\d\d)\.\d+Z ", r"\1 ", line)[:200] for line in kept]
+    return "\n".join(shortened[-lines:])
 
 
 def _no_hello(talosctl: Talosctl) -> None:

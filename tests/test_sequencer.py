@@ -89,3 +89,31 @@ def test_a_forced_reset_skips_etcd_tells_discovery_and_wipes(tmp_path: Path) -> 
     assert parts.state.list(MACHINE_RESET_SIGNALS.default_namespace, MACHINE_RESET_SIGNALS)
     assert parts.supervisor.stopped == ["all but apid,machined"]  # type: ignore[attr-defined]
     assert parts.stage.value is MachineStage.RESETTING
+
+
+class _StuckSupervisor(_Supervisor):
+    """etcd never reaches a terminal state (its stop hangs)."""
+
+    def list(self) -> list[Any]:
+        return [type("Info", (), {"id": i})() for i in ("apid", "etcd")]
+
+    def is_running(self, service_id: str) -> bool:
+        return service_id == "etcd"
+
+    async def stop_all(self, *, keep: Any = ()) -> None:
+        await asyncio.Event().wait()
+
+
+def test_stopping_all_services_goes_on_without_one_that_never_stops(tmp_path: Path, monkeypatch: Any) -> None:
+    import ichor.machined.sequencer as sequencer_module
+
+    monkeypatch.setattr(sequencer_module, "STOP_ALL_LIMIT", 0.05)
+    sequencer, parts, _left = _sequencer(tmp_path, leave_problem=None)
+    parts.supervisor = _StuckSupervisor()  # type: ignore[assignment]
+    told: list[int] = []
+    parts.stopping = told.append
+
+    asyncio.run(asyncio.wait_for(sequencer._stop_all(), 5))
+    said: list[str] = parts.say.__self__  # type: ignore[attr-defined]
+    assert said == ["stopping all services: etcd still stopping after 0 s; going on without them"]
+    assert told == []  # stopping() is the run's announcement, not _stop_all's

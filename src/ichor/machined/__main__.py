@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from ichor.machinery import codecache
 
     codecache.install()
+    from ichor.machined.exitdeadline import SHUTDOWN_LIMIT
     from ichor.machined.h2writes import coalesce_h2_writes
     from ichor.machined.memory import bound_h2_closed_streams, start_tracemalloc_from_env
     from ichor.machined.node import Node
@@ -81,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             mount_table=Path("/proc/self/mounts") if args.platform is Platform.METAL else None,
         ),
         config_source=args.config,
+        exit_limit=SHUTDOWN_LIMIT,
     )
 
     gc.freeze()

@@ -54,9 +54,14 @@ class Node:
         *,
         config_source: Path | None = None,
         clock: Callable[[], datetime] | None = None,
+        exit_limit: float | None = None,
     ) -> None:
+        """``exit_limit``: the process (machined's entry point) exits at the latest this many seconds
+        after a sequence began stopping services (:class:`~ichor.machined.exitdeadline.ExitDeadline`);
+        None (an in-process node, tests) sets no such bound."""
         self.layout = layout
         self.config_source = config_source
+        self.exit_limit = exit_limit
         self.clock = clock or (lambda: datetime.now(UTC))
         # Every apply stores a new config; a full history would keep the last 1024 alive.
         self.state = State(clock=self.clock, history_of={MACHINE_CONFIGS.type: CONFIG_HISTORY})
@@ -171,9 +176,17 @@ class Node:
             background=system.background, install=install,
             staged_upgrade=_staged_upgrade(upgrades) if upgrades is not None else None,
             partitions=system.partitions, early_services=system.early,
+            stopping=self._exit_deadline(say),
         ))  # fmt: skip
         system.lifecycle = self.sequencer
         return await self.sequencer.run()
+
+    def _exit_deadline(self, say: Callable[[str], None]) -> Callable[[int], None]:
+        if self.exit_limit is None:
+            return lambda _code: None
+        from ichor.machined.exitdeadline import ExitDeadline
+
+        return ExitDeadline(say, limit=self.exit_limit).arm
 
     def _kernel_args(self) -> KernelArgs | None:
         """The node's own kernel command line (metal); None where ``/proc/cmdline`` is the host's."""

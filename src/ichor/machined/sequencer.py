@@ -68,6 +68,9 @@ REQUEST_DELAY = 0.2
 DISCOVERY_LEAVE_TIMEOUT = 5.0
 INSTALL_WAIT_ID = "install"
 """The ``waits`` resource an install in progress (or its failure) is reported in."""
+STOP_ALL_LIMIT = 90.0
+"""Seconds the end of a sequence waits for every service to stop before it goes on without the
+ones still stopping (named on the console); each service's own stop has its kill timeouts."""
 RESET_KEEPS = ("apid", "machined")
 """Services a reset leaves running while it wipes (the API answers until the node stops)."""
 
@@ -118,6 +121,9 @@ class NodeParts:
     """Services started before the config is acquired, as Talos 1.6+ starts them: the system
     containerd and the extension services, which run in maintenance mode too and keep running
     once the config arrives."""
+    stopping: Callable[[int], None] = lambda _code: None
+    """Told the exit code when the node begins stopping its services (machined's entry point bounds
+    the time left to the process: :mod:`ichor.machined.exitdeadline`)."""
 
 
 async def _nothing_to_leave() -> str | None:
@@ -226,13 +232,25 @@ class Sequencer:
         if not self._resetting:
             # A reset stays "resetting" to the end: discovery would publish the node again otherwise.
             self._stage(MachineStage.REBOOTING if code == EXIT_REBOOT else MachineStage.SHUTTING_DOWN)
+        parts.stopping(code)
         parts.say("stopping all services")
         if self._resetting:  # the reset announced its own stopEverything
-            await parts.supervisor.stop_all()
+            await self._stop_all()
         else:
             with self._phase("stopEverything", "stopAllServices"):
-                await parts.supervisor.stop_all()
+                await self._stop_all()
         return code
+
+    async def _stop_all(self) -> None:
+        """Stop every service, going on after :data:`STOP_ALL_LIMIT` without those still stopping."""
+        supervisor = self.parts.supervisor
+        try:
+            async with asyncio.timeout(STOP_ALL_LIMIT):
+                await supervisor.stop_all()
+        except TimeoutError:
+            still = [info.id for info in supervisor.list() if supervisor.is_running(info.id)]
+            self.parts.say(f"stopping all services: {', '.join(still) or 'none'} still stopping after "
+                           f"{STOP_ALL_LIMIT:.0f} s; going on without them")  # fmt: skip
 
     def _start_early_services(self) -> set[str]:
         """Load and start the early services (before maintenance mode); their ids."""

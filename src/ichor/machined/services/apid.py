@@ -37,6 +37,8 @@ def apid_service(layout: Layout, state: State, machine_api: MachineApi | None = 
         from ichor.machined.apid import Apid
 
         def request_log(line: str) -> None:  # every call, as Talos's apid logs them
+            if log_file.closed:  # a call cancelled by apid's stop that ends after its log closed
+                return
             log_file.write(line + "\n")
             log_file.flush()
 
