@@ -7,7 +7,9 @@ without losing the good one, and returns to maintenance mode after a reset.
 
 from __future__ import annotations
 
+import os
 import random
+import socket
 import sys
 import time
 from collections.abc import Iterator
@@ -17,7 +19,7 @@ import pytest
 from conftest import LOOPBACK_DISCOVERY
 from hostile_inputs import ALIAS_BOMB
 
-from ichor.machined.platform import EXIT_POWEROFF, EXIT_REBOOT
+from ichor.machined.platform import EXIT_POWEROFF, EXIT_REBOOT, Layout
 from ichor.machinery import proc
 
 pytestmark = pytest.mark.e2e
@@ -105,6 +107,16 @@ def test_getting_started_flow_on_a_node_process(node: NodeProcess, talosctl, tmp
     assert "server certificate issued, fingerprint: " in console
     fingerprint = console.split("fingerprint: ")[1].split()[0]
 
+    # syslogd runs before the config (an early service, as Talos's StartSyslogd): what is logged to
+    # /dev/log in maintenance mode is in `logs syslogd` once the node is configured.
+    dev_log = Layout(node.root, node.address).socket("/dev/log")
+    deadline = time.monotonic() + 10
+    while not dev_log.is_socket():
+        assert time.monotonic() < deadline, "no /dev/log in maintenance mode"
+        time.sleep(0.1)
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as client:
+        client.sendto(b"<30>Nov 27 12:00:01 early[7]: logged before the config", os.fspath(dev_log))
+
     # What the node waits for is a resource: `get waits` says it, with the command to run.
     waits = talosctl("get", "waits", "--insecure", "-n", node.address)
     assert waits.exit_code == 0, waits.stderr
@@ -147,6 +159,8 @@ def test_getting_started_flow_on_a_node_process(node: NodeProcess, talosctl, tmp
     listing = talosctl(*base, "ls", "/system/state")
     assert "config.yaml" in listing.stdout
     assert (node.root / "system/state/config.yaml").stat().st_mode & 0o777 == 0o600
+    syslog = talosctl(*base, "logs", "syslogd")
+    assert '"content":"logged before the config"' in syslog.stdout, syslog.stdout + syslog.stderr
     dmesg = talosctl(*base, "dmesg")
     assert f"{node.address}: " in dmesg.stdout and "booting as controlplane" in dmesg.stdout
 

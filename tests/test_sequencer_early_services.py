@@ -140,8 +140,8 @@ def test_the_node_starts_containerd_and_extension_services_early_and_the_rest_wi
     system.machine_api = None  # type: ignore[assignment]
     system.etcd = None  # type: ignore[assignment]
     early = [s.id for s in system.early()]
-    assert early == ["containerd", "ext-agent"]
+    assert early == ["syslogd", "containerd", "ext-agent"]
     loaded = LoadedConfig(load_config(CONFIG), CONFIG)
     later = [s.id for s in system.for_config(loaded)]
     assert not set(early) & set(later), later
-    assert {"machined", "apid", "syslogd", "cri", "kubelet"} <= set(later), later
+    assert {"machined", "apid", "cri", "kubelet"} <= set(later), later

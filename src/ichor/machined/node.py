@@ -335,16 +335,18 @@ class _SystemServices:
 
     def early(self) -> Sequence[Service]:
         """Talos 1.6+'s early services, started before the config is acquired (maintenance mode
-        included): the system containerd and every extension service of the image. (Talos starts
-        machined and syslogd early too; here syslogd follows the machined service, which serves the
-        configured API, so both start with the config.)"""
+        included): syslogd (an extension service that logs to ``/dev/log`` before a config keeps
+        its lines, as Talos's ``StartSyslogd`` phase), the system containerd and every extension
+        service of the image. (Talos starts machined early too; here the machined service serves the
+        configured API and starts with the config: maintenance mode has its own server.)"""
         from ichor.machined import cri
         from ichor.machined.services.containerd import containerd_services
         from ichor.machined.services.extensions import extension_services
+        from ichor.machined.services.syslogd import syslogd_service
 
         layout, state = self.node.layout, self.node.state
         system_containerd = [s for s in containerd_services(layout) if s.id == cri.SYSTEM.service]
-        return [*system_containerd, *extension_services(layout, state)]
+        return [syslogd_service(layout), *system_containerd, *extension_services(layout, state)]
 
     def for_config(self, loaded: LoadedConfig) -> Sequence[Service]:
         """The services a config adds to the early ones (the sequencer leaves those running)."""
@@ -353,14 +355,12 @@ class _SystemServices:
         from ichor.machined.services.containerd import containerd_services
         from ichor.machined.services.kubelet import kubelet_service
         from ichor.machined.services.machined import machined_service
-        from ichor.machined.services.syslogd import syslogd_service
         from ichor.machined.services.trustd import trustd_service
 
         layout, state = self.node.layout, self.node.state
         services = [
             machined_service(layout, self.handlers, self.machine_api),
             apid_service(layout, state, self.machine_api),
-            syslogd_service(layout),
             *[s for s in containerd_services(layout) if s.id != cri.SYSTEM.service],
             kubelet_service(layout, state, report=self.store.say),
         ]

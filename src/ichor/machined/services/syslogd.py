@@ -1,5 +1,6 @@
 """The ``syslogd`` service: Talos 1.7's syslog receiver on the node's ``/dev/log`` (004:724-728);
-``talosctl logs syslogd`` shows what it received, one JSON line per message."""
+``talosctl logs syslogd`` shows what it received, one JSON line per message. An early service: it
+runs before the config (maintenance mode included), so extension services started early log to it."""
 
 from __future__ import annotations
 
@@ -27,6 +28,5 @@ def syslogd_service(layout: Layout) -> Service:
             raise RuntimeError(f"{SYSLOG_SOCKET} is not bound")
 
     return Service(
-        "syslogd", goroutine(run), description="Syslog receiver", depends_on=("machined",),
-        restart=RestartPolicy.FOREVER, health_check=HealthCheck(bound, startup_period=0.2),
+        "syslogd", goroutine(run), description="Syslog receiver", restart=RestartPolicy.FOREVER, health_check=HealthCheck(bound, startup_period=0.2),
     )  # fmt: skip
