@@ -241,14 +241,15 @@ class Sequencer:
                 await self._stop_all()
         return code
 
-    async def _stop_all(self) -> None:
-        """Stop every service, going on after :data:`STOP_ALL_LIMIT` without those still stopping."""
+    async def _stop_all(self, *, keep: Sequence[str] = ()) -> None:
+        """Stop every service but ``keep``, going on after :data:`STOP_ALL_LIMIT` without those still
+        stopping."""
         supervisor = self.parts.supervisor
         try:
             async with asyncio.timeout(STOP_ALL_LIMIT):
-                await supervisor.stop_all()
+                await supervisor.stop_all(keep=keep)
         except TimeoutError:
-            still = [info.id for info in supervisor.list() if supervisor.is_running(info.id)]
+            still = [i.id for i in supervisor.list() if i.id not in keep and supervisor.is_running(i.id)]
             self.parts.say(f"stopping all services: {', '.join(still) or 'none'} still stopping after "
                            f"{STOP_ALL_LIMIT:.0f} s; going on without them")  # fmt: skip
 
@@ -481,7 +482,7 @@ class Sequencer:
         # containerd and etcd keep data in EPHEMERAL); apid stays to answer until the node stops.
         parts.say("resetting: stopping services")
         with self._phase("stopEverything", "stopAllServices"):
-            await parts.supervisor.stop_all(keep=RESET_KEEPS)
+            await self._stop_all(keep=RESET_KEEPS)  # one still stopping: the wipe shuts its mount down
         spec = bool(chosen)
         if wipe_system:
             with self._phase(
