@@ -27,13 +27,13 @@ waits up to 10 s (:data:`DRAIN_TIMEOUT`) for a connected sink to take every even
 
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime, timedelta
 
 from grpclib.client import Channel
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
 from ichor.api.gen.events import events_grpc, events_pb2
+from ichor.machined.controllers._common import poll_until
 from ichor.machined.controllers.config import ACTIVE_CONFIG
 from ichor.machined.cosi import Backoff, Controller, ControllerContext, Input, TransformController
 from ichor.machined.events import EventBus, NodeEvent
@@ -153,13 +153,7 @@ class EventsSinkController(Controller):
 
     async def drain(self, timeout: float = DRAIN_TIMEOUT, *, poll_interval: float = 0.05) -> bool:
         """At machined's exit: wait up to ``timeout`` s until :meth:`drained`; whether it was."""
-        try:
-            async with asyncio.timeout(timeout):
-                while not self.drained():
-                    await asyncio.sleep(poll_interval)
-        except TimeoutError:
-            return False
-        return True
+        return await poll_until(self.drained, timeout, poll_interval)
 
     async def run(self, ctx: ControllerContext) -> None:
         self._events.add_listener(ctx.wake)

@@ -33,6 +33,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
+from ichor.machined.controllers._common import SayOnce, poll_until
 from ichor.machined.controllers.config import ACTIVE_CONFIG
 from ichor.machined.cosi import Controller, ControllerContext, Input, TransformController
 from ichor.machined.kernelargs import KernelArgs
@@ -143,14 +144,13 @@ class KmsgLogDeliveryController(Controller):
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._layout = layout
-        self._say = say or (lambda _line: None)
+        self._say_once = SayOnce(say)
         self._records = records
         self._booted = booted
         self._retry_interval = retry_interval
         self._sleep = sleep
         self._senders: tuple[JsonLinesSender, ...] = ()
         self._have_senders = asyncio.Event()
-        self._said = ""
         self._last_record = 0.0
         """``time.monotonic()`` when the last record was read."""
         self._sending = False
@@ -183,13 +183,7 @@ class KmsgLogDeliveryController(Controller):
         """At machined's exit (Talos's drainer): wait up to ``timeout`` s until :meth:`drained`, at
         least ``quiet`` s, so what the kernel logged just before is read and sent."""
         started = time.monotonic()
-        try:
-            async with asyncio.timeout(timeout):
-                while not self.drained(quiet, since=started):
-                    await asyncio.sleep(0.05)
-        except TimeoutError:
-            return False
-        return True
+        return await poll_until(lambda: self.drained(quiet, since=started), timeout)
 
     async def run(self, ctx: ControllerContext) -> None:
         try:
@@ -270,11 +264,6 @@ class KmsgLogDeliveryController(Controller):
                 if isinstance(r, BaseException):
                     ctx.logger.debug("error sending kernel log record", error=str(r))
             await self._sleep(self._retry_interval)
-
-    def _say_once(self, line: str) -> None:
-        if line != self._said:
-            self._said = line
-            self._say(line)
 
 
 def kmsg_log_controllers(

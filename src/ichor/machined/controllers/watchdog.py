@@ -28,6 +28,7 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Protocol
 
+from ichor.machined.controllers._common import SayOnce
 from ichor.machined.controllers.config import ACTIVE_CONFIG
 from ichor.machined.cosi import Controller, ControllerContext, Input, Output, TransformController, WaitingFor
 from ichor.machined.platform import Layout
@@ -177,14 +178,13 @@ class WatchdogTimerController(Controller):
     ) -> None:
         self._layout = layout
         self._open = opener
-        self._say = say or (lambda _line: None)
+        self._say_once = SayOnce(say)
         self._clock = clock
         self._retry_after = retry_after
         self._device: Watchdog | None = None
         self._path = ""
         self._config: WatchdogTimerConfigSpec | None = None
         self._feed_seconds = 0.0
-        self._said = ""
 
     async def run(self, ctx: ControllerContext) -> None:
         retry: float | None = None
@@ -225,11 +225,6 @@ class WatchdogTimerController(Controller):
                 retry = max(0.0, next_feed - self._clock())
         finally:
             self._close(None)
-
-    def _say_once(self, line: str) -> None:
-        if line != self._said:
-            self._said = line
-            self._say(line)
 
     def _arm(self, ctx: ControllerContext, spec: WatchdogTimerConfigSpec) -> WatchdogTimerStatusSpec:
         """Open (or reopen, for another device) and set the timeout; feed once. The status."""
