@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -188,14 +189,19 @@ class Node:
 
         return ExitDeadline(say, limit=self.exit_limit).arm
 
-    def _kernel_args(self) -> KernelArgs | None:
-        """The node's own kernel command line (metal); None where ``/proc/cmdline`` is the host's."""
-        if self.layout.platform is not Platform.METAL:
-            return None
+    @functools.cached_property
+    def _cmdline(self) -> str | None:
+        """``/proc/cmdline`` as the node sees it, read once; None when it cannot be read."""
         try:
-            return KernelArgs.from_cmdline(self.layout.path("/proc/cmdline").read_text())
+            return self.layout.path("/proc/cmdline").read_text()
         except OSError:
             return None
+
+    def _kernel_args(self) -> KernelArgs | None:
+        """The node's own kernel command line (metal); None where ``/proc/cmdline`` is the host's."""
+        if self.layout.platform is not Platform.METAL or self._cmdline is None:
+            return None
+        return KernelArgs.from_cmdline(self._cmdline)
 
     def _upgrades(self, say: Callable[[str], None]) -> NodeUpgrades | None:
         """Upgrades, rollback and META for a node booted from its own disk (its platform lists the
@@ -206,11 +212,7 @@ class Node:
         from ichor.machined.bootdisk import find_boot_disk
         from ichor.machined.upgrade import NodeUpgrades
 
-        try:
-            cmdline = layout.path("/proc/cmdline").read_text()
-        except OSError:
-            cmdline = ""
-        disk = find_boot_disk(cmdline, sys_block=layout.block_devices, mount_parent=layout.path("/run/ichor"),
+        disk = find_boot_disk(self._cmdline or "", sys_block=layout.block_devices, mount_parent=layout.path("/run/ichor"),
                               say=say)  # fmt: skip
         if disk is None:
             return None
