@@ -36,7 +36,6 @@ NOT_ON_CONTAINER_NODES = {
     "UniqueMachineTokens.runtime.talos.dev": "read from META once loaded: none in container mode",
 }
 NOT_YET = {
-    "KubeSpanIdentities.kubespan.talos.dev": "KubeSpan's WireGuard manager is not implemented",
     "KubeSpanEndpoints.kubespan.talos.dev": "KubeSpan's WireGuard manager is not implemented",
     "KubeSpanPeerSpecs.kubespan.talos.dev": "KubeSpan's WireGuard manager is not implemented",
     "KubeSpanPeerStatuses.kubespan.talos.dev": "KubeSpan's WireGuard manager is not implemented",

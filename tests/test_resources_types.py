@@ -158,6 +158,7 @@ def test_definitions_match_talos(registry: Registry) -> None:
         "NodeTaintSpecs.k8s.talos.dev",
         "NodeCordonedSpecs.k8s.talos.dev",  # sensitive in Talos 1.7
         "KubeSpanConfigs.kubespan.talos.dev",  # the cluster secret
+        "KubeSpanIdentities.kubespan.talos.dev",  # the WireGuard private key
         "KubeletSecrets.secrets.talos.dev",  # the bootstrap token
         "DeviceConfigSpecs.net.talos.dev",  # may carry wireguard keys
         "EtcdSecrets.secrets.talos.dev",

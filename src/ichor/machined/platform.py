@@ -193,6 +193,11 @@ class Layout:
     def node_identity_file(self) -> Path:
         return self.path("/system/state/node-identity.yaml")
 
+    @property
+    def kubespan_identity_file(self) -> Path:
+        """Talos's ``constants.KubeSpanIdentityFilename`` in STATE."""
+        return self.path("/system/state/kubespan-identity.yaml")
+
     def socket(self, talos_path: str) -> Path:
         """A unix socket's path: under the root, or a short private stand-in when that is too long.
 

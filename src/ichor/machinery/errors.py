@@ -45,6 +45,7 @@ __all__ = [
     "ExtensionServiceError",
     "InputLimitError",
     "InstallError",
+    "KubeSpanError",
     "MachineryError",
     "MetaError",
     "OutputExistsError",
@@ -66,6 +67,10 @@ class MachineryError(Exception):
     def __init__(self, message: str, *, hint: str | None = None) -> None:
         super().__init__(message)
         self.hint = hint
+
+
+class KubeSpanError(MachineryError):
+    """A MAC or key KubeSpan cannot use."""
 
 
 class YAMLError(MachineryError):

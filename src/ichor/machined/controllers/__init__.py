@@ -33,6 +33,7 @@ The graph, as ``talosctl inspect dependencies`` prints it:
 * etcd:     EtcdRootSecrets + the etcd service's files -> EtcdSecrets -> PKIStatus etcd
 * features: MachineConfig -> KubeSpanConfig, KubernetesAccessConfig, KubeletSecrets, SeccompProfiles
             (-> /var/lib/kubelet/seccomp/profiles); DevicesStatus
+* kubespan: KubeSpanConfig + HardwareAddress first -> KubeSpanIdentity local (keys kept in STATE)
 * k8s:      MachineConfig -> KubeletConfig, NodeIPConfig; NodeIPConfig + routed NodeAddresses -> NodeIP;
             Hostname -> Nodename; KubeletConfig + Nodename + NodeIP -> KubeletSpec -> kubelet files
 * k8s:      (control planes) cluster.* -> Kubernetes PKI, component configs, their files ->
@@ -67,6 +68,7 @@ from ichor.machined.controllers import (
     kernel_module,
     kernel_param,
     kmsg_log,
+    kubespan,
     mounts,
     network,
     perf,
@@ -152,6 +154,7 @@ def node_controllers(
         mounts.MountStatusController(layout),
         perf.StatsController(),
         *feature_configs.feature_config_controllers(layout),
+        kubespan.kubespan_identity_controller(layout),
         boot.MetaKeyController(meta_keys or Source("META keys", {})),
         boot.BootSlotController(boot_slots or Source("boot slots", None), booted_slot),
         *kernel_param.kernel_param_controllers(layout),

@@ -164,6 +164,12 @@ from ichor.machined.resources._kubeprism import (
     KubePrismEndpointsSpec,
     KubePrismStatusesSpec,
 )
+from ichor.machined.resources._kubespan import (
+    KUBESPAN_IDENTITIES,
+    KUBESPAN_TYPES,
+    LOCAL_KUBESPAN_IDENTITY_ID,
+    KubeSpanIdentitySpec,
+)
 from ichor.machined.resources._links import (
     BOND_ENUMS,
     VLAN_PROTOCOLS,
@@ -362,9 +368,11 @@ __all__ = [
     "KUBEPRISM_STATUSES",
     "KUBEPRISM_STATUSES_ID",
     "KUBEPRISM_TYPES",
+    "KUBESPAN_IDENTITIES",
     "LINK_SPECS",
     "LINK_STATUSES",
     "LOCAL_IDENTITY_ID",
+    "LOCAL_KUBESPAN_IDENTITY_ID",
     "MACHINE_CONFIGS",
     "MACHINE_RESET_SIGNALS",
     "MACHINE_RESET_SIGNAL_ID",
@@ -473,6 +481,7 @@ __all__ = [
     "KubePrismEndpointsSpec",
     "KubePrismStatusesSpec",
     "KubeSpanAffiliateSpec",
+    "KubeSpanIdentitySpec",
     "LinkSpecSpec",
     "LinkStatusSpec",
     "MachineConfigSpec",
@@ -596,6 +605,7 @@ NODE_TYPES: tuple[ResourceType[Any], ...] = (
     *NETWORK_PROBE_TYPES,
     *ETCD_PKI_TYPES,
     *FEATURE_CONFIG_TYPES,
+    *KUBESPAN_TYPES,
     DEVICE_CONFIG_SPECS,
     *TRUSTD_TYPES,
     EVENT_SINK_CONFIGS,

@@ -156,6 +156,7 @@ SPEC_MESSAGES: dict[str, str] = {
     "EtcdSecrets.secrets.talos.dev": _P + "secrets.EtcdCertsSpec",
     "TrustdCertificates.secrets.talos.dev": _P + "secrets.TrustdCertsSpec",
     "KubeSpanConfigs.kubespan.talos.dev": _P + "kubespan.ConfigSpec",
+    "KubeSpanIdentities.kubespan.talos.dev": _P + "kubespan.IdentitySpec",
     "KubernetesAccessConfigs.cluster.talos.dev": _P + "kubeaccess.ConfigSpec",
     "KubeletSecrets.secrets.talos.dev": _P + "secrets.KubeletSpec",
     "SeccompProfiles.cri.talos.dev": _P + "cri.SeccompProfileSpec",
