@@ -37,7 +37,6 @@ NOT_ON_CONTAINER_NODES = {
 }
 NOT_YET = {
     "KubeSpanEndpoints.kubespan.talos.dev": "KubeSpan's WireGuard manager is not implemented",
-    "KubeSpanPeerSpecs.kubespan.talos.dev": "KubeSpan's WireGuard manager is not implemented",
     "KubeSpanPeerStatuses.kubespan.talos.dev": "KubeSpan's WireGuard manager is not implemented",
     "LinkRefreshes.net.talos.dev": "KubeSpan's WireGuard link refresh signal",
     "AcquireConfigSpecs.v1alpha1.talos.dev": "written by Talos's sequencer; Ichor's config store acquires directly",

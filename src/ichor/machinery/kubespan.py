@@ -25,6 +25,7 @@ from ichor.machinery.errors import KubeSpanError
 
 __all__ = [
     "ULA_KUBESPAN",
+    "ULA_SIDEROLINK",
     "KubeSpanError",
     "eui64_address",
     "new_private_key",
@@ -34,6 +35,8 @@ __all__ = [
 
 ULA_KUBESPAN = 0x02
 """Talos's ``network.ULAKubeSpan`` purpose byte."""
+ULA_SIDEROLINK = 0x03
+"""Talos's ``network.ULASideroLink`` purpose byte (point-to-point addresses: never a KubeSpan endpoint)."""
 
 
 def ula_prefix(cluster_id: str, purpose: int) -> ipaddress.IPv6Network:

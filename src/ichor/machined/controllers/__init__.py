@@ -33,7 +33,8 @@ The graph, as ``talosctl inspect dependencies`` prints it:
 * etcd:     EtcdRootSecrets + the etcd service's files -> EtcdSecrets -> PKIStatus etcd
 * features: MachineConfig -> KubeSpanConfig, KubernetesAccessConfig, KubeletSecrets, SeccompProfiles
             (-> /var/lib/kubelet/seccomp/profiles); DevicesStatus
-* kubespan: KubeSpanConfig + HardwareAddress first -> KubeSpanIdentity local (keys kept in STATE)
+* kubespan: KubeSpanConfig + HardwareAddress first -> KubeSpanIdentity local (keys kept in STATE);
+            KubeSpanConfig + Affiliates (their KubeSpan keys) -> KubeSpanPeerSpecs
 * k8s:      MachineConfig -> KubeletConfig, NodeIPConfig; NodeIPConfig + routed NodeAddresses -> NodeIP;
             Hostname -> Nodename; KubeletConfig + Nodename + NodeIP -> KubeletSpec -> kubelet files
 * k8s:      (control planes) cluster.* -> Kubernetes PKI, component configs, their files ->
@@ -155,6 +156,7 @@ def node_controllers(
         perf.StatsController(),
         *feature_configs.feature_config_controllers(layout),
         kubespan.kubespan_identity_controller(layout),
+        kubespan.kubespan_peer_spec_controller(),
         boot.MetaKeyController(meta_keys or Source("META keys", {})),
         boot.BootSlotController(boot_slots or Source("boot slots", None), booted_slot),
         *kernel_param.kernel_param_controllers(layout),

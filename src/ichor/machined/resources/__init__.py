@@ -166,9 +166,11 @@ from ichor.machined.resources._kubeprism import (
 )
 from ichor.machined.resources._kubespan import (
     KUBESPAN_IDENTITIES,
+    KUBESPAN_PEER_SPECS,
     KUBESPAN_TYPES,
     LOCAL_KUBESPAN_IDENTITY_ID,
     KubeSpanIdentitySpec,
+    KubeSpanPeerSpecSpec,
 )
 from ichor.machined.resources._links import (
     BOND_ENUMS,
@@ -369,6 +371,7 @@ __all__ = [
     "KUBEPRISM_STATUSES_ID",
     "KUBEPRISM_TYPES",
     "KUBESPAN_IDENTITIES",
+    "KUBESPAN_PEER_SPECS",
     "LINK_SPECS",
     "LINK_STATUSES",
     "LOCAL_IDENTITY_ID",
@@ -482,6 +485,7 @@ __all__ = [
     "KubePrismStatusesSpec",
     "KubeSpanAffiliateSpec",
     "KubeSpanIdentitySpec",
+    "KubeSpanPeerSpecSpec",
     "LinkSpecSpec",
     "LinkStatusSpec",
     "MachineConfigSpec",

@@ -1,7 +1,9 @@
 """KubeSpan resources (namespace ``kubespan``): the node's identity on the KubeSpan network.
 
 * ``KubeSpanIdentities`` (id ``local``): the node's WireGuard keys and its address, an EUI-64 /128 in
-  the cluster's KubeSpan ULA /64 (sensitive: it holds the private key).
+  the cluster's KubeSpan ULA /64 (sensitive: it holds the private key);
+* ``KubeSpanPeerSpecs`` (id = the peer's public key): each other affiliate that publishes KubeSpan
+  keys, with the addresses it may send from (``allowedIPs``) and its endpoints.
 """
 
 from __future__ import annotations
@@ -11,7 +13,14 @@ from typing import Any
 
 from ichor.machined.cosi import PrintColumn, ResourceType
 
-__all__ = ["KUBESPAN_IDENTITIES", "KUBESPAN_TYPES", "LOCAL_KUBESPAN_IDENTITY_ID", "KubeSpanIdentitySpec"]
+__all__ = [
+    "KUBESPAN_IDENTITIES",
+    "KUBESPAN_PEER_SPECS",
+    "KUBESPAN_TYPES",
+    "LOCAL_KUBESPAN_IDENTITY_ID",
+    "KubeSpanIdentitySpec",
+    "KubeSpanPeerSpecSpec",
+]
 
 LOCAL_KUBESPAN_IDENTITY_ID = "local"
 
@@ -32,4 +41,23 @@ KUBESPAN_IDENTITIES: ResourceType[KubeSpanIdentitySpec] = ResourceType(
     sensitive=True,
 )  # fmt: skip
 
-KUBESPAN_TYPES: tuple[ResourceType[Any], ...] = (KUBESPAN_IDENTITIES,)
+
+@dataclasses.dataclass(frozen=True)
+class KubeSpanPeerSpecSpec:
+    address: str = ""
+    """The peer's KubeSpan address (no prefix length)."""
+    allowed_ips: tuple[str, ...] = dataclasses.field(default=(), metadata={"yaml": "allowedIPs"})
+    """Prefixes the peer may send from: its KubeSpan address, its node addresses and what it
+    advertises, minus what an earlier peer already claimed (Talos's overlap rule)."""
+    endpoints: tuple[str, ...] = ()
+    """``ip:port`` (``[ip]:port`` for IPv6) to reach the peer on."""
+    label: str = ""
+    """The peer's node name."""
+
+
+KUBESPAN_PEER_SPECS: ResourceType[KubeSpanPeerSpecSpec] = ResourceType(
+    type="KubeSpanPeerSpecs.kubespan.talos.dev", default_namespace="kubespan", spec_class=KubeSpanPeerSpecSpec,
+    print_columns=(PrintColumn("Label", "{.label}"), PrintColumn("Endpoints", "{.endpoints}")),
+)  # fmt: skip
+
+KUBESPAN_TYPES: tuple[ResourceType[Any], ...] = (KUBESPAN_IDENTITIES, KUBESPAN_PEER_SPECS)

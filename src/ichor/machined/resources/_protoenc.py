@@ -157,6 +157,7 @@ SPEC_MESSAGES: dict[str, str] = {
     "TrustdCertificates.secrets.talos.dev": _P + "secrets.TrustdCertsSpec",
     "KubeSpanConfigs.kubespan.talos.dev": _P + "kubespan.ConfigSpec",
     "KubeSpanIdentities.kubespan.talos.dev": _P + "kubespan.IdentitySpec",
+    "KubeSpanPeerSpecs.kubespan.talos.dev": _P + "kubespan.PeerSpecSpec",
     "KubernetesAccessConfigs.cluster.talos.dev": _P + "kubeaccess.ConfigSpec",
     "KubeletSecrets.secrets.talos.dev": _P + "secrets.KubeletSpec",
     "SeccompProfiles.cri.talos.dev": _P + "cri.SeccompProfileSpec",

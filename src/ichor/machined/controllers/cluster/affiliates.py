@@ -22,20 +22,27 @@ from ichor.machined.resources import (
     ENDPOINTS,
     HOSTNAME_STATUSES,
     IDENTITIES,
+    KUBESPAN_IDENTITIES,
     LOCAL_IDENTITY_ID,
+    LOCAL_KUBESPAN_IDENTITY_ID,
     MACHINE_TYPES,
     MEMBERS,
     NODE_ADDRESS_FILTER_NO_K8S,
+    NODE_ADDRESS_FILTER_ONLY_K8S,
     NODE_ADDRESSES,
     RAW_NAMESPACE,
     AffiliateSpec,
     ControlPlaneSpec,
     EndpointSpec,
     IPAddress,
+    KubeSpanAffiliateSpec,
     MemberSpec,
     filtered_node_address_id,
 )
+from ichor.machined.resources._feature_configs import KUBESPAN_CONFIG_ID, KUBESPAN_CONFIGS
 from ichor.machinery.constants import TALOS_VERSION
+from ichor.machinery.kubespan import ULA_SIDEROLINK
+from ichor.machinery.subnets import filter_addresses
 
 _AFFILIATE_ADDRESSES = tuple(
     filtered_node_address_id(kind, NODE_ADDRESS_FILTER_NO_K8S) for kind in ("routed", "current")
@@ -51,6 +58,8 @@ __all__ = [
 ]
 
 DEFAULT_API_SERVER_PORT = 6443
+KUBESPAN_PORT = 51820
+"""Talos's ``constants.KubeSpanDefaultPort``."""
 OPERATING_SYSTEM = f"Ichor ({TALOS_VERSION})"
 """What this node reports as its OS (Talos reports ``Talos (v1.7.6)``)."""
 
@@ -97,6 +106,7 @@ def local_affiliate_controller(layout: Layout) -> TransformController[AffiliateS
                 operating_system=OPERATING_SYSTEM,
                 machine_type=kind,
                 control_plane=control_plane,
+                kubespan=_kubespan_affiliate(ctx),
             )
         }
 
@@ -109,11 +119,45 @@ def local_affiliate_controller(layout: Layout) -> TransformController[AffiliateS
             Input(NODE_ADDRESSES),
             Input(MACHINE_TYPES, id="machine-type"),
             ACTIVE_CONFIG,
+            Input(KUBESPAN_IDENTITIES, id=LOCAL_KUBESPAN_IDENTITY_ID),
+            Input(KUBESPAN_CONFIGS, id=KUBESPAN_CONFIG_ID),
         ],
         output=AFFILIATES,
         output_kind=OutputKind.SHARED,
         map_inputs=derive,
     )
+
+
+def _kubespan_affiliate(ctx: ControllerContext) -> KubeSpanAffiliateSpec | None:
+    """What this node tells its KubeSpan peers (Talos's rules): its KubeSpan address and public key,
+    the node's current addresses (no pod networks, not its KubeSpan or SideroLink addresses, through
+    ``filters.endpoints``) on port 51820, and with ``advertiseKubernetesNetworks`` its pod networks."""
+    identity = ctx.get_or_none(KUBESPAN_IDENTITIES, LOCAL_KUBESPAN_IDENTITY_ID)
+    config = ctx.get_or_none(KUBESPAN_CONFIGS, KUBESPAN_CONFIG_ID)
+    if identity is None or config is None:
+        return None
+    own = ipaddress.ip_interface(identity.spec.address).ip
+    current = ctx.get_or_none(NODE_ADDRESSES, filtered_node_address_id("current", NODE_ADDRESS_FILTER_NO_K8S))
+    ips = [p.ip for p in (current.spec.addresses if current is not None else ())]
+    endpoint_ips = [str(ip) for ip in dict.fromkeys(ips) if ip != own and not _is_siderolink(ip)]
+    if config.spec.endpoint_filters:
+        endpoint_ips = filter_addresses(
+            endpoint_ips, config.spec.endpoint_filters, setting="kubespan.filters.endpoints"
+        )
+    advertised: tuple[str, ...] = ()
+    if config.spec.advertise_kubernetes_networks:
+        k8s = ctx.get_or_none(
+            NODE_ADDRESSES, filtered_node_address_id("current", NODE_ADDRESS_FILTER_ONLY_K8S)
+        )
+        advertised = tuple(str(p) for p in (k8s.spec.addresses if k8s is not None else ()))
+    return KubeSpanAffiliateSpec(
+        public_key=identity.spec.public_key, address=str(own), additional_addresses=advertised,
+        endpoints=tuple(f"[{ip}]:{KUBESPAN_PORT}" if ":" in ip else f"{ip}:{KUBESPAN_PORT}" for ip in endpoint_ips),
+    )  # fmt: skip
+
+
+def _is_siderolink(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    return ip.version == 6 and ip.packed[0] == 0xFD and ip.packed[7] == ULA_SIDEROLINK
 
 
 def affiliate_merge_controller() -> TransformController[AffiliateSpec]:

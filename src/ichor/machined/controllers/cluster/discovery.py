@@ -37,7 +37,13 @@ from ichor.machined.resources import (
     KubeSpanAffiliateSpec,
 )
 
-__all__ = ["ClientFactory", "DiscoveryServiceController", "affiliate_from_pb", "affiliate_to_pb"]
+__all__ = [
+    "ClientFactory",
+    "DiscoveryServiceController",
+    "affiliate_endpoints",
+    "affiliate_from_pb",
+    "affiliate_to_pb",
+]
 
 _MACHINE_TYPES = ("init", "controlplane", "worker")
 
@@ -57,7 +63,20 @@ def affiliate_to_pb(spec: AffiliateSpec) -> affiliate_pb2.Affiliate:
         message.kubespan.public_key = spec.kubespan.public_key
         if spec.kubespan.address:
             message.kubespan.address = ipaddress.ip_address(spec.kubespan.address).packed
+        for prefix in spec.kubespan.additional_addresses:
+            network = ipaddress.ip_interface(prefix)
+            message.kubespan.additional_addresses.add(ip=network.ip.packed, bits=network.network.prefixlen)
     return message
+
+
+def affiliate_endpoints(spec: AffiliateSpec) -> list[affiliate_pb2.Endpoint]:
+    """The KubeSpan endpoints the discovery service keeps beside the affiliate (``ip:port`` each)."""
+    endpoints = []
+    for text in spec.kubespan.endpoints if spec.kubespan is not None else ():
+        host, _, port = text.rpartition(":")
+        ip = ipaddress.ip_address(host.strip("[]"))
+        endpoints.append(affiliate_pb2.Endpoint(ip=ip.packed, port=int(port)))
+    return endpoints
 
 
 def _ip(raw: bytes) -> IPAddress | None:
@@ -185,7 +204,7 @@ class DiscoveryServiceController(Controller):
                 else:
                     local = ctx.get_or_none(AFFILIATES, identity.spec.node_id)
                     if local is not None:
-                        client.set_local(affiliate_to_pb(local.spec))
+                        client.set_local(affiliate_to_pb(local.spec), affiliate_endpoints(local.spec))
                     status = DiscoveryStatusSpec(published=local is not None)
                 ctx.modify(DISCOVERY_STATUSES, DISCOVERY_STATUS_ID, status)
                 touched: set[str] = set()
