@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 import ipaddress
 import os
 from pathlib import Path
@@ -12,6 +13,7 @@ from discovery_helpers import Node, config_text, discovery_server, run, running
 
 from ichor.discovery import RemoteAffiliate
 from ichor.machined.controllers.cluster import OPERATING_SYSTEM, affiliate_from_pb, affiliate_to_pb
+from ichor.machined.controllers.cluster.discovery import affiliate_endpoints
 from ichor.machined.cosi import assert_no_resource, assert_resource
 from ichor.machined.resources import (
     AFFILIATES,
@@ -21,6 +23,7 @@ from ichor.machined.resources import (
     MEMBERS,
     RAW_NAMESPACE,
     AffiliateSpec,
+    KubeSpanAffiliateSpec,
 )
 
 
@@ -35,6 +38,13 @@ def test_affiliate_survives_the_wire_encoding() -> None:
     )
     back = affiliate_from_pb(RemoteAffiliate("n1", affiliate_to_pb(spec)))
     assert back == spec
+    # KubeSpan's part: address and advertised networks in the affiliate, endpoints sealed beside it.
+    spanning = dataclasses.replace(spec, kubespan=KubeSpanAffiliateSpec(
+        public_key="K" * 43 + "=", address="fd00::3", additional_addresses=("10.244.1.0/24",),
+        endpoints=("10.5.0.2:51820", "[fd00::2]:51820"),
+    ))  # fmt: skip
+    wire = RemoteAffiliate("n1", affiliate_to_pb(spanning), tuple(affiliate_endpoints(spanning)))
+    assert affiliate_from_pb(wire) == spanning
     odd = affiliate_to_pb(spec)
     odd.machine_type = "toaster"
     odd.addresses.append(b"\x01\x02")
