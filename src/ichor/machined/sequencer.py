@@ -118,9 +118,9 @@ class NodeParts:
     partitions: SystemPartitions | None = None
     """What a reset wipes (the node's disk or its directories); None: the layout's directories."""
     early_services: Callable[[], Sequence[Service]] = lambda: ()
-    """Services started before the config is acquired, as Talos 1.6+ starts them: the system
-    containerd and the extension services, which run in maintenance mode too and keep running
-    once the config arrives."""
+    """Services started before the config is acquired, as Talos 1.6+ starts them: syslogd, the
+    system containerd and the extension services, which run in maintenance mode too and keep
+    running once the config arrives."""
     stopping: Callable[[int], None] = lambda _code: None
     """Told the exit code when the node begins stopping its services (machined's entry point bounds
     the time left to the process: :mod:`ichor.machined.exitdeadline`)."""
@@ -182,7 +182,9 @@ class Sequencer:
                 self._stage(MachineStage.MAINTENANCE)
                 loaded = await self._race_stop(parts.maintenance())
                 if loaded is None:
-                    return await self._stop
+                    code = await self._stop
+                    parts.stopping(code)  # the early services stop as the supervisor exits
+                    return code
             if parts.install is None:
                 break
             problem = await self._install(loaded, parts.install)
