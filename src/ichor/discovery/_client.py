@@ -33,6 +33,7 @@ from ichor.api.gen.discovery.server_grpc import ClusterStub
 from ichor.discovery._crypto import AffiliateCipher
 from ichor.discovery._errors import DecryptError, DiscoveryConfigError
 from ichor.machinery.constants import TALOS_VERSION
+from ichor.machinery.hostport import split_host_port
 
 __all__ = ["DEFAULT_TTL", "DiscoveryClient", "HelloResult", "RemoteAffiliate", "WatchEvent", "parse_endpoint"]
 
@@ -71,15 +72,16 @@ class WatchEvent:
 
 def parse_endpoint(endpoint: str) -> tuple[str, int]:
     """``host:port`` or ``[v6]:port`` -> (host, port)."""
-    host, sep, port = endpoint.rpartition(":")
-    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+    try:
+        host, port = split_host_port(endpoint)
+    except ValueError:
+        port = 0
+    if port == 0:
         raise DiscoveryConfigError(
             f"discovery endpoint {endpoint!r} is not host:port",
             hint="set cluster.discovery.registries.service.endpoint to a URL such as https://host:3000/",
         )
-    if host.startswith("[") and host.endswith("]"):
-        host = host[1:-1]
-    return host, int(port)
+    return host, port
 
 
 class DiscoveryClient:

@@ -48,6 +48,7 @@ from ichor.machined.resources import (
 )
 from ichor.machined.resources._config import ACTIVE_CONFIG_ID
 from ichor.machinery.config._models import EventSinkConfigV1Alpha1
+from ichor.machinery.hostport import split_host_port
 
 __all__ = [
     "DRAIN_TIMEOUT",
@@ -72,10 +73,10 @@ DRAIN_TIMEOUT = 10.0
 def split_endpoint(endpoint: str) -> tuple[str, int]:
     """``host:port`` or ``[v6]:port`` -> (host, port); ``ValueError`` otherwise (validation refuses
     such documents, the kernel argument is not validated)."""
-    host, colon, port = endpoint.rpartition(":")
-    if not colon or not host or not port.isdigit():
-        raise ValueError(f"event sink endpoint {endpoint!r} is not host:port")
-    return host.removeprefix("[").removesuffix("]"), int(port)
+    try:
+        return split_host_port(endpoint)
+    except ValueError:
+        raise ValueError(f"event sink endpoint {endpoint!r} is not host:port") from None
 
 
 def events_sink_config_controller(

@@ -35,7 +35,6 @@ from google.protobuf import descriptor_pool, json_format, message_factory  # typ
 from google.protobuf.descriptor import Descriptor, FieldDescriptor  # type: ignore[import-untyped]
 from google.protobuf.message import Message  # type: ignore[import-untyped]
 
-# Every Talos resource proto, imported so its messages are in the default descriptor pool.
 from ichor.api.gen.resource.definitions.cluster import cluster_pb2 as _cluster_pb2  # noqa: F401
 from ichor.api.gen.resource.definitions.config import config_pb2 as _config_pb2  # noqa: F401
 from ichor.api.gen.resource.definitions.cri import cri_pb2 as _cri_pb2  # noqa: F401
@@ -54,6 +53,9 @@ from ichor.api.gen.resource.definitions.v1alpha1 import v1alpha1_pb2 as _v1alpha
 from ichor.machined.cosi import format_time, go_url_plain, go_url_text, spec_to_plain
 from ichor.machined.resources._talos_enums import TALOS_ENUMS
 from ichor.machinery import goduration
+
+# Every Talos resource proto, imported so its messages are in the default descriptor pool.
+from ichor.machinery.hostport import split_host_port
 
 __all__ = [
     "EMPTY_SPECS",
@@ -342,9 +344,9 @@ def _to_message(target: Message, value: Any, path: str) -> None:
             target.prefix_length = prefix.network.prefixlen
     elif name == "common.NetIPPort":
         if value:
-            host, _, port = str(value).rpartition(":")
-            target.ip = ipaddress.ip_address(host.strip("[]")).packed
-            target.port = int(port)
+            host, port = split_host_port(str(value))
+            target.ip = ipaddress.ip_address(host).packed
+            target.port = port
     elif name == "common.URL":
         target.full_path = go_url_text(value) if isinstance(value, Mapping) else str(value)
     elif name.startswith("common.PEMEncoded"):

@@ -41,6 +41,7 @@ from ichor.machined.resources import (
 )
 from ichor.machined.resources._feature_configs import KUBESPAN_CONFIG_ID, KUBESPAN_CONFIGS
 from ichor.machinery.constants import TALOS_VERSION
+from ichor.machinery.hostport import join_host_port
 from ichor.machinery.kubespan import ULA_SIDEROLINK
 from ichor.machinery.subnets import filter_addresses
 
@@ -152,7 +153,7 @@ def _kubespan_affiliate(ctx: ControllerContext) -> KubeSpanAffiliateSpec | None:
         advertised = tuple(str(p) for p in (k8s.spec.addresses if k8s is not None else ()))
     return KubeSpanAffiliateSpec(
         public_key=identity.spec.public_key, address=str(own), additional_addresses=advertised,
-        endpoints=tuple(f"[{ip}]:{KUBESPAN_PORT}" if ":" in ip else f"{ip}:{KUBESPAN_PORT}" for ip in endpoint_ips),
+        endpoints=tuple(join_host_port(ip, KUBESPAN_PORT) for ip in endpoint_ips),
     )  # fmt: skip
 
 

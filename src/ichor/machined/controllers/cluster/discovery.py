@@ -36,6 +36,7 @@ from ichor.machined.resources import (
     IPAddress,
     KubeSpanAffiliateSpec,
 )
+from ichor.machinery.hostport import join_host_port, split_host_port
 
 __all__ = [
     "ClientFactory",
@@ -73,9 +74,8 @@ def affiliate_endpoints(spec: AffiliateSpec) -> list[affiliate_pb2.Endpoint]:
     """The KubeSpan endpoints the discovery service keeps beside the affiliate (``ip:port`` each)."""
     endpoints = []
     for text in spec.kubespan.endpoints if spec.kubespan is not None else ():
-        host, _, port = text.rpartition(":")
-        ip = ipaddress.ip_address(host.strip("[]"))
-        endpoints.append(affiliate_pb2.Endpoint(ip=ip.packed, port=int(port)))
+        host, port = split_host_port(text)
+        endpoints.append(affiliate_pb2.Endpoint(ip=ipaddress.ip_address(host).packed, port=port))
     return endpoints
 
 
@@ -93,7 +93,7 @@ def affiliate_from_pb(remote: RemoteAffiliate) -> AffiliateSpec:
         for endpoint in remote.endpoints:
             ip = _ip(endpoint.ip)
             if ip is not None:
-                endpoints.append(f"[{ip}]:{endpoint.port}" if ip.version == 6 else f"{ip}:{endpoint.port}")
+                endpoints.append(join_host_port(ip, endpoint.port))
         kubespan = KubeSpanAffiliateSpec(
             public_key=message.kubespan.public_key,
             address=str(address) if address else "",
