@@ -46,6 +46,7 @@ def merged(config: list[Any], *patches: Any) -> list[Any]:
     return [to_plain(d) for d in apply_patches(config, list(patches))]
 
 
+@settings(deadline=None)  # a property, not a timing: a loaded machine must not fail it
 @given(tree=trees)
 def test_merging_an_empty_patch_is_identity(tree: dict[str, Any]) -> None:
     config = [v1alpha1(machine=tree)]
@@ -53,6 +54,7 @@ def test_merging_an_empty_patch_is_identity(tree: dict[str, Any]) -> None:
     assert merged(config, strategic({"machine": {}})) == [to_plain(config[0])]
 
 
+@settings(deadline=None)  # a property, not a timing: a loaded machine must not fail it
 @given(left=st.dictionaries(keys, scalars, max_size=4), right=st.dictionaries(keys, scalars, max_size=4))
 def test_merge_of_disjoint_maps_contains_both(left: dict[str, Any], right: dict[str, Any]) -> None:
     right = {f"p{k}": v for k, v in right.items()}  # disjoint by construction
@@ -61,12 +63,14 @@ def test_merge_of_disjoint_maps_contains_both(left: dict[str, Any], right: dict[
     assert list(result[0]["machine"]["sysctls"]) == [*left, *right]
 
 
+@settings(deadline=None)  # a property, not a timing: a loaded machine must not fail it
 @given(left=st.lists(scalars, max_size=5), right=st.lists(scalars, max_size=5))
 def test_lists_append_in_order(left: list[Any], right: list[Any]) -> None:
     result = merged([v1alpha1(machine={"certSANs": left})], strategic({"machine": {"certSANs": right}}))
     assert result[0]["machine"]["certSANs"] == left + right
 
 
+@settings(deadline=None)  # a property, not a timing: a loaded machine must not fail it
 @given(base=subnets, patch=subnets.filter(bool))
 def test_replace_fields_are_idempotent(base: list[str], patch: list[str]) -> None:
     config = [v1alpha1(cluster={"network": {"podSubnets": base, "serviceSubnets": base}})]
@@ -76,6 +80,7 @@ def test_replace_fields_are_idempotent(base: list[str], patch: list[str]) -> Non
     assert once[0]["cluster"]["network"] == {"podSubnets": patch, "serviceSubnets": patch}
 
 
+@settings(deadline=None)  # a property, not a timing: a loaded machine must not fail it
 @given(
     base=st.lists(iface_names, max_size=4, unique=True),
     patch=st.lists(st.tuples(iface_names, st.integers(min_value=576, max_value=9000)), max_size=6),
@@ -92,6 +97,7 @@ def test_merge_by_key_never_duplicates_a_key(base: list[str], patch: list[tuple[
             assert item["mtu"] == [m for n, m in patch if n == name][-1]  # the last patch item wins
 
 
+@settings(deadline=None)  # a property, not a timing: a loaded machine must not fail it
 @given(tree=trees, patch=trees)
 def test_merge_never_mutates_its_inputs(tree: dict[str, Any], patch: dict[str, Any]) -> None:
     config = [v1alpha1(machine=tree)]
@@ -104,6 +110,7 @@ def test_merge_never_mutates_its_inputs(tree: dict[str, Any], patch: dict[str, A
     assert to_plain(p.documents) == [{"machine": patch}]
 
 
+@settings(deadline=None)  # a property, not a timing: a loaded machine must not fail it
 @given(tree=trees)
 def test_merging_a_config_into_itself_keeps_every_key(tree: dict[str, Any]) -> None:
     config = [v1alpha1(machine=tree)]
@@ -115,7 +122,7 @@ def _pointer(*parts: str) -> str:
     return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in parts)
 
 
-@settings(max_examples=60)
+@settings(max_examples=60, deadline=None)
 @given(tree=trees, key=keys, value=values)
 def test_json_add_then_remove_returns_the_original(tree: dict[str, Any], key: str, value: Any) -> None:
     new_key = f"new-{key}"
@@ -133,6 +140,7 @@ def test_json_add_then_remove_returns_the_original(tree: dict[str, Any], key: st
     assert dump_documents(result) == text_before
 
 
+@settings(deadline=None)  # a property, not a timing: a loaded machine must not fail it
 @given(tree=trees, value=scalars)
 def test_failed_json_test_op_raises_and_changes_nothing(tree: dict[str, Any], value: Any) -> None:
     text = dump_documents([v1alpha1(machine=tree)])
