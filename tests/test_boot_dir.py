@@ -78,3 +78,19 @@ def test_written_files_pass_grub_tools(boot: BootDir, tmp_path: Path) -> None:
     proc.run(["grub-script-check", str(boot.grub_cfg)])
     listed = proc.run(["grub-editenv", str(boot.grubenv), "list"]).stdout
     assert "ichor_try=B" in listed and "ichor_ver_B=v2" in listed
+
+
+def test_a_slot_s_entry_is_what_its_grub_entry_boots(boot: BootDir, tmp_path: Path) -> None:
+    boot.install_first("v1", _asset(tmp_path, "k1"), _asset(tmp_path, "i1"), 'console=ttyS0 x="a b"')
+    kernel, initramfs, cmdline = boot.entry(Slot.A)
+    assert kernel.read_bytes() == b"k1" * 1000 and initramfs.read_bytes() == b"i1" * 1000
+    assert cmdline == 'console=ttyS0 x="a b" ichor.slot=A'  # GRUB's quoting undone, the slot added
+    with pytest.raises(SlotError, match="slot B holds no kernel and initramfs"):
+        boot.entry(Slot.B)
+    boot.upgrade("v2", _asset(tmp_path, "k2"), _asset(tmp_path, "i2"), {Slot.A: "a", Slot.B: "b"})
+    assert boot.entry(Slot.B)[2] == "b ichor.slot=B"
+    # next_boot is GRUB's counting step without saving it; save writes it
+    slot, t = boot.next_boot()
+    assert slot == Slot.B and t.state.tries == 2 and boot.state().tries == 3
+    boot.save(t)
+    assert boot.state().tries == 2 and read_env(boot.grubenv)["ichor_tries"] == "2"

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -227,3 +229,37 @@ def test_dev_links_give_programs_their_stdin_by_name(tmp_path: Path) -> None:
     dev_links(tmp_path)  # again: what exists stays
     assert {p.name: str(p.readlink()) for p in tmp_path.iterdir()} == {
         "fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/elsewhere", "stderr": "/proc/self/fd/2"}  # fmt: skip
+
+
+_END_EVERY = r"""
+import json, os, subprocess, time
+from ichor.machined import metal
+
+assert os.getpid() == 1, "not PID 1 of a new PID namespace"
+quick = subprocess.Popen(["sleep", "30"])
+stubborn = subprocess.Popen(["sh", "-c", "trap '' TERM; sleep 30"])
+time.sleep(0.2)
+started = time.monotonic()
+metal._end_every_process(grace=0.5)
+took = time.monotonic() - started
+try:
+    os.waitpid(-1, os.WNOHANG)
+    left = True
+except ChildProcessError:
+    left = False
+print(json.dumps({"took": took, "left": left}))
+"""
+
+
+def test_pid1_ends_every_process_and_stops_waiting_once_none_is_left() -> None:
+    """PID 1's last act before reboot(2): SIGTERM, then SIGKILL for what ignores it, returning as soon
+    as nothing is left (it used to sleep 1 s after each). Run as PID 1 of a PID namespace of its own,
+    so ``kill(-1)`` reaches only the processes it started."""
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and util-linux's unshare (a PID namespace)")
+    out = subprocess.run(["unshare", "--pid", "--fork", sys.executable, "-c", _END_EVERY],
+                         capture_output=True, text=True, timeout=30)  # fmt: skip
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert not result["left"], "a process outlived SIGKILL"
+    assert 0.4 < result["took"] < 1.2, result  # the TERM grace for the stubborn one, no KILL grace

@@ -46,7 +46,7 @@ from ichor.machined.server._context import ETCD_SINGLE_MEMBER, MachineContext
 from ichor.machined.server._etcd_upgrade import upgrade_refusal
 from ichor.machined.upgrade import NodeUpgrades, StagedUpgrade, node_health
 from ichor.machinery.bootloader import BootDir, Slot, Transition
-from ichor.machinery.errors import SlotError
+from ichor.machinery.errors import KexecError, SlotError
 from ichor.machinery.meta import Meta, MetaKey
 
 CMDLINE = "talos.platform=metal console=ttyS0"
@@ -478,3 +478,30 @@ def test_upgrade_work_runs_in_a_thread_and_the_loop_stays_free(tmp_path: Path) -
         assert ticks > 0
 
     run(go)
+
+
+def test_loading_the_next_boot_for_kexec_counts_a_trial_try_only_once_loaded(tmp_path: Path) -> None:
+    machine = Machine(tmp_path)
+    disk = machine.disk()
+    loaded: list[tuple[bytes, bytes, str]] = []
+
+    def load(kernel: Path, initramfs: Path, cmdline: str) -> None:
+        loaded.append((kernel.read_bytes(), initramfs.read_bytes(), cmdline))
+
+    t = disk.load_next_boot(load)
+    assert loaded == [(b"kernel v1", b"initramfs v1", f"{CMDLINE} ichor.slot=A")]
+    assert t.message == "boot: slot A (v1), good"
+    kernel, initramfs = _files(tmp_path, "v2")
+    disk.upgrade(version="v2", kernel=kernel, initramfs=initramfs, cmdline=CMDLINE, force=False,
+                 printf=lambda _: None)  # fmt: skip
+
+    def refuse(kernel: Path, initramfs: Path, cmdline: str) -> None:
+        raise KexecError("kexec_file_load: Operation not permitted")
+
+    with pytest.raises(KexecError):
+        disk.load_next_boot(refuse)
+    assert disk.state().trial == Slot.B and disk.state().tries == 3  # not counted: GRUB will count
+    t = disk.load_next_boot(load)
+    assert loaded[-1] == (b"kernel v2", b"initramfs v2", f"{CMDLINE} ichor.slot=B")
+    assert t.message == "boot: slot B (v2) on trial, 2 tries left"
+    assert disk.state().tries == 2 and disk.slots.value is None  # read back; published on the loop

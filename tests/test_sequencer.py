@@ -117,3 +117,52 @@ def test_stopping_all_services_goes_on_without_one_that_never_stops(tmp_path: Pa
     said: list[str] = parts.say.__self__  # type: ignore[attr-defined]
     assert said == ["stopping all services: etcd still stopping after 0 s; going on without them"]
     assert told == []  # stopping() is the run's announcement, not _stop_all's
+
+
+def test_a_reboot_loads_the_next_boot_for_kexec_unless_talos_would_not(tmp_path: Path) -> None:
+    """Talos's KexecPrepare after every service stopped: a default reboot, an upgrade and a reset of
+    some partitions kexec; ``--mode powercycle``, a shutdown and a whole-disk reset go through the
+    firmware (a reset of BOOT too: the rule of ``ResetPlan.kexec``, test_reset_rules)."""
+    sequencer, parts, _left = _sequencer(tmp_path, leave_problem=None)
+    loads: list[str] = []
+
+    def prepare() -> str:
+        loads.append("loaded")
+        return "kexec: loaded the next boot (boot: slot A (v1), good): rebooting without the firmware"
+
+    parts.prepare_kexec = prepare
+
+    def way_out(request: Any) -> list[str]:
+        """What loading and the console saw after ``request`` ended the run."""
+        loads.clear()
+        said: list[str] = parts.say.__self__  # type: ignore[attr-defined]
+        said.clear()
+
+        async def main() -> None:
+            sequencer._stop = asyncio.get_running_loop().create_future()
+            request()
+            await sequencer._way_out(await asyncio.wait_for(sequencer._stop, 5))
+
+        asyncio.run(main())
+        return [*loads, *(line for line in said if line.startswith("kexec:"))]
+
+    reboot = lambda mode: lambda: sequencer.request_reboot("a", mode)  # noqa: E731
+    assert way_out(reboot(machine_pb2.RebootRequest.DEFAULT)) == ["loaded", prepare()]
+    assert way_out(reboot(machine_pb2.RebootRequest.POWERCYCLE)) == []
+    upgrade = lambda mode: lambda: sequencer.request_upgrade("a", lambda _p: asyncio.sleep(0), mode)  # noqa: E731
+    assert way_out(upgrade(machine_pb2.UpgradeRequest.POWERCYCLE)) == []
+    assert way_out(upgrade(machine_pb2.UpgradeRequest.DEFAULT))[0] == "loaded"
+    assert way_out(lambda: sequencer.request_shutdown("a")) == []
+
+    for labels, kexecs in (((), False), (("EPHEMERAL",), True), (("STATE",), True)):
+        request = machine_pb2.ResetRequest(reboot=True, graceful=False, system_partitions_to_wipe=[
+            machine_pb2.ResetPartitionSpec(label=label, wipe=True) for label in labels])  # fmt: skip
+
+        async def reset_then_way_out(request: machine_pb2.ResetRequest = request) -> None:
+            sequencer._stop = asyncio.get_running_loop().create_future()
+            await sequencer._reset(request)
+            await sequencer._way_out(await sequencer._stop)
+
+        loads.clear()
+        asyncio.run(reset_then_way_out())
+        assert (loads == ["loaded"]) is kexecs, (labels, loads)

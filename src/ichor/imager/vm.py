@@ -83,17 +83,20 @@ class SerialLog:
         except FileNotFoundError:
             return ""
 
-    def wait_for(self, pattern: str, timeout: float, *, alive: Callable[[], bool] | None = None) -> float:
-        """Seconds from start until ``pattern`` (a regex) appears; TimeoutError with the log's tail.
+    def wait_for(
+        self, pattern: str, timeout: float, *, alive: Callable[[], bool] | None = None, since: int = 0
+    ) -> float:
+        """Seconds from start until ``pattern`` (a regex) appears at or after offset ``since`` (a
+        later boot in the same file: ``len(log.text())`` before it); TimeoutError with the log's tail.
 
         ``alive`` is a callable returning False once the VM has exited (then waiting stops)."""
         deadline = time.monotonic() + timeout
         regex = re.compile(pattern)
         while time.monotonic() < deadline:
-            if regex.search(self.text()):
+            if regex.search(self.text(), since):
                 return time.monotonic() - self.started
             if alive is not None and not alive():
                 break
             time.sleep(0.1)
-        tail = "\n".join(self.text().splitlines()[-40:])
+        tail = "\n".join(self.text()[since:].splitlines()[-40:])
         raise TimeoutError(f"no {pattern!r} on the serial console within {timeout:g} s; last lines:\n{tail}")

@@ -168,6 +168,20 @@ class BootDisk:
         booted = self._require_booted()
         return self._transition(lambda boot: boot.rollback(booted), drop_fallback=True)
 
+    def load_next_boot(self, load: Callable[[Path, Path, str], None]) -> Transition:
+        """Talos's ``KexecPrepare``: ``load`` (kexec's) the kernel, initramfs and command line of the
+        slot GRUB would boot next, then save GRUB's counting step for that boot (a trial uses a try),
+        since GRUB will not run. Nothing is saved when the load fails (GRUB counts at the firmware
+        reboot instead)."""
+        with self._lock:
+            with self._boot() as root:
+                boot_dir = BootDir(root)
+                slot, transition = boot_dir.next_boot()
+                load(*boot_dir.entry(slot))
+                boot_dir.save(transition)
+            self._refresh()
+        return transition
+
     def _require_booted(self) -> Slot:
         if self.booted is None:
             raise DiskError(

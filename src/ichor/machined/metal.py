@@ -16,7 +16,8 @@ What a kernel expects of init and what Talos's machined does before its controll
 * run machined (``python -m ichor.machined --platform metal``) as its child, forward SIGTERM/SIGINT
   to it, reap every zombie the machine has (orphans are re-parented here), and copy machined's
   console into ``/dev/kmsg`` so the serial console and ``dmesg`` both have it;
-* never exit: machined exiting 75 reboots, 0 powers off (or halts with ``talos.shutdown=halt``),
+* never exit: machined exiting 75 reboots (straight into the next boot when machined loaded it for
+  kexec, :mod:`ichor.machined.kexecprep`), 0 powers off (or halts with ``talos.shutdown=halt``),
   anything else, or an error here, is fatal: say why, ``sync`` and ``reboot(2)`` after 10 s.
 
 Why a child and not machined in this very process: PID 1 must reap every process, and a blanket
@@ -218,6 +219,22 @@ class _Kmsg:
             os.write(2, part.encode(errors="replace") + b"\n")
 
 
+def _end_every_process(grace: float = 1.0) -> None:
+    """SIGTERM, then SIGKILL, to every process left (all are PID 1's children or orphans re-parented
+    to it), each given ``grace`` seconds; returns as soon as none is left."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(OSError):
+            os.kill(-1, sig)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            try:
+                pid, _status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return  # nothing is left
+            if pid == 0:
+                time.sleep(0.05)
+
+
 def _finish(code: int, args: KernelArgs, say: Callable[[str], None]) -> None:
     """The machine's last act: power off, halt or reboot (never returns)."""
     with_halt = args.halt_on_shutdown
@@ -228,13 +245,21 @@ def _finish(code: int, args: KernelArgs, say: Callable[[str], None]) -> None:
     else:
         how, cmd = "rebooting in 10 s", _RB_AUTOBOOT
     say(f"ichor-metal: {how}")
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        with contextlib.suppress(OSError):
-            os.kill(-1, sig)
-        time.sleep(1)
+    _end_every_process()
     if cmd == _RB_AUTOBOOT and code != EXIT_REBOOT:
         time.sleep(9)
     _libc.sync()
+    if code == EXIT_REBOOT:
+        # machined loaded the next boot for kexec (Talos's KexecPrepare): jump straight into it; a
+        # refused jump falls through to the firmware's reboot.
+        from ichor.machinery import kexec
+
+        if kexec.is_loaded():
+            say("ichor-metal: kexec into the loaded kernel")
+            _libc.reboot(kexec.LINUX_REBOOT_CMD_KEXEC)
+            say(
+                f"ichor-metal: kexec failed ({os.strerror(ctypes.get_errno())}): rebooting through the firmware"
+            )
     while True:
         _libc.reboot(cmd)
         time.sleep(1)

@@ -177,7 +177,7 @@ class Node:
             background=system.background, install=install,
             staged_upgrade=_staged_upgrade(upgrades) if upgrades is not None else None,
             partitions=system.partitions, early_services=system.early,
-            stopping=self._exit_deadline(say),
+            stopping=self._exit_deadline(say), prepare_kexec=self._kexec_prepare(upgrades),
         ))  # fmt: skip
         system.lifecycle = self.sequencer
         return await self.sequencer.run()
@@ -188,6 +188,15 @@ class Node:
         from ichor.machined.exitdeadline import ExitDeadline
 
         return ExitDeadline(say, limit=self.exit_limit).arm
+
+    def _kexec_prepare(self, upgrades: NodeUpgrades | None) -> Callable[[], str] | None:
+        """Talos's KexecPrepare for a node booted from its own disk; None for every other node."""
+        if upgrades is None:
+            return None
+        from ichor.machined.kexecprep import KexecPrepare
+
+        disk = upgrades.disk
+        return KexecPrepare(lambda: disk, proc_sys=self.layout.path("/proc/sys"))
 
     @functools.cached_property
     def _cmdline(self) -> str | None:

@@ -124,6 +124,10 @@ class NodeParts:
     stopping: Callable[[int], None] = lambda _code: None
     """Told the exit code when the node begins stopping its services (machined's entry point bounds
     the time left to the process: :mod:`ichor.machined.exitdeadline`)."""
+    prepare_kexec: Callable[[], str] | None = None
+    """Talos's ``KexecPrepare`` on a node booted from its own disk (blocking: run in a thread): load the
+    next boot's kernel so the reboot skips the firmware; returns the console line saying what it did
+    (:class:`ichor.machined.kexecprep.KexecPrepare`). None where the node has no disk of its own."""
 
 
 async def _nothing_to_leave() -> str | None:
@@ -138,6 +142,9 @@ class Sequencer:
         self._actor = ""
         """The actor id of the requested sequence (reboot, shutdown, reset) in progress."""
         self._tasks: set[asyncio.Task[None]] = set()
+        self._kexec = True
+        """The reboot ending this run may skip the firmware (Talos: not with ``--mode powercycle``, nor
+        after a reset of the whole disk or of BOOT)."""
         parts.store.request_reboot = lambda: self.request_reboot("")
 
     def _stage(self, stage: MachineStage) -> None:
@@ -235,13 +242,21 @@ class Sequencer:
             # A reset stays "resetting" to the end: discovery would publish the node again otherwise.
             self._stage(MachineStage.REBOOTING if code == EXIT_REBOOT else MachineStage.SHUTTING_DOWN)
         parts.stopping(code)
+        await self._way_out(code)
+        return code
+
+    async def _way_out(self, code: int) -> None:
+        """Stop every service, then (a reboot Talos kexecs) load the next boot for kexec."""
+        parts = self.parts
         parts.say("stopping all services")
         if self._resetting:  # the reset announced its own stopEverything
             await self._stop_all()
         else:
             with self._phase("stopEverything", "stopAllServices"):
                 await self._stop_all()
-        return code
+        if code == EXIT_REBOOT and self._kexec and parts.prepare_kexec is not None:
+            with self._phase("kexec", "kexecPrepare"):
+                parts.say(await asyncio.to_thread(parts.prepare_kexec))
 
     async def _stop_all(self, *, keep: Sequence[str] = ()) -> None:
         """Stop every service but ``keep``, going on after :data:`STOP_ALL_LIMIT` without those still
@@ -332,6 +347,7 @@ class Sequencer:
 
     def request_reboot(self, actor_id: str, mode: int = 0) -> None:
         self._actor = actor_id
+        self._kexec = mode != machine_pb2.RebootRequest.POWERCYCLE
         self._sequence_event("reboot", actor_id)
         asyncio.get_running_loop().call_later(REQUEST_DELAY, self.finish, EXIT_REBOOT)
 
@@ -364,6 +380,7 @@ class Sequencer:
         thread) as the ``upgrade`` sequence, then (without ``preserve``) leave etcd and wipe
         EPHEMERAL, then reboot; a failure of ``work`` leaves the node running."""
         self._actor = actor_id
+        self._kexec = mode != machine_pb2.UpgradeRequest.POWERCYCLE
         self._sequence_event("upgrade", actor_id)
         self._later(self._upgrade(actor_id, work, preserve=preserve), "upgrade")
 
@@ -371,6 +388,7 @@ class Sequencer:
         """Talos's ``stageUpgrade`` sequence: (without ``preserve``) leave etcd, then reboot; the
         upgrade staged in META runs at the next boot."""
         self._actor = actor_id
+        self._kexec = mode != machine_pb2.UpgradeRequest.POWERCYCLE
         self._sequence_event("stageUpgrade", actor_id)
 
         async def stage_upgrade() -> None:
@@ -454,6 +472,8 @@ class Sequencer:
         # Talos: labels given -> resetSpec (those partitions), none -> the whole system disk;
         # mode USER_DISKS leaves the system disk alone.
         wipe_system = request.mode != machine_pb2.ResetRequest.USER_DISKS
+        # Talos kexecs after a reset of some system partitions that leaves BOOT (ResetPlan.kexec).
+        self._kexec = wipe_system and bool(chosen) and "BOOT" not in chosen
         self._resetting = True
         self._stage(MachineStage.RESETTING)
         runs_etcd = any(info.id == "etcd" for info in parts.supervisor.list())

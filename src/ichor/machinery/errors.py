@@ -19,13 +19,15 @@
     ├── ExtensionServiceError       an extension service spec (/usr/local/etc/containers/*.yaml) Talos refuses
     ├── SubnetError                 a subnet list that cannot be parsed or picks no address (subnets)
     ├── OutputExistsError           refusing to overwrite a file without ``--force``
+    ├── KubeSpanError               a MAC or key KubeSpan cannot use (kubespan)
     └── DiskError                   the OS disk: partition tables, META, boot files, slots, reset, installer
         ├── PartitionTableError     a GPT that cannot be read, or a layout that does not fit the disk (blockdev)
         ├── MetaError               META that cannot be read or written; "meta write failed" when full (meta)
         ├── BootloaderError         a grub.cfg/grubenv that cannot be rendered, read or rewritten in place
         ├── SlotError               an A/B transition refused: upgrade during a trial, rollback to nothing (slots)
         ├── ResetError              reset options Talos 1.7 refuses, with its texts (reset)
-        └── InstallError            the installer's disk step could not finish (installer)
+        ├── InstallError            the installer's disk step could not finish (installer)
+        └── KexecError              the next boot's kernel could not be loaded for kexec (kexec)
 
 Each error's ``str()`` is the message a user sees after ``error:``; ``hint`` says how to fix it.
 """
@@ -45,6 +47,7 @@ __all__ = [
     "ExtensionServiceError",
     "InputLimitError",
     "InstallError",
+    "KexecError",
     "KubeSpanError",
     "MachineryError",
     "MetaError",
@@ -192,3 +195,7 @@ class ResetError(DiskError):
 
 class InstallError(DiskError):
     """The installer's disk step could not finish (device too small, a tool failed, a file missing)."""
+
+
+class KexecError(DiskError):
+    """The next boot's kernel could not be loaded for kexec (the reboot goes through the firmware)."""

@@ -14,7 +14,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ichor.machinery.bootloader._grubcfg import MenuEntry, render_grub_cfg
+from ichor.machinery.bootloader._grubcfg import MenuEntry, parse_cmdlines, render_grub_cfg
 from ichor.machinery.bootloader._grubenv import create_env, read_env, write_env
 from ichor.machinery.bootloader._slots import (
     DEFAULT_TRIES,
@@ -137,6 +137,25 @@ class BootDir:
         """GRUB's counting step done by machined itself before a kexec: the slot to load next."""
         slot, t = boot(self.state())
         return slot, self._save(t)
+
+    def next_boot(self) -> tuple[Slot, Transition]:
+        """The slot GRUB would boot next and the state its counting step would save, nothing written
+        (a kexec saves it with :meth:`save` once the slot's kernel is loaded)."""
+        return boot(self.state())
+
+    def save(self, t: Transition) -> Transition:
+        """Save ``t``'s state into the grubenv (in place)."""
+        return self._save(t)
+
+    def entry(self, slot: Slot) -> tuple[Path, Path, str]:
+        """``slot``'s kernel, initramfs and command line as its GRUB entry boots them (with
+        ``ichor.slot=``); :class:`SlotError` when the slot holds no install or grub.cfg no entry."""
+        if not self.holds(slot):
+            raise SlotError(f"slot {slot} holds no kernel and initramfs")
+        cmdlines = parse_cmdlines(self.grub_cfg.read_text())
+        if slot not in cmdlines:
+            raise SlotError(f"grub.cfg has no entry for slot {slot}")
+        return self.root / slot / KERNEL, self.root / slot / INITRAMFS, f"{cmdlines[slot]} ichor.slot={slot}"
 
     def bless(self, booted: Slot) -> Transition:
         return self._save(bless(self.state(), booted))
