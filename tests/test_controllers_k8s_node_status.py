@@ -22,11 +22,13 @@ from ichor.machined.resources import (
     MACHINE_STATUSES,
     MACHINE_TYPE_ID,
     MACHINE_TYPES,
+    NODE_LABEL_SPECS,
     SERVICES,
     MachineStage,
     MachineStatusSpec,
     MachineStatusStatus,
     MachineTypeSpec,
+    NodeLabelSpecSpec,
     ServiceSpec,
     register_node_types,
 )
@@ -182,6 +184,51 @@ def test_node_apply_puts_the_cordon_on_the_node_while_the_spec_exists(tmp_path: 
                 await _until(lambda: not puts[-1]["spec"].get("unschedulable"))
         assert puts[0]["metadata"]["annotations"]["talos.dev/cordoned"] == "true"
         assert "talos.dev/cordoned" not in puts[-1]["metadata"].get("annotations", {})
+
+    run(main)
+
+
+def test_node_apply_labels_a_node_as_soon_as_its_registration_shows_not_after_the_backoff(
+    tmp_path: Path,
+) -> None:
+    """The kubelet registers the Node while NodeApply backs off (30 s at most): the NodeStatus that
+    appears wakes it, so the control-plane label lands at once (``upgrade-k8s`` finds control planes
+    by it, Talos's way)."""
+    stored: dict[str, Any] = {}
+    puts: list[dict[str, Any]] = []
+
+    async def handler(method: str, target: str, body: bytes) -> Reply:
+        if not stored:
+            return status_reply(404, "NotFound", 'nodes "cp-1" not found')
+        if method == "PUT":
+            puts.append(json.loads(body))
+            stored.clear()
+            stored.update(puts[-1])
+        return json_reply(200, stored)
+
+    async def main() -> None:
+        async with fake_apiserver(handler) as url:
+            # a backoff far longer than the test: only the NodeStatus can wake it in time
+            controller = nodes.NodeApplyController(
+                Layout(tmp_path, "127.0.0.1"), first_retry=60, max_retry=60
+            )
+            async with running(controller) as state:
+                state.create(MACHINE_TYPES.new(MACHINE_TYPE_ID, MachineTypeSpec.CONTROLPLANE))
+                state.create(
+                    K8S_SECRETS.new(
+                        K8S_SECRETS_ID, KubernetesSecretsSpec(localhost_admin_kubeconfig=PKI.kubeconfig(url))
+                    )
+                )
+                state.create(NODE_LABEL_SPECS.new(nodes.CONTROL_PLANE_ROLE, NodeLabelSpecSpec(
+                    key=nodes.CONTROL_PLANE_ROLE, value="")))  # fmt: skip
+                state.create(NODENAMES.new(NODENAME_ID, NodenameSpec(nodename="cp-1")))
+                await _until(lambda: bool(state.list(WAIT_STATUSES.default_namespace, WAIT_STATUSES)))
+                stored.update(
+                    {"metadata": {"name": "cp-1", "resourceVersion": "1"}, "spec": {}, "status": {}}
+                )
+                state.create(NODE_STATUSES.new("cp-1", NodeStatusSpec(nodename="cp-1", node_ready=False)))
+                await _until(lambda: bool(puts), timeout=5.0)
+        assert puts[0]["metadata"]["labels"] == {nodes.CONTROL_PLANE_ROLE: ""}
 
     run(main)
 

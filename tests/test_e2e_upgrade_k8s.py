@@ -164,6 +164,11 @@ def test_upgrade_k8s_one_plus_one_with_a_deployment_answering(old_release: float
         assert rolled.exit_code == 0, rolled.stdout + rolled.stderr
         probe = Prober(worker)
         until("the Deployment answering through the NodePort", lambda: probe_once(worker), 60, 1)
+        # upgrade-k8s finds control planes by their label, as Talos's: machined puts it on the Node
+        # once the kubelet registered it (NodeStatus polls every 10 s)
+        labelled = [*kubectl, "get", "nodes", "-l", "node-role.kubernetes.io/control-plane", "-o", "name"]
+        until("the control plane labelled node-role.kubernetes.io/control-plane",
+              lambda: proc.run(labelled, check=False, timeout=30).stdout.strip() != "", 60, 1)  # fmt: skip
 
         # --dry-run: the plan, and nothing changes.
         config_before = cluster.talosctl("-n", cp, "get", "machineconfig", "-o", "yaml").stdout

@@ -1,7 +1,8 @@
 """V3 on one VM: install v1 -> ``upgrade --preserve`` to v2 from a registry through the node's mirror ->
 blessed on slot B -> ``rollback`` -> v1 on slot A; META written and read back across reboots; then
-the talos#10364 case: an upgrade whose kernel cannot boot falls back to the last good slot; then
-``upgrade --stage``, performed at the next boot.
+``upgrade --stage`` to v2, performed at the next boot and blessed on slot B; then the talos#10364
+case as issue 23 words it: v1 -> v2 (good) -> v3 whose kernel cannot boot, written over v1 in slot
+A; after its three tries the node boots v2 (the last good slot), not v1 and not "the other slot".
 
 One QEMU (TCG, UEFI, 1.5 GiB) on a tap in a network namespace the test makes, with a registry
 (``docker-registry``) on the bridge's address holding the installer images: v2 built by ``python -m
@@ -391,29 +392,6 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
         assert "survives-reboots" in talosctl("get", "metakeys").stdout
         _no_hello(talosctl)  # back on an image without the module: gone
 
-        # --- a broken upgrade (talos#10364's opposite): three failed tries, back on the last good slot --
-        console.step()
-        started = time.monotonic()
-        broken = talosctl("upgrade", "--image", f"ghcr.io/siderolabs/installer:{V3}", "--preserve", "--wait=false",
-                          timeout=900)  # fmt: skip
-        assert broken.exit_code == 0, broken.stderr
-        line = (rf"upgrade to {re.escape(V3)} \(slot B\) failed: no healthy boot in its tries; "
-                r"booted the last good slot A")  # fmt: skip
-        console.wait(line, 1500, alive)
-        # the first try is a kexec (machined counted it); the panics reboot through OVMF and GRUB
-        console.wait(rf"kexec: loaded the next boot \(boot: slot B \({re.escape(V3)}\) on trial, 2 tries left\)", 1,
-                     alive)  # fmt: skip
-        figures["broken upgrade to fallback"] = time.monotonic() - started
-        panics = re.findall(
-            r"(?m)^(?!.*end Kernel panic).*Kernel panic - not syncing.*$", console.log.text()[console.mark :]
-        )
-        assert len(panics) == 3, f"{len(panics)} failed boots of v3, expected 3 (GRUB's tries): {panics}"
-        api_up()
-        etcd_healthy()
-        slots = talosctl("get", "bootslots")
-        assert re.search(rf"\bA\s+\d+\s+{re.escape(V1)}\s+good\s+0\s+true", slots.stdout), slots.stdout
-        assert re.search(rf"\bB\s+\d+\s+{re.escape(V3)}\s+failed\s+0\s+false", slots.stdout), slots.stdout
-
         # --- --stage: META 7/8, the upgrade performed at the next boot, then its trial and bless ------
         console.step()
         started = time.monotonic()
@@ -426,6 +404,34 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
         figures["staged upgrade to blessed"] = time.monotonic() - started
         keys = talosctl("get", "metakeys")
         assert "0x07" not in keys.stdout and "0x08" not in keys.stdout, keys.stdout
+        api_up()
+        etcd_healthy()
+
+        # --- a broken upgrade (talos#10364's opposite): v1 -> v2 good -> v3 that cannot boot; after its
+        # three tries the node boots v2, the last good slot (not v1, not "the other slot") ------------
+        console.step()
+        started = time.monotonic()
+        broken = talosctl("upgrade", "--image", f"ghcr.io/siderolabs/installer:{V3}", "--preserve", "--wait=false",
+                          timeout=900)  # fmt: skip
+        assert broken.exit_code == 0, broken.stderr
+        line = (rf"upgrade to {re.escape(V3)} \(slot A\) failed: no healthy boot in its tries; "
+                r"booted the last good slot B")  # fmt: skip
+        console.wait(line, 1500, alive)
+        # the first try is a kexec (machined counted it); the panics reboot through OVMF and GRUB
+        console.wait(rf"kexec: loaded the next boot \(boot: slot A \({re.escape(V3)}\) on trial, 2 tries left\)", 1,
+                     alive)  # fmt: skip
+        figures["broken upgrade to fallback"] = time.monotonic() - started
+        panics = re.findall(
+            r"(?m)^(?!.*end Kernel panic).*Kernel panic - not syncing.*$", console.log.text()[console.mark :]
+        )
+        assert len(panics) == 3, f"{len(panics)} failed boots of v3, expected 3 (GRUB's tries): {panics}"
+        api_up()
+        slots = talosctl("get", "bootslots")
+        assert re.search(rf"\bB\s+\d+\s+{re.escape(V2)}\s+good\s+0\s+true", slots.stdout), slots.stdout
+        assert re.search(rf"\bA\s+\d+\s+{re.escape(V3)}\s+failed\s+0\s+false", slots.stdout), slots.stdout
+        assert "ichor.slot=B" in talosctl("read", "/proc/cmdline").stdout
+        _hello_loaded(talosctl, console.log)  # v2's module again: the node runs v2
+
         figures["total"] = time.monotonic() - t0
     finally:
         print("figures (s): " + ", ".join(f"{k} {v:.0f}" for k, v in figures.items()))

@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import pytest
-from tiers import K8S_ORDER, VM_ALONE, VM_FILES, unit_of
+from tiers import K8S_ORDER, LONG_FIRST, VM_ALONE, VM_FILES, grouped_rank, unit_of
 
 pytest_plugins = ["pytester"]
 
@@ -77,3 +77,25 @@ def test_a_test_on_the_shared_cluster_outside_the_listed_files_is_refused(pytest
     result = pytester.runpytest_subprocess("-m", "e2e", "-p", "no:xdist")
     assert "is listed in tiers.K8S_ORDER" in result.stdout.str() + result.stderr.str()
     assert result.ret != 0
+
+
+def test_the_long_files_go_out_after_the_kubernetes_and_vm_units_before_the_rest() -> None:
+    names = [
+        "test_e2e_a.py",
+        *LONG_FIRST,
+        VM_FILES[0],
+        *VM_ALONE,
+        "test_e2e_b.py",
+        K8S_ORDER[1],
+        K8S_ORDER[0],
+    ]
+    ranked = sorted(names, key=lambda n: grouped_rank(n, K8S_ORDER.index(n) if n in K8S_ORDER else -1))
+    assert ranked == [
+        K8S_ORDER[0],
+        K8S_ORDER[1],
+        *VM_ALONE,
+        VM_FILES[0],
+        *LONG_FIRST,
+        "test_e2e_a.py",
+        "test_e2e_b.py",
+    ]

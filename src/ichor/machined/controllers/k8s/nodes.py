@@ -14,7 +14,9 @@
   the config is removed from the node and nothing set by someone else is: a label or taint already
   there with another value is left alone unless owned. Waits (node name, credentials, no ``Node``
   yet, API server unreachable) say why; a conflict is retried at once, anything else with backoff,
-  and the node is checked again every :data:`RESYNC` seconds. While a NodeCordonedSpec exists (the
+  and the node is checked again every :data:`RESYNC` seconds; the ``Node``'s registration (its
+  NodeStatus appearing) wakes it at once, so a new node is labelled seconds after the kubelet
+  registers it, not after the backoff (``upgrade-k8s`` finds control planes by that label). While a NodeCordonedSpec exists (the
   machine shuts down, upgrades or resets) the ``Node`` is cordoned (``spec.unschedulable`` and the
   annotation ``talos.dev/cordoned: "true"``); once it is gone, a node Talos cordoned is uncordoned,
   one cordoned by someone else (no annotation) is left so.
@@ -44,7 +46,7 @@ from ichor.machined.resources import (
     NodeTaintSpecSpec,
 )
 from ichor.machined.resources._k8s import K8S_SECRETS, K8S_SECRETS_ID
-from ichor.machined.resources._k8s_status import NODE_CORDONED_SPECS
+from ichor.machined.resources._k8s_status import NODE_CORDONED_SPECS, NODE_STATUSES
 from ichor.machined.resources._kubelet import NODENAME_ID, NODENAMES
 from ichor.machinery.config import parse_taint
 
@@ -188,6 +190,7 @@ class NodeApplyController(Controller):
         Input(NODENAMES, id=NODENAME_ID),
         Input(MACHINE_TYPES, id=MACHINE_TYPE_ID),
         Input(K8S_SECRETS, id=K8S_SECRETS_ID),
+        Input(NODE_STATUSES),  # the Node's registration wakes it: labelled at once, not after a backoff
     )
     outputs = ()
 
