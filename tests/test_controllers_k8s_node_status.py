@@ -154,16 +154,33 @@ def test_apply_cordons_with_talos_annotation_and_uncordons_only_its_own_cordon()
     assert nodes.apply_to_node(by_hand, {}, [])["spec"]["unschedulable"] is True
 
 
-def test_node_apply_puts_the_cordon_on_the_node_while_the_spec_exists(tmp_path: Path) -> None:
-    stored = {"metadata": {"name": "cp-1", "resourceVersion": "1"}, "spec": {}, "status": {}}
-    puts: list[dict[str, Any]] = []
+def _node_store(stored: dict[str, Any], puts: list[dict[str, Any]]) -> Any:
+    """A fake API server's handler for one Node: 404 while ``stored`` is empty, else GET answers it
+    and PUT replaces it (recorded in ``puts``)."""
 
     async def handler(method: str, target: str, body: bytes) -> Reply:
+        if not stored:
+            return status_reply(404, "NotFound", 'nodes "cp-1" not found')
         if method == "PUT":
             puts.append(json.loads(body))
             stored.clear()
             stored.update(puts[-1])
         return json_reply(200, stored)
+
+    return handler
+
+
+def _control_plane_with_admin(state: Any, url: str) -> None:
+    state.create(MACHINE_TYPES.new(MACHINE_TYPE_ID, MachineTypeSpec.CONTROLPLANE))
+    state.create(
+        K8S_SECRETS.new(K8S_SECRETS_ID, KubernetesSecretsSpec(localhost_admin_kubeconfig=PKI.kubeconfig(url)))
+    )
+
+
+def test_node_apply_puts_the_cordon_on_the_node_while_the_spec_exists(tmp_path: Path) -> None:
+    stored: dict[str, Any] = {"metadata": {"name": "cp-1", "resourceVersion": "1"}, "spec": {}, "status": {}}
+    puts: list[dict[str, Any]] = []
+    handler = _node_store(stored, puts)
 
     async def main() -> None:
         async with fake_apiserver(handler) as url:
@@ -171,12 +188,7 @@ def test_node_apply_puts_the_cordon_on_the_node_while_the_spec_exists(tmp_path: 
                 Layout(tmp_path, "127.0.0.1"), first_retry=0.05, resync=0.05
             )
             async with running(controller) as state:
-                state.create(MACHINE_TYPES.new(MACHINE_TYPE_ID, MachineTypeSpec.CONTROLPLANE))
-                state.create(
-                    K8S_SECRETS.new(
-                        K8S_SECRETS_ID, KubernetesSecretsSpec(localhost_admin_kubeconfig=PKI.kubeconfig(url))
-                    )
-                )
+                _control_plane_with_admin(state, url)
                 state.create(NODENAMES.new(NODENAME_ID, NodenameSpec(nodename="cp-1")))
                 state.create(NODE_CORDONED_SPECS.new(NODE_CORDONED_ID, EmptySpec()))
                 await _until(lambda: any(p["spec"].get("unschedulable") for p in puts))
@@ -194,17 +206,9 @@ def test_node_apply_labels_a_node_as_soon_as_its_registration_shows_not_after_th
     """The kubelet registers the Node while NodeApply backs off (30 s at most): the NodeStatus that
     appears wakes it, so the control-plane label lands at once (``upgrade-k8s`` finds control planes
     by it, Talos's way)."""
-    stored: dict[str, Any] = {}
+    stored: dict[str, Any] = {}  # no Node until the kubelet registers it
     puts: list[dict[str, Any]] = []
-
-    async def handler(method: str, target: str, body: bytes) -> Reply:
-        if not stored:
-            return status_reply(404, "NotFound", 'nodes "cp-1" not found')
-        if method == "PUT":
-            puts.append(json.loads(body))
-            stored.clear()
-            stored.update(puts[-1])
-        return json_reply(200, stored)
+    handler = _node_store(stored, puts)
 
     async def main() -> None:
         async with fake_apiserver(handler) as url:
@@ -213,12 +217,7 @@ def test_node_apply_labels_a_node_as_soon_as_its_registration_shows_not_after_th
                 Layout(tmp_path, "127.0.0.1"), first_retry=60, max_retry=60
             )
             async with running(controller) as state:
-                state.create(MACHINE_TYPES.new(MACHINE_TYPE_ID, MachineTypeSpec.CONTROLPLANE))
-                state.create(
-                    K8S_SECRETS.new(
-                        K8S_SECRETS_ID, KubernetesSecretsSpec(localhost_admin_kubeconfig=PKI.kubeconfig(url))
-                    )
-                )
+                _control_plane_with_admin(state, url)
                 state.create(NODE_LABEL_SPECS.new(nodes.CONTROL_PLANE_ROLE, NodeLabelSpecSpec(
                     key=nodes.CONTROL_PLANE_ROLE, value="")))  # fmt: skip
                 state.create(NODENAMES.new(NODENAME_ID, NodenameSpec(nodename="cp-1")))
