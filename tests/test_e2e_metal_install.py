@@ -31,8 +31,9 @@ Time budget, measured on 2 cores (QEMU TCG, 1 vCPU, other VMs queued on the lock
 booted ``-kernel``: UEFI 206 s (maintenance 68 s, installed 85 s -- the install itself 16 s in the
 guest --, after the relaunch config loaded from STATE 82 s and the API answering 100 s, bootstrap to
 etcd healthy 15 s); legacy BIOS 179 s; the ISO's GRUB adds ~10-15 s. The UEFI case then resets the
-installed node twice (EPHEMERAL, then STATE: two more boots from its disk, through the firmware then; by kexec now): 187 s more, measured
-2026-11-27 with other tests queued (UEFI 476 s in all that run). Each test allows about 15 min.
+installed node twice (EPHEMERAL, then STATE: two more boots from its disk): 187 s more through the
+firmware, with other tests queued (UEFI 476 s in all that run); by kexec, as Talos reboots, 64 s
+(UEFI 149 s in all alone, 199 s in the e2e tier; 2026-11-27). Each test allows about 15 min.
 Everything is removed afterwards, on failure too: QEMU by PID, then the namespace (its bridge and
 tap go with it).
 """

@@ -32,11 +32,12 @@ checks the file took 891 s (images 17 s, upgrade to blessed 122 s, total in the 
 refusal's no-change checks too, 1154 s on a host running other helpers' work (images 36 s, install 94 s,
 v1 up 206 s, upgrade to blessed 217 s, rollback 116 s, broken upgrade to fallback 206 s, staged 247 s).
 
-Time budget, measured on 2 cores (TCG, 1 vCPU, host otherwise idle), 974 s for the file with a
-warm image cache: images 16 s, install 72 s, v1 up with etcd healthy at 181 s, the refused upgrade's
-fetch of the 82 MB boot-files layer 33 s, ``upgrade --preserve=true --wait`` to blessed 137 s (the
-slot written in 6 s, blessed 24-27 s after machined started), ``rollback`` to the API up 121 s, the
-broken upgrade's three panicking tries and the fallback 185 s, ``--stage`` to blessed 235 s. The
+Time budget, measured on 2 cores (TCG, 1 vCPU) with kexec reboots, 2026-11-27: 431 s for the file
+with a warm image cache and the fast tier running beside it (install 25 s, v1 up with etcd healthy
+76 s, ``upgrade --preserve=true --wait`` to blessed 57 s, ``rollback`` to the API up 37 s, the broken
+upgrade's three panicking tries and the fallback 95 s, ``--stage`` to blessed 84 s); 542 s in the
+e2e tier beside the Kubernetes unit and the other VMs. Through the firmware (before kexec) the same
+file took 974 s on an idle host (upgrade 137 s, rollback 121 s, broken 185 s, staged 235 s). The
 file allows 45 min (a loaded host slows TCG 3-5x). QEMU and the registry are stopped by PID and the
 namespace deleted afterwards, on failure too.
 """
