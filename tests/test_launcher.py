@@ -10,7 +10,7 @@ import pytest
 
 from ichor.machined.platform import EXIT_POWEROFF, EXIT_REBOOT
 from ichor.provision._record import POWERED_OFF, WAITING, LauncherState
-from ichor.provision.launcher import Backoff, Launcher
+from ichor.provision.launcher import REBOOT_PAUSE, Backoff, Launcher
 
 
 class Clock:
@@ -125,3 +125,29 @@ def test_an_unreadable_state_file_is_no_state(tmp_path: Path, text: str) -> None
     (tmp_path / "s.json").write_text(text)
     assert LauncherState.read(tmp_path / "s.json") is None
     assert LauncherState.read(tmp_path / "missing.json") is None
+
+
+def test_a_rebooting_node_stays_down_as_a_machine_does_before_it_starts_again(tmp_path: Path) -> None:
+    """Talos's ``reboot --wait`` watches events again 1 s after the services stop: a node back by
+    then is never seen going down. The launcher keeps it down REBOOT_PAUSE (2 s), saying until when."""
+    launcher, clock = _launcher(tmp_path, [(0.5, EXIT_REBOOT), (0.5, EXIT_POWEROFF)])
+    started: list[float] = []
+    start = launcher.start_node
+    launcher.start_node = lambda: (started.append(clock.now), start())[1]  # type: ignore[method-assign]
+    seen: list[LauncherState | None] = []
+    record = launcher._record
+
+    def spy(state: str, last_exit: int | None, restart_at: float = 0.0) -> None:
+        record(state, last_exit, restart_at)
+        seen.append(LauncherState.read(tmp_path / "state.json"))
+
+    launcher._record = spy  # type: ignore[method-assign]
+    assert launcher.run() == 0
+    assert REBOOT_PAUSE == 2.0 and started[1] - started[0] >= 0.5 + REBOOT_PAUSE
+    waiting = [s for s in seen if s is not None and s.state == WAITING]
+    assert (
+        len(waiting) == 1
+        and waiting[0].last_exit == EXIT_REBOOT
+        and waiting[0].restart_at == started[0] + 0.5 + REBOOT_PAUSE
+    )
+    assert not (tmp_path / "node.log").exists()  # a reboot is no crash: nothing logged

@@ -1,7 +1,7 @@
 """``python -m ichor.provision.launcher``: keep one node process running across reboots.
 
-The node exits with ``EXIT_REBOOT`` to reboot (started again at once), ``EXIT_POWEROFF`` to power
-off (the launcher exits too); any other exit is a crash, logged and restarted after a pause that
+The node exits with ``EXIT_REBOOT`` to reboot (started again after :data:`REBOOT_PAUSE`),
+``EXIT_POWEROFF`` to power off (the launcher exits too); any other exit is a crash, logged and restarted after a pause that
 doubles with each crash in a row (:class:`Backoff`), back to the first pause after a run long
 enough to count as healthy. SIGTERM to the launcher powers the node off cleanly, also during a
 pause.
@@ -71,6 +71,13 @@ class Node(Protocol):
     def signal_group(self, sig: int) -> None: ...
 
 
+REBOOT_PAUSE = 2.0
+"""Seconds a rebooting node stays down, as a machine does. Talos's own ``reboot --wait`` watches
+events again 1 s after the services stopped, with no history (``--tail 0``): a node back and
+ready within that second is never seen rebooting, and the client waits until its timeout. Only
+an ``Unavailable`` answer makes it replay the new boot's events."""
+
+
 class Launcher:
     """The restart loop, with its clocks and the way it starts a node injectable for tests."""
 
@@ -86,6 +93,7 @@ class Launcher:
         sleep: Callable[[float], None] = time.sleep,
         pid: int = 0,
         grace: float = 30.0,
+        reboot_pause: float | None = None,
     ) -> None:
         self.start_node = start_node
         self.state_file = state_file
@@ -94,6 +102,7 @@ class Launcher:
         self.clock, self.wall, self.sleep = clock, wall, sleep
         self.pid = pid
         self.grace = grace
+        self.reboot_pause = REBOOT_PAUSE if reboot_pause is None else reboot_pause
         self.stopping_since: float | None = None
         self.node: Node | None = None
 
@@ -117,10 +126,11 @@ class Launcher:
                 break
             if code == EXIT_REBOOT:
                 self.backoff.reset()
-                continue
-            delay = self.backoff.after_crash(self.clock() - started)
-            with self.log.open("a") as log:
-                log.write(f"launcher: node exited with code {code}; restarting in {delay:.1f}s\n")
+                delay = self.reboot_pause
+            else:
+                delay = self.backoff.after_crash(self.clock() - started)
+                with self.log.open("a") as log:
+                    log.write(f"launcher: node exited with code {code}; restarting in {delay:.1f}s\n")
             self._record(WAITING, code, restart_at=self.wall() + delay)
             # In short steps: a SIGTERM during the pause powers off at once.
             until = self.clock() + delay
