@@ -95,6 +95,11 @@ setup() {
     if ! .venv/bin/python -m ichor.kubebuild --version 1.30.2 >/dev/null; then
         echo "run.sh: Kubernetes v1.30.2 could not be built (see above); the upgrade-k8s test builds it itself" >&2
     fi
+    # The official talosctl v1.7.6 (and Talos's own decoder of every resource), built from Talos's
+    # source on the Go module proxy: the `official` tests drive Ichor with it (~5 min the first time).
+    if ! .venv/bin/python scripts/build_official_talosctl.py >&2; then
+        echo "run.sh: the official talosctl could not be built (see above); the official tests will skip" >&2
+    fi
 }
 
 # One tier: pytest with the tier's arguments, its JUnit XML and wall time kept for the summary.
@@ -135,7 +140,7 @@ run_tests() {
     results=$(mktemp -d)
     run_tier fast "$results" || failed=1
     local workers=${ICHOR_E2E_WORKERS:-3}
-    run_tier e2e "$results" -m "(e2e or slow) and not fuzz and not official" \
+    run_tier e2e "$results" -m "(e2e or slow) and not fuzz" \
         -n "$workers" --dist loadgroup --no-loadscope-reorder --tb=short || failed=1
     run_tier fuzz "$results" -m fuzz || failed=1
     .venv/bin/python scripts/test_summary.py "$SETUP_SECONDS" "$results"

@@ -28,14 +28,21 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/siderolabs/talos/pkg/machinery/client"
+	_ "github.com/siderolabs/talos/pkg/machinery/resources/block"
 	_ "github.com/siderolabs/talos/pkg/machinery/resources/cluster"
 	_ "github.com/siderolabs/talos/pkg/machinery/resources/config"
+	_ "github.com/siderolabs/talos/pkg/machinery/resources/cri"
 	_ "github.com/siderolabs/talos/pkg/machinery/resources/etcd"
 	_ "github.com/siderolabs/talos/pkg/machinery/resources/files"
+	_ "github.com/siderolabs/talos/pkg/machinery/resources/hardware"
 	_ "github.com/siderolabs/talos/pkg/machinery/resources/k8s"
+	_ "github.com/siderolabs/talos/pkg/machinery/resources/kubeaccess"
+	_ "github.com/siderolabs/talos/pkg/machinery/resources/kubespan"
 	_ "github.com/siderolabs/talos/pkg/machinery/resources/network"
+	_ "github.com/siderolabs/talos/pkg/machinery/resources/perf"
 	_ "github.com/siderolabs/talos/pkg/machinery/resources/runtime"
 	_ "github.com/siderolabs/talos/pkg/machinery/resources/secrets"
+	_ "github.com/siderolabs/talos/pkg/machinery/resources/siderolink"
 	_ "github.com/siderolabs/talos/pkg/machinery/resources/time"
 	_ "github.com/siderolabs/talos/pkg/machinery/resources/v1alpha1"
 )
@@ -44,6 +51,9 @@ var oneWay = map[string]bool{
 	"Manifests.kubernetes.talos.dev":         true,
 	"StaticPods.kubernetes.talos.dev":        true,
 	"StaticPodStatuses.kubernetes.talos.dev": true,
+	// Its spec's Device is an interface (config.Device): Talos's YAML of it cannot decode into the Go
+	// type either; the protobuf form carries the device as YAML bytes, which Talos decodes.
+	"DeviceConfigSpecs.net.talos.dev": true,
 }
 
 type yamlBytes interface{ MarshalYAMLBytes() ([]byte, error) }

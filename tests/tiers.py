@@ -44,6 +44,7 @@ FAST_EXCLUDED = ("e2e", "fuzz", "vm", "slow", "official")
 """Markers that keep a test out of the fast tier."""
 
 K8S_ORDER = (
+    "test_e2e_official_container.py",
     "test_e2e_kubernetes.py",
     "test_e2e_k8s_workloads.py",
     "test_e2e_k8s_health.py",
@@ -53,7 +54,8 @@ K8S_ORDER = (
     "test_e2e_rotate_ca.py",
 )
 """The files sharing the session's Kubernetes cluster (``k8s_cluster``), in the order they run, after
-every other test (the cluster goes when the session ends): the ones that read it first, then the
+every other test (the cluster goes when the session ends): the official talosctl's sweep first (it
+reads the boot's events before the others add theirs), the ones that read it next, then the
 ones that break it on purpose and repair it (a rejected apiserver flag, a rebooted worker, a wiped
 control plane recovered from a snapshot), and last ``rotate-ca``, which changes both CAs of the cluster
 for good (it leaves the new talosconfig and kubeconfig where the others look)."""
