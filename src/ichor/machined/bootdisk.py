@@ -35,13 +35,11 @@ from ichor.machinery.blockdev import (
     find_system_disk,
     partition_path,
 )
-from ichor.machinery.bootloader import BootDir, BootState, Slot, Transition
+from ichor.machinery.bootloader import SLOT_ARG, BootDir, BootState, Slot, Transition
 from ichor.machinery.errors import DiskError, MetaError
 from ichor.machinery.meta import Meta, MetaKey
 
 __all__ = ["BootDisk", "booted_slot", "find_boot_disk"]
-
-SLOT_ARG = "ichor.slot"
 
 
 def booted_slot(cmdline: str) -> Slot | None:

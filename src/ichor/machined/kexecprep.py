@@ -10,7 +10,7 @@ leaves BOOT. Not after an install: the first boot of a freshly installed disk go
 firmware, so a disk the firmware cannot boot shows at once, not at the next power cut.
 
 Every outcome is one console line; anything that prevents the load (``kernel.kexec_load_disabled=1``,
-no installed disk, a slot GRUB could not boot either, the kernel refusing the image) means the reboot
+a slot GRUB could not boot either, the kernel refusing the image) means the reboot
 goes through the firmware as before, and GRUB counts the boot itself. Blocking: run it in a thread.
 """
 
@@ -33,12 +33,12 @@ class KexecPrepare:
 
     def __init__(
         self,
-        find_disk: Callable[[], BootDisk | None],
+        disk: BootDisk,
         *,
         proc_sys: Path = Path("/proc/sys"),
         load: Callable[[Path, Path, str], None] = kexec.load,
     ) -> None:
-        self._find_disk = find_disk
+        self._disk = disk
         self._proc_sys = proc_sys
         self._load = load
 
@@ -46,10 +46,7 @@ class KexecPrepare:
         if kexec.is_disabled(self._proc_sys):
             return f"kexec: disabled by kernel.kexec_load_disabled=1: {FIRMWARE}"
         try:
-            disk = self._find_disk()
-            if disk is None:
-                return f"kexec: no installed system disk: {FIRMWARE}"
-            transition = disk.load_next_boot(self._load)
+            transition = self._disk.load_next_boot(self._load)
         except (MachineryError, OSError) as err:
             hint = f" ({err.hint})" if isinstance(err, MachineryError) and err.hint else ""
             return f"kexec: {err}{hint}: {FIRMWARE}"

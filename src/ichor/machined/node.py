@@ -195,8 +195,7 @@ class Node:
             return None
         from ichor.machined.kexecprep import KexecPrepare
 
-        disk = upgrades.disk
-        return KexecPrepare(lambda: disk, proc_sys=self.layout.path("/proc/sys"))
+        return KexecPrepare(upgrades.disk, proc_sys=self.layout.path("/proc/sys"))
 
     @functools.cached_property
     def _cmdline(self) -> str | None:

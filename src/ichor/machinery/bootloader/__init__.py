@@ -16,10 +16,12 @@ or decides when to bless; machined does.
 from ichor.machinery.bootloader._bootdir import BootDir
 from ichor.machinery.bootloader._grubcfg import (
     GRUBENV_PATH,
+    SLOT_ARG,
     MenuEntry,
     parse_cmdlines,
     quote,
     render_grub_cfg,
+    slot_arg,
     unquote,
 )
 from ichor.machinery.bootloader._grubenv import (
@@ -51,6 +53,7 @@ __all__ = [
     "DEFAULT_TRIES",
     "ENV_SIZE",
     "GRUBENV_PATH",
+    "SLOT_ARG",
     "BootDir",
     "BootState",
     "BootloaderError",
@@ -72,6 +75,7 @@ __all__ = [
     "render_env",
     "render_grub_cfg",
     "rollback",
+    "slot_arg",
     "unquote",
     "update_env",
     "upgrade",

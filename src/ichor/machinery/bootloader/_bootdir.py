@@ -14,7 +14,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ichor.machinery.bootloader._grubcfg import MenuEntry, parse_cmdlines, render_grub_cfg
+from ichor.machinery.bootloader._grubcfg import MenuEntry, parse_cmdlines, render_grub_cfg, slot_arg
 from ichor.machinery.bootloader._grubenv import create_env, read_env, write_env
 from ichor.machinery.bootloader._slots import (
     DEFAULT_TRIES,
@@ -73,7 +73,8 @@ class BootDir:
         """The slot's directory has both boot files (Talos's rollback checks the directory)."""
         return (self.root / slot / KERNEL).is_file() and (self.root / slot / INITRAMFS).is_file()
 
-    def _save(self, t: Transition) -> Transition:
+    def save(self, t: Transition) -> Transition:
+        """Save ``t``'s state into the grubenv (in place)."""
         env = read_env(self.grubenv)
         env.update(t.state.to_env())
         write_env(self.grubenv, env)
@@ -131,21 +132,17 @@ class BootDir:
         _fsync_copy(initramfs, self.root / target / INITRAMFS)
         _fsync_dir(self.root / target)
         self._write_cfg(t.state, cmdlines)
-        return self._save(t)
+        return self.save(t)
 
     def boot(self) -> tuple[Slot, Transition]:
         """GRUB's counting step done by machined itself before a kexec: the slot to load next."""
-        slot, t = boot(self.state())
-        return slot, self._save(t)
+        slot, t = self.next_boot()
+        return slot, self.save(t)
 
     def next_boot(self) -> tuple[Slot, Transition]:
         """The slot GRUB would boot next and the state its counting step would save, nothing written
         (a kexec saves it with :meth:`save` once the slot's kernel is loaded)."""
         return boot(self.state())
-
-    def save(self, t: Transition) -> Transition:
-        """Save ``t``'s state into the grubenv (in place)."""
-        return self._save(t)
 
     def entry(self, slot: Slot) -> tuple[Path, Path, str]:
         """``slot``'s kernel, initramfs and command line as its GRUB entry boots them (with
@@ -155,16 +152,16 @@ class BootDir:
         cmdlines = parse_cmdlines(self.grub_cfg.read_text())
         if slot not in cmdlines:
             raise SlotError(f"grub.cfg has no entry for slot {slot}")
-        return self.root / slot / KERNEL, self.root / slot / INITRAMFS, f"{cmdlines[slot]} ichor.slot={slot}"
+        return self.root / slot / KERNEL, self.root / slot / INITRAMFS, f"{cmdlines[slot]} {slot_arg(slot)}"
 
     def bless(self, booted: Slot) -> Transition:
-        return self._save(bless(self.state(), booted))
+        return self.save(bless(self.state(), booted))
 
     def fatal_error(self, booted: Slot, reason: str) -> Transition:
-        return self._save(fatal_error(self.state(), booted, reason))
+        return self.save(fatal_error(self.state(), booted, reason))
 
     def rollback(self, booted: Slot) -> Transition:
         """``talosctl rollback``: refused with Talos's text unless the other slot holds an install."""
         if not self.holds(booted.other):
             raise SlotError('cannot rollback to "", label does not exist')
-        return self._save(rollback(self.state(), booted))
+        return self.save(rollback(self.state(), booted))

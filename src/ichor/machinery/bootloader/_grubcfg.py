@@ -17,7 +17,16 @@ from dataclasses import dataclass
 from ichor.machinery.bootloader._slots import DEFAULT_TRIES, Slot
 from ichor.machinery.errors import BootloaderError
 
-__all__ = ["GRUBENV_PATH", "MenuEntry", "parse_cmdlines", "quote", "render_grub_cfg", "unquote"]
+__all__ = [
+    "GRUBENV_PATH",
+    "SLOT_ARG",
+    "MenuEntry",
+    "parse_cmdlines",
+    "quote",
+    "render_grub_cfg",
+    "slot_arg",
+    "unquote",
+]
 
 GRUBENV_PATH = "($root)/grub/grubenv"
 """Where the counting block reads and saves the grubenv: ``/grub/grubenv`` on BOOT."""
@@ -25,6 +34,13 @@ RESET_TITLE = "Reset Talos installation and return to maintenance mode"
 RESET_ARG = "talos.experimental.wipe=system:EPHEMERAL,STATE"
 _SPECIAL = '\\{}&$|;<>"'
 FAILED_REASON = "no healthy boot in its tries"
+SLOT_ARG = "ichor.slot"
+"""The kernel argument naming the slot an entry boots (machined reads it to know its slot)."""
+
+
+def slot_arg(slot: str) -> str:
+    """``ichor.slot=<slot>``, as every counting entry ends its command line."""
+    return f"{SLOT_ARG}={slot}"
 
 
 def quote(text: str) -> str:
@@ -92,7 +108,7 @@ def _counting_block(good: Slot, max_tries: int) -> list[str]:
 def _entry(
     title: str, slot: str, cmdline: str, *, counting: bool, entry_id: str, extra: str = ""
 ) -> list[str]:
-    args = quote(cmdline) + (f" ichor.slot={slot}" if counting else "") + (f" {extra}" if extra else "")
+    args = quote(cmdline) + (f" {slot_arg(slot)}" if counting else "") + (f" {extra}" if extra else "")
     head = f'menuentry "{title}" --id {entry_id} {{' if counting else f'menuentry "{title}" {{'
     return [
         head,
@@ -174,6 +190,6 @@ def parse_cmdlines(cfg: str) -> dict[Slot, str]:
     for slot, args in _LINUX.findall(cfg):
         if RESET_ARG in args or Slot(slot) in out:
             continue
-        args = args.removesuffix(f" ichor.slot={slot}")
+        args = args.removesuffix(f" {slot_arg(slot)}")
         out[Slot(slot)] = unquote(args)
     return out
