@@ -70,16 +70,39 @@ def _seed_node(state: State) -> None:
 
 
 def _set_etcd(state: State, healthy: bool) -> None:
-    spec = ServiceSpec(running=True, healthy=healthy)
-    existing = state.list("runtime", SERVICES)
+    _set_service(state, "etcd", ServiceSpec(running=True, healthy=healthy))
+    if state.spec_of(SERVICES, "kubelet") is None:
+        _set_service(state, "kubelet", ServiceSpec(running=True, healthy=True))
+
+
+def _set_service(state: State, id: str, spec: ServiceSpec) -> None:
+    existing = [r for r in state.list("runtime", SERVICES) if r.id == id]
     if existing:
         state.update(existing[0].with_spec(spec))
     else:
-        state.create(SERVICES.new("etcd", spec))
+        state.create(SERVICES.new(id, spec))
 
 
-def _controllers(layout: Layout) -> list[Any]:
-    return [config_area.machine_type_controller(), etcd_root_controller(), *k8s.k8s_controllers(layout)]
+class _APIServer:
+    """The local kube-apiserver as the static pod controller probes it: ``/readyz``'s answer."""
+
+    def __init__(self, ready: bool = True) -> None:
+        self.ready = ready
+        self.probes = 0
+
+    def client(self, kubeconfig: bytes) -> Any:
+        assert b"server: https://localhost:" in kubeconfig
+        return self
+
+    async def readyz(self) -> str | None:
+        self.probes += 1
+        return None if self.ready else "GET /readyz: 500 ([-]poststarthook/rbac/bootstrap-roles failed)"
+
+
+def _controllers(layout: Layout, api: _APIServer | None = None) -> list[Any]:
+    client = (api or _APIServer()).client
+    return [config_area.machine_type_controller(), etcd_root_controller(),
+            *k8s.k8s_controllers(layout, api_client=client)]  # fmt: skip
 
 
 def _command(state: State, id: str) -> list[str]:
@@ -165,6 +188,56 @@ def test_control_plane_gets_pki_files_and_static_pods_once_etcd_is_healthy(tmp_p
             await assert_no_resource(state, STATIC_PODS, "kube-apiserver")
 
     run(main, timeout=60)
+
+
+def test_controller_manager_and_scheduler_wait_for_the_api_server_to_be_ready_once(tmp_path: Path) -> None:
+    """Budget 3 s: one READY_POLL between two probes."""
+    api = _APIServer(ready=False)
+
+    async def main() -> None:
+        async with running(*_controllers(Layout(root=tmp_path, address=ADDRESS), api)) as state:
+            _seed_node(state)
+            _set_service(state, "kubelet", ServiceSpec(running=False))
+            _set_etcd(state, healthy=True)
+            apply(state, _controlplane())
+            await assert_resource(state, STATIC_PODS, "kube-apiserver", lambda r: True)
+            # No kubelet (a process node's is skipped): nothing runs the API server, so no probe.
+            await assert_resource(state, WAIT_STATUSES, "k8s.ControlPlaneStaticPodController",
+                                  lambda r: r.spec.reason.endswith("the kubelet, which runs kube-apiserver, is not running"))  # fmt: skip
+            await asyncio.sleep(0.2)
+            assert api.probes == 0
+            _set_service(state, "kubelet", ServiceSpec(running=True))
+            readyz = "GET /readyz: 500 ([-]poststarthook/rbac/bootstrap-roles failed)"
+            wait = await assert_resource(state, WAIT_STATUSES, "k8s.ControlPlaneStaticPodController",
+                                         lambda r: r.spec.reason.endswith(readyz))  # fmt: skip
+            assert wait.spec.waiting_for == "kube-apiserver ready"
+            assert wait.spec.reason.startswith(
+                "kube-controller-manager and kube-scheduler start once the local kube-apiserver answers /readyz"
+            )
+            probes = api.probes
+            for _ in range(40):  # probed again on its own, every READY_POLL (1 s)
+                await asyncio.sleep(0.05)
+                if api.probes > probes:
+                    break
+            assert api.probes > probes
+            assert sorted(r.id for r in state.list("k8s", STATIC_PODS)) == ["kube-apiserver"]
+            api.ready = True
+            await assert_resource(state, STATIC_PODS, "kube-scheduler", lambda r: True)
+            await assert_no_resource(state, WAIT_STATUSES, "k8s.ControlPlaneStaticPodController")
+            ids = sorted(r.id for r in state.list("k8s", STATIC_PODS))
+            assert ids == ["kube-apiserver", "kube-controller-manager", "kube-scheduler"]
+            # Once per boot: an API server that goes away later (an upgrade restarting it) is not
+            # a reason to take the other two down, nor to probe again.
+            api.ready = False
+            probes = api.probes
+            apply(state, _edited(lambda raw: raw["cluster"]["apiServer"].update(extraArgs={"v": "2"})))
+            await assert_resource(
+                state, STATIC_PODS, "kube-apiserver", lambda r: "--v=2" in _command(state, r.id)
+            )
+            assert sorted(r.id for r in state.list("k8s", STATIC_PODS)) == ids
+            assert api.probes == probes
+
+    run(main, timeout=30)
 
 
 def test_extra_args_merge_and_a_forbidden_one_is_a_wait_naming_the_key(tmp_path: Path) -> None:

@@ -132,6 +132,16 @@ def test_kubelet_configuration_has_talos_fields_and_extra_config_last() -> None:
     assert standalone["authorization"] == {"mode": "AlwaysAllow"} and standalone["registerNode"] is False
 
 
+def test_the_kubelet_fetches_the_static_pod_list_every_second_unless_extra_config_says() -> None:
+    url = "http://127.0.0.1:1"
+    assert (
+        render.kubelet_configuration(KubeletConfigSpec(static_pod_list_url=url))["httpCheckFrequency"] == "1s"
+    )
+    assert "httpCheckFrequency" not in render.kubelet_configuration(KubeletConfigSpec())
+    back = KubeletConfigSpec(static_pod_list_url=url, extra_config={"httpCheckFrequency": "20s"})
+    assert render.kubelet_configuration(back)["httpCheckFrequency"] == "20s"
+
+
 def test_container_platform_keeps_kubelet_off_host_global_settings() -> None:
     out = render.kubelet_configuration(KubeletConfigSpec(), container_platform=True)
     assert out["protectKernelDefaults"] is False

@@ -305,3 +305,32 @@ def test_while_no_upstream_is_usable_health_rounds_come_every_second_until_one_i
                 server.close()
 
     _run(main())
+
+
+def test_failed_dials_that_leave_no_upstream_usable_cut_a_full_interval_short() -> None:
+    """A kubelet dialling before its API server listens: the first round (score 1 -> 0) kept the
+    upstream usable and slept 20 s; the kubelet's failed dial then left none usable, and the next
+    round must come after a second, not after the rest of those 20 s."""
+    slept: list[float] = []
+
+    async def main() -> None:
+        async def sleep(seconds: float) -> None:
+            slept.append(seconds)
+            if seconds == kubeprism.HEALTH_INTERVAL:
+                await asyncio.Event().wait()  # only the lost-upstream wake-up ends it
+            await asyncio.sleep(0.01)
+
+        async with Balancer("127.0.0.1", 0, sleep=sleep) as lb:
+            lb.set_upstreams([("127.0.0.1", _dead_port())])
+            while kubeprism.HEALTH_INTERVAL not in slept:
+                await asyncio.sleep(0.01)
+            assert lb.healthy()  # one failed round: score 0, still used
+            assert await _ask(lb) == b""  # its dial fails: -1, nothing usable
+            assert not lb.healthy()
+            for _ in range(200):
+                if slept[-1] == kubeprism.RECOVERY_INTERVAL:
+                    break
+                await asyncio.sleep(0.01)
+            assert slept[-1] == kubeprism.RECOVERY_INTERVAL
+
+    _run(main())

@@ -9,7 +9,9 @@ siderolabs/go-loadbalancer scores them:
   fails lowers the score by 1 and keeps the tier; one that succeeds raises it by 1 and sets the tier
   from the connect latency (< 1 ms: 0, < 10 ms: 2, < 100 ms: 3, else 4);
 * a failed dial for a client connection lowers the score by 1 too;
-* an upstream is used while its score is >= 0: the lowest tier first, round robin inside a tier.
+* an upstream is used while its score is >= 0: the lowest tier first, round robin inside a tier;
+* while none is usable, rounds come every :data:`RECOVERY_INTERVAL` instead, also when failed client
+  dials (not a round) made the last one unusable in the middle of an interval.
 
 What this balancer must not do: buffer without bound (each direction reads at most
 ``buffer_size`` bytes and waits for the peer to take them before reading more), hold more than
@@ -144,6 +146,8 @@ class Balancer:
         self._connections: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
         self._health_task: asyncio.Task[None] | None = None
+        self._lost = asyncio.Event()
+        """Set when the last usable upstream stops being usable (wakes the health loop)."""
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -256,6 +260,8 @@ class Balancer:
     def _health_changed(self) -> None:
         if self.healthy() != self._was_healthy:
             self._was_healthy = not self._was_healthy
+            if not self._was_healthy:
+                self._lost.set()
             self._on_health_change()
 
     async def _probe(self, upstream: Upstream) -> tuple[float | None, str]:
@@ -274,9 +280,23 @@ class Balancer:
     async def _health_loop(self) -> None:
         while True:
             await self.check_health()
-            await self._sleep(
-                self.health_interval if self.healthy() else min(self.health_interval, RECOVERY_INTERVAL)
-            )
+            if not self.healthy():
+                await self._sleep(min(self.health_interval, RECOVERY_INTERVAL))
+                continue
+            # A full interval, cut short when failed dials leave no upstream usable: the next
+            # rounds then come every second (a kubelet that starts before its API server fails its
+            # first dials; waiting out 20 s here kept it from its client certificate).
+            self._lost.clear()
+            interval = asyncio.ensure_future(self._sleep(self.health_interval))
+            lost = asyncio.ensure_future(self._lost.wait())
+            try:
+                await asyncio.wait((interval, lost), return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for task in (interval, lost):
+                    task.cancel()
+                await asyncio.gather(interval, lost, return_exceptions=True)
+            if lost.done() and not lost.cancelled():
+                await self._sleep(min(self.health_interval, RECOVERY_INTERVAL))
 
     # -- proxying ----------------------------------------------------------------------------
 

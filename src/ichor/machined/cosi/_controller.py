@@ -361,7 +361,18 @@ def missing_input_name(rtype: str, id: str) -> str:
     return f"{rtype.split('.', 1)[0]}/{id}"
 
 
-MapInputs = Callable[[ControllerContext], Mapping[str, S] | Awaitable[Mapping[str, S]]]
+@dataclasses.dataclass(frozen=True)
+class Partial(Generic[S]):
+    """What a transform's ``map_inputs`` returns when it can make some outputs now and waits for the
+    rest: ``outputs`` are written as a full result would be (the others torn down), and ``waiting``
+    is published as a raised :class:`WaitingFor` would be, with its retry."""
+
+    outputs: Mapping[str, S]
+    waiting: WaitingFor
+
+
+MapResult = Mapping[str, S] | Partial[S]
+MapInputs = Callable[[ControllerContext], MapResult[S] | Awaitable[MapResult[S]]]
 
 
 class TransformController(Controller, Generic[S]):
@@ -371,7 +382,7 @@ class TransformController(Controller, Generic[S]):
     as an output owned by this controller (unchanged specs are not rewritten); every owned output
     the pass did not return is torn down and destroyed. ``map_inputs`` may raise
     :class:`SkipReconcile` (keep outputs as they are) or :class:`WaitingFor` (same, and publish
-    the wait).
+    the wait), or return a :class:`Partial` (write what it has, and publish the wait).
     """
 
     def __init__(
@@ -407,7 +418,13 @@ class TransformController(Controller, Generic[S]):
                 ctx.waiting(wait.waiting_for, wait.reason, retry_after=wait.retry_after)
                 retry_after = wait.retry_after
                 continue
-            ctx.clear_waiting()
+            if isinstance(result, Partial):
+                partial = result.waiting
+                ctx.waiting(partial.waiting_for, partial.reason, retry_after=partial.retry_after)
+                retry_after = partial.retry_after
+                result = result.outputs
+            else:
+                ctx.clear_waiting()
             self._write(ctx, result)
 
     def _wait_for_missing_input(self, ctx: ControllerContext) -> None:

@@ -23,6 +23,7 @@ from ichor.machined.controllers.k8s import (
     address_filter,
     control_plane,
     kubelet_lifecycle,
+    manifest_apply,
     node_cordoned,
     node_status,
     nodes,
@@ -38,8 +39,12 @@ from ichor.machined.platform import Layout
 __all__ = ["k8s_controllers"]
 
 
-def k8s_controllers(layout: Layout, *, say: Callable[[str], None] | None = None) -> list[Controller]:
-    """The controllers of this area, in registration order."""
+def k8s_controllers(
+    layout: Layout, *, say: Callable[[str], None] | None = None,
+    api_client: manifest_apply.ClientFactory = manifest_apply.admin_client,
+) -> list[Controller]:  # fmt: skip
+    """The controllers of this area, in registration order (``api_client``: how the control-plane
+    static pods probe the local kube-apiserver's ``/readyz``)."""
     return [
         address_filter.node_address_filter_controller(),
         secrets.k8s_root_controller(),
@@ -49,7 +54,7 @@ def k8s_controllers(layout: Layout, *, say: Callable[[str], None] | None = None)
         *control_plane.control_plane_config_controllers(),
         render.render_secrets_controller(layout),
         render.render_configs_controller(layout),
-        static_pods.control_plane_static_pod_controller(),
+        static_pods.control_plane_static_pod_controller(api_client),
         static_pods.static_pod_config_controller(),
         static_pod_server.StaticPodServerController(layout, say=say),
         nodes.node_label_spec_controller(),

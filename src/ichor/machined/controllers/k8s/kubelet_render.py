@@ -44,6 +44,7 @@ __all__ = [
     "CONFIG_FILE",
     "DENIED_ARGS",
     "PROTECTED_CONFIG_FIELDS",
+    "STATIC_POD_URL_CHECK",
     "bootstrap_kubeconfig",
     "cluster_dns",
     "kubelet_args",
@@ -58,6 +59,12 @@ PKI_DIR = "/var/lib/kubelet/pki"
 CRI_ENDPOINT = "unix:///run/containerd/containerd.sock"
 RESOLV_CONF = "/system/resolved/resolv.conf"
 MANIFESTS_DIR = "/etc/kubernetes/manifests"
+STATIC_POD_URL_CHECK = "1s"
+"""``httpCheckFrequency``: how often the kubelet fetches ``staticPodURL`` (Kubernetes's default, which
+Talos keeps, is 20 s). The list is machined's loopback server and the kubelet drops a fetch whose bytes
+did not change, so a fetch a second costs a local GET; at 20 s a control plane whose pods were rendered
+just after the kubelet's first fetch started its API server 20 s late, and each later change (an
+upgrade, the mirror pods' nudge) waited up to 20 s. ``machine.kubelet.extraConfig`` may set it back."""
 
 DENIED_ARGS = (
     "bootstrap-kubeconfig", "kubeconfig", "container-runtime", "container-runtime-endpoint", "config", "cert-dir",
@@ -86,7 +93,7 @@ _TYPES: dict[str, tuple[type, ...]] = {
         ("shutdownGracePeriod", "shutdownGracePeriodCriticalPods", "streamingConnectionIdleTimeout",
          "cgroupDriver", "clusterDomain", "resolvConf", "cpuManagerPolicy", "memoryManagerPolicy",
          "topologyManagerPolicy", "containerLogMaxSize", "tlsMinVersion", "address", "healthzBindAddress",
-         "staticPodPath", "imageMinimumGCAge"),
+         "staticPodPath", "imageMinimumGCAge", "httpCheckFrequency"),
         (str,),
     ),
     **dict.fromkeys(
@@ -191,6 +198,7 @@ def kubelet_configuration(config: KubeletConfigSpec, *, container_platform: bool
     }
     if config.static_pod_list_url:
         out["staticPodURL"] = config.static_pod_list_url
+        out["httpCheckFrequency"] = STATIC_POD_URL_CHECK
     if not registered:
         out["registerNode"] = False
     if config.enable_fs_quota_monitoring:

@@ -43,7 +43,10 @@ __all__ = [
     "ADMIN_KUBECONFIG",
     "FIELD_MANAGER",
     "MUTEX_PREFIX",
+    "READY_POLL",
+    "ClientFactory",
     "ManifestApplyController",
+    "admin_client",
     "apply_manifests",
     "apply_order",
     "etcd_mutex",
@@ -62,7 +65,8 @@ READY_POLL = 1.0
 ClientFactory = Callable[[bytes], kubeapi.KubeClient]
 
 
-def _default_client(kubeconfig: bytes) -> kubeapi.KubeClient:
+def admin_client(kubeconfig: bytes) -> kubeapi.KubeClient:
+    """A client of the node's local API server with the localhost admin kubeconfig."""
     return kubeapi.KubeClient(
         kubeapi.load_kubeconfig(kubeconfig, source=ADMIN_KUBECONFIG), field_manager=FIELD_MANAGER
     )
@@ -143,7 +147,7 @@ class ManifestApplyController(Controller):
     ) -> None:  # fmt: skip
         self._layout = layout
         self._store = store
-        self._client = client or _default_client
+        self._client = client or admin_client
         self._first_retry = first_retry
         self._max_retry = max_retry
         self._ready_poll = ready_poll

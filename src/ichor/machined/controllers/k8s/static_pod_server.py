@@ -15,12 +15,14 @@ backoff) after the certificate. So each served pod carries a ``metadata.uid`` of
 of the pod and the server's URL (what the kubelet would make itself; a changed pod still gets a new
 UID and is replaced), and once the kubelet has its client certificate
 (``/var/lib/kubelet/pki/kubelet-client-current.pem``, written a fraction of a second before it
-registers the Node; looked for every :data:`REGISTERED_POLL` seconds while absent) each fetch of
-the list for :data:`REGISTERED_WINDOW` seconds serves every pod with the annotation
-:data:`REGISTERED_ANNOTATION` set to the fetch's serial number, then the last one stays. Same UID,
-another annotation: each of those fetches (``httpCheckFrequency``, every 20 s) is an update of each
-pod, which the kubelet syncs at once, creating the mirror pod as soon as its informer has the Node,
-without restarting any container (a container's hash covers its own spec only).
+registers the Node; looked for every :data:`REGISTERED_POLL` seconds while absent) every pod is
+served with the annotation :data:`REGISTERED_ANNOTATION` set to a serial that goes up every
+:data:`SERIAL_STEP` seconds for :data:`REGISTERED_WINDOW` seconds, then stays. Same UID, another
+annotation: the first fetch after each step (the kubelet fetches every second, see
+``kubelet_render.STATIC_POD_URL_CHECK``) is an update of each pod, which the kubelet syncs at once,
+creating the mirror pod within a step of its informer having the Node, without restarting any
+container (a container's hash covers its own spec only). A fetch between steps gets the same bytes,
+which the kubelet drops unread.
 
 The server only answers loopback clients of the node and reads at most a small request head with a
 timeout; anything else gets an HTTP error and the connection is closed. It runs exactly as long
@@ -55,6 +57,7 @@ __all__ = [
     "REGISTERED_POLL",
     "REGISTERED_WINDOW",
     "REQUEST_TIMEOUT",
+    "SERIAL_STEP",
     "StaticPodServerController",
     "pod_list",
 ]
@@ -71,8 +74,11 @@ REGISTERED_ANNOTATION = "ichor.dev/kubelet-registered"
 REGISTERED_POLL = 1.0
 """Seconds between looks for :data:`KUBELET_CLIENT_CERT` while it is absent and pods are served."""
 REGISTERED_WINDOW = 120.0
-"""Seconds after the client certificate is seen during which each fetch gets a new serial: the
-reflector's 30 s backoff plus a minute's resync, after which the kubelet's own resync has run."""
+"""Seconds after the client certificate is seen during which the serial goes up: the reflector's
+30 s backoff plus a minute's resync, after which the kubelet's own resync has run."""
+SERIAL_STEP = 3.0
+"""Seconds between two serials: at most this long from the kubelet's informer having the Node to
+the mirror pods, and 40 pod updates in the window."""
 
 
 def _with_uid(pod: dict[str, Any], salt: str, serial: int | None) -> dict[str, Any]:
@@ -122,7 +128,8 @@ class StaticPodServerController(Controller):
         self._pods: list[tuple[str, dict[str, Any]]] = []
         self._url = ""
         self._registered_at: float | None = None
-        self._serial = 0
+        self._body: tuple[list[tuple[str, dict[str, Any]]], int | None, bytes] | None = None
+        """The last body served: the pod list it was made of (by identity), its serial, its bytes."""
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -151,11 +158,11 @@ class StaticPodServerController(Controller):
             return _response(HTTPStatus.METHOD_NOT_ALLOWED, b"only GET is served\n")
         serial: int | None = None
         if self._registered_at is not None:
-            if parts[0] == b"GET" and self._clock() - self._registered_at <= REGISTERED_WINDOW:
-                self._serial += 1
-            serial = self._serial
-        body = pod_list(self._pods, salt=self._url, serial=serial)
-        response = _response(HTTPStatus.OK, body, "application/json")
+            since = min(max(self._clock() - self._registered_at, 0.0), REGISTERED_WINDOW)
+            serial = 1 + int(since // SERIAL_STEP)
+        if self._body is None or self._body[0] is not self._pods or self._body[1] != serial:
+            self._body = (self._pods, serial, pod_list(self._pods, salt=self._url, serial=serial))
+        response = _response(HTTPStatus.OK, self._body[2], "application/json")
         return response[: response.index(b"\r\n\r\n") + 4] if parts[0] == b"HEAD" else response
 
     async def run(self, ctx: ControllerContext) -> None:

@@ -4,13 +4,20 @@
   SchedulerConfig + SecretsStatus + ConfigStatus + Services ``etcd`` -> StaticPods
   ``kube-apiserver``, ``kube-controller-manager``, ``kube-scheduler``. Nothing is rendered until
   the local etcd is healthy (the apiserver talks to it on localhost) and the files exist; the pods
-  go away when etcd's service does. Arguments are Talos 1.7's for the configured version, with
+  go away when etcd's service does. Unlike Talos, kube-controller-manager and kube-scheduler come
+  only once the local kube-apiserver has answered ``GET /readyz`` (probed every
+  ``manifest_apply.READY_POLL`` seconds with the localhost admin kubeconfig while the kubelet runs;
+  once per boot, then never again): started beside it, as Talos does, they reach it before its RBAC bootstrap made their
+  roles, exit ("cannot get resource configmaps"), and the kubelet starts them again only after its
+  10 s crash back-off; the controller manager signs the kubelets' certificates, so every node's
+  registration waited for that. Until then the controller waits for "kube-apiserver ready",
+  with the reason the probe gave. Arguments are Talos 1.7's for the configured version, with
   ``extraArgs`` merged as Talos merges them: most override, a few add to the list
   (``enable-admission-plugins``, ``feature-gates``, ...), and the ones that point at Talos's files
   cannot be overridden (an error naming the key, published as a wait; the pods already rendered stay).
 * ``k8s.StaticPodConfigController``: MachineConfig ``machine.pods`` -> StaticPods ``<namespace>-<name>``
   (``metadata.namespace`` defaults to ``default``); a config change adds or removes them live, and
-  the kubelet, polling the static pod server every 20 s, starts or stops the pods.
+  the kubelet, polling the static pod server every second, starts or stops the pods.
 """
 
 from __future__ import annotations
@@ -19,8 +26,10 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from ichor import kubeapi
 from ichor.machined.controllers.config import ACTIVE_CONFIG, active_config
 from ichor.machined.controllers.k8s.control_plane import kubernetes_version
+from ichor.machined.controllers.k8s.manifest_apply import READY_POLL, ClientFactory, admin_client
 from ichor.machined.controllers.k8s.render import (
     APISERVER_CONFIG_DIR,
     APISERVER_SECRETS_DIR,
@@ -34,6 +43,7 @@ from ichor.machined.cosi import (
     ControllerContext,
     Input,
     OutputKind,
+    Partial,
     Resource,
     ResourceType,
     SkipReconcile,
@@ -47,6 +57,8 @@ from ichor.machined.resources._k8s import (
     CONFIG_STATUSES,
     CONTROLLER_MANAGER_CONFIGS,
     CONTROLLER_MANAGER_ID,
+    K8S_SECRETS,
+    K8S_SECRETS_ID,
     SCHEDULER_CONFIGS,
     SCHEDULER_ID,
     SECRETS_STATUSES,
@@ -60,7 +72,13 @@ from ichor.machined.resources._k8s import (
     StaticPodSpec,
 )
 
-__all__ = ["ArgsError", "control_plane_static_pod_controller", "merge_args", "static_pod_config_controller"]
+__all__ = [
+    "HELD_UNTIL_READY",
+    "ArgsError",
+    "control_plane_static_pod_controller",
+    "merge_args",
+    "static_pod_config_controller",
+]
 
 SYSTEM_CRITICAL_PRIORITY = 2000000000
 GO_GC_MEM_LIMIT_PERCENT = 95
@@ -306,8 +324,16 @@ def _scheduler(cfg: SchedulerConfigSpec, annotations: dict[str, str]) -> dict[st
     )  # fmt: skip
 
 
-def control_plane_static_pod_controller() -> TransformController[StaticPodSpec]:
-    def derive(ctx: ControllerContext) -> dict[str, StaticPodSpec]:
+HELD_UNTIL_READY = (CONTROLLER_MANAGER_ID, SCHEDULER_ID)
+"""The pods rendered only once the local kube-apiserver has answered ``GET /readyz`` this boot."""
+
+
+def control_plane_static_pod_controller(
+    client: ClientFactory = admin_client, *, ready_poll: float = READY_POLL
+) -> TransformController[StaticPodSpec]:
+    api_ready = False
+
+    def render(ctx: ControllerContext) -> dict[str, StaticPodSpec]:
         etcd = ctx.get_or_none(SERVICES, "etcd")
         secrets = ctx.get_or_none(SECRETS_STATUSES, STATIC_PODS_STATUS_ID)
         configs = ctx.get_or_none(CONFIG_STATUSES, STATIC_PODS_STATUS_ID)
@@ -324,7 +350,7 @@ def control_plane_static_pod_controller() -> TransformController[StaticPodSpec]:
                 (CONTROLLER_MANAGER_CONFIGS, CONTROLLER_MANAGER_ID, _controller_manager),
                 (SCHEDULER_CONFIGS, SCHEDULER_ID, _scheduler),
             )
-            for type_, id_, render in renderers:
+            for type_, id_, renderer in renderers:
                 config: Resource[Any] | None = ctx.get_or_none(type_, id_)
                 if config is None or not getattr(config.spec, "enabled", True):
                     continue
@@ -334,18 +360,52 @@ def control_plane_static_pod_controller() -> TransformController[StaticPodSpec]:
                 }
                 if id_ == APISERVER_ID:
                     annotations["talos.dev/config-file-version"] = configs.spec.version
-                pods[id_] = StaticPodSpec(render(config.spec, annotations))
+                pods[id_] = StaticPodSpec(renderer(config.spec, annotations))
         except ArgsError as err:
             raise WaitingFor(
                 "control plane static pods", f"{err}: remove {err.key} from the machine config"
             ) from None
         return pods
 
+    async def not_ready(ctx: ControllerContext) -> tuple[str, float | None] | None:
+        """None once ready, else why not and when to ask again (None: when an input changes)."""
+        kubelet = ctx.get_or_none(SERVICES, "kubelet")
+        if kubelet is None or not kubelet.spec.running:
+            return "the kubelet, which runs kube-apiserver, is not running", None
+        k8s_secrets = ctx.get_or_none(K8S_SECRETS, K8S_SECRETS_ID)
+        if k8s_secrets is None or not k8s_secrets.spec.localhost_admin_kubeconfig:
+            return "the Kubernetes secrets (localhost admin kubeconfig) are not made yet", None
+        try:
+            reason = await client(k8s_secrets.spec.localhost_admin_kubeconfig.encode()).readyz()
+        except kubeapi.KubeAPIError as exc:
+            reason = str(exc)
+        return None if reason is None else (reason, ready_poll)
+
+    async def derive(ctx: ControllerContext) -> Mapping[str, StaticPodSpec] | Partial[StaticPodSpec]:
+        nonlocal api_ready
+        pods = render(ctx)
+        held = sorted(set(HELD_UNTIL_READY) & pods.keys())
+        if api_ready or APISERVER_ID not in pods or not held:
+            return pods
+        problem = await not_ready(ctx)
+        if problem is None:
+            api_ready = True
+            ctx.logger.info("kube-apiserver is ready", starting=", ".join(held))
+            return pods
+        reason, retry = problem
+        wait = WaitingFor(
+            "kube-apiserver ready",
+            f"{' and '.join(held)} start once the local kube-apiserver answers /readyz "
+            f"(until its RBAC roles are made they would exit and restart after a back-off): {reason}",
+            retry_after=retry,
+        )
+        return Partial({id_: pod for id_, pod in pods.items() if id_ not in held}, wait)
+
     return TransformController(
         "k8s.ControlPlaneStaticPodController",
         inputs=[Input(APISERVER_CONFIGS), Input(CONTROLLER_MANAGER_CONFIGS), Input(SCHEDULER_CONFIGS),
                 Input(SECRETS_STATUSES, id=STATIC_PODS_STATUS_ID), Input(CONFIG_STATUSES, id=STATIC_PODS_STATUS_ID),
-                Input(SERVICES, id="etcd")],
+                Input(SERVICES, id="etcd"), Input(SERVICES, id="kubelet"), Input(K8S_SECRETS, id=K8S_SECRETS_ID)],
         output=STATIC_PODS, map_inputs=derive, output_kind=OutputKind.SHARED,
     )  # fmt: skip
 
