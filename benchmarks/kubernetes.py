@@ -113,6 +113,7 @@ import contextlib
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -134,9 +135,61 @@ PY = sys.executable
 NAME = f"kubebench{os.getpid()}"
 """Unique per run: what an interrupted run left behind cannot collide with the next one."""
 CREATE_TIMEOUT = 900
-NODES = ("controlplane-1", "worker-1")
 READY_STAGE = "all k8s nodes to report ready"
 """The health stage closest to the floor's end (every node Ready; no pod asked for yet)."""
+API_STAGE = "all k8s nodes to report"
+API_DOWN = "Kubernetes API not answering"
+"""While create's "all k8s nodes to report" line says this, no API server answers yet."""
+API_ANSWERS = "API server answering"
+CREATE = "create (every health stage)"
+PHASES = (
+    ("etcd healthy", "etcd to be healthy", None),
+    (API_ANSWERS, None, "apiserver ready"),
+    ("nodes registered", API_STAGE, "node registered"),
+    ("nodes Ready", READY_STAGE, "node Ready"),
+    ("static pods running", "all control plane static pods to be running", None),
+    ("mirror pods Ready", "all control plane components to be ready", None),
+    ("kube-proxy ready", "kube-proxy to report ready", None),
+    ("coredns ready", "coredns to report ready", None),
+    (CREATE, None, "node Ready"),
+)  # fmt: skip
+"""(row, create's health stage, the floor's phase): the per-phase table's rows."""
+
+
+def node_names(controlplanes: int, workers: int) -> list[str]:
+    return [f"controlplane-{i}" for i in range(1, controlplanes + 1)] + [
+        f"worker-{i}" for i in range(1, workers + 1)
+    ]
+
+
+def phases_of(stages: Sequence[tuple[str, float]], created: float) -> dict[str, float]:
+    """Row -> seconds since create started, from create's stage lines (see :data:`PHASES`)."""
+    times = dict(stages)
+    out = {row: times[stage] for row, stage, _ in PHASES if stage is not None and stage in times}
+    answering = times.get(API_ANSWERS)
+    if answering is None:
+        answering = times.get(API_STAGE)
+    if answering is not None:
+        out[API_ANSWERS] = answering
+    out[CREATE] = created
+    return out
+
+
+def phase_table(runs: Sequence[Mapping[str, float]], floor: Mapping[str, float]) -> Iterator[str]:
+    """One row per phase: each run, the median, the floor's same phase and the ratio."""
+    head = "".join(f"{f'run {i}':>9}" for i in range(1, len(runs) + 1))
+    yield f"{'phase (s since create)':<30}{head}{'median':>9}{'floor':>9}{'ratio':>8}"
+    for row, _stage, floor_phase in PHASES:
+        values = [r[row] for r in runs if row in r]
+        cells = "".join(f"{r[row]:9.2f}" if row in r else "-".rjust(9) for r in runs)
+        median = statistics.median(values) if values else None
+        at = floor.get(floor_phase) if floor_phase else None
+        ratio = f"{median / at:7.1f}x" if median is not None and at else "-".rjust(8)
+        median_cell = f"{median:9.2f}" if median is not None else "-".rjust(9)
+        floor_cell = f"{at:9.2f}" if at else "-".rjust(9)
+        yield f"{row:<30}{cells}{median_cell}{floor_cell}{ratio}"
+
+
 HEALTH_TIMEOUT = 300
 ROWS = (
     "machined", "etcd", "containerd", "cri", "kubelet", "kube-apiserver", "kube-controller-manager",
@@ -246,12 +299,14 @@ def parse_stage(line: str) -> str | None:
     return None
 
 
-def create(home: Path, state: Path, cidr: str, stages: list[tuple[str, float]]) -> float:
-    """Wall seconds of ``cluster create`` 1+1 with local Kubernetes images; each health stage's
-    "OK" appended to ``stages`` with its time since create started."""
+def create(home: Path, state: Path, cidr: str, stages: list[tuple[str, float]], *, controlplanes: int = 1,
+           workers: int = 1) -> float:  # fmt: skip
+    """Wall seconds of ``cluster create`` with local Kubernetes images; each health stage's "OK"
+    appended to ``stages`` with its time since create started, and :data:`API_ANSWERS` at the first
+    line of :data:`API_STAGE` that no longer says :data:`API_DOWN`."""
     args = [PY, "-m", "ichor", "cluster", "create", "--provisioner", "container", "--name", NAME, "--state",
-            str(state), "--cidr", cidr, "--controlplanes", "1", "--workers", "1", "--kubernetes-images", "local",
-            "--wait-timeout", "10m"]  # fmt: skip
+            str(state), "--cidr", cidr, "--controlplanes", str(controlplanes), "--workers", str(workers),
+            "--kubernetes-images", "local", "--wait-timeout", "10m"]  # fmt: skip
     start = time.perf_counter()
     log = []
     with subprocess.Popen(args, env=_env(home), cwd=home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -262,6 +317,9 @@ def create(home: Path, state: Path, cidr: str, stages: list[tuple[str, float]]) 
                 log.append(line)
                 if (stage := parse_stage(line)) is not None:
                     stages.append((stage, time.perf_counter() - start))
+                elif (line.startswith(f"waiting for {API_STAGE}: ") and API_DOWN not in line
+                      and not any(name == API_ANSWERS for name, _ in stages)):  # fmt: skip
+                    stages.append((API_ANSWERS, time.perf_counter() - start))
                 if time.perf_counter() - start > CREATE_TIMEOUT:
                     child.terminate()
         except BaseException:
@@ -279,7 +337,7 @@ def create(home: Path, state: Path, cidr: str, stages: list[tuple[str, float]]) 
     return time.perf_counter() - start
 
 
-def destroy(home: Path, state: Path, cidr: str) -> None:
+def destroy(home: Path, state: Path, cidr: str, nodes: Sequence[str]) -> None:
     """Destroy the cluster, then remove by PID and by name whatever destroy left, the route last.
     Each step runs whatever the one before it did (a destroy cut short leaves the rest to the sweep)."""
     try:
@@ -290,7 +348,7 @@ def destroy(home: Path, state: Path, cidr: str) -> None:
             print(f"warning: cluster destroy failed: {done.stderr.strip()[-500:]}", file=sys.stderr)
     except (OSError, subprocess.SubprocessError) as err:
         print(f"warning: cluster destroy did not run: {err}", file=sys.stderr)
-    sweep(NAME, state, cidr, links=[veth_name(NAME, f"{NAME}-{node}", 1) for node in NODES])
+    sweep(NAME, state, cidr, links=[veth_name(NAME, f"{NAME}-{node}", 1) for node in nodes])
 
 
 def sweep(name: str, state: Path, cidr: str, *, links: list[str] | tuple[str, ...] = ()) -> None:
@@ -342,16 +400,24 @@ def _interrupt(signum: int, _frame: object) -> NoReturn:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.parse_args()
+    parser.add_argument("--controlplanes", type=int, default=1, help="control planes per cluster (default 1)")
+    parser.add_argument("--workers", type=int, default=1, help="workers per cluster (default 1)")
+    parser.add_argument("--runs", type=int, default=1, help="clusters created one after another (default 1)")
+    args = parser.parse_args()
     if os.geteuid() != 0:
         print(
             "benchmarks/kubernetes.py: container nodes and the floor's namespaces need root", file=sys.stderr
         )
         sys.exit(2)
+    if args.controlplanes < 1 or args.workers < 0 or not 1 <= args.runs <= 10:
+        parser.error("--controlplanes >= 1, --workers >= 0 and --runs 1..10")
     signal.signal(signal.SIGTERM, _interrupt)
     artifacts = ensure_built()
+    size = f"{args.controlplanes}+{args.workers}"
+    nodes = node_names(args.controlplanes, args.workers)
     print(f"python {sys.version.split()[0]}, {os.cpu_count()} CPUs, load average at start "
           f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")  # fmt: skip
+    runs: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="ichor-bench-kube-") as tmp:
         root = Path(tmp) / "floor"
         root.mkdir()
@@ -360,41 +426,44 @@ def main() -> None:
             # The floor's one containerd is the CRI one (Ichor's "cri"; its system containerd has no peer).
             floor_rss = {"cri" if n == "containerd" else n: _rss(pid) for n, pid in floor.pids().items()}
         print(f"floor: node Ready after {floor_seconds:.2f} s ({floor.describe()})")
-        home, state = Path(tmp) / "home", Path(tmp) / "clusters"
-        home.mkdir()
-        cidr = _free_cidr("container", 0)
-        stages: list[tuple[str, float]] = []
-        try:
-            created = create(home, state, cidr, stages)
-            cp = cidr.rsplit(".", 1)[0] + ".2"
-            start = time.perf_counter()
-            health = _talosctl(home, "-n", cp, "health", "--wait-timeout", "5m", timeout=HEALTH_TIMEOUT)
-            health_seconds = time.perf_counter() - start
-            if health.returncode != 0:
-                raise RuntimeError(f"talosctl health failed after create:\n{health.stderr[-3000:]}")
-            pids = _launcher_pids((state / NAME).resolve())
-            nodes = {name: node_memory(pid) for name, pid in pids.items()}
-            usage = {name: cgroup_usage(NAME, name) for name in pids}
-        finally:
-            with shielded():
+        for run in range(1, args.runs + 1):
+            home, state = Path(tmp) / f"home{run}", Path(tmp) / f"clusters{run}"
+            home.mkdir()
+            cidr = _free_cidr("container", 0)
+            stages: list[tuple[str, float]] = []
+            try:
+                created = create(
+                    home, state, cidr, stages, controlplanes=args.controlplanes, workers=args.workers
+                )
+                cp = cidr.rsplit(".", 1)[0] + ".2"
                 start = time.perf_counter()
-                destroy(home, state, cidr)
-                destroyed = time.perf_counter() - start
-    print(
-        f"Ichor: cluster create 1+1 with Kubernetes, every health stage passed, after {created:.2f} s; "
-        f"talosctl health on the healthy cluster {health_seconds:.2f} s; destroy {destroyed:.2f} s"
-    )
-    for stage, at in stages:
-        print(f"  {at:7.2f} s  {stage}")
-    print(
-        f"ratio Ichor create / floor: {created / floor_seconds:.2f}x "
-        f"(floor {floor_seconds:.2f} s, Ichor {created:.2f} s)"
-    )
-    ready = next((at for stage, at in stages if stage == READY_STAGE), None)
-    if ready is not None:
-        print(f"ratio Ichor '{READY_STAGE}' / floor node Ready: {ready / floor_seconds:.2f}x")
+                health = _talosctl(home, "-n", cp, "health", "--wait-timeout", "5m", timeout=HEALTH_TIMEOUT)
+                health_seconds = time.perf_counter() - start
+                if health.returncode != 0:
+                    raise RuntimeError(f"talosctl health failed after create:\n{health.stderr[-3000:]}")
+                pids = _launcher_pids((state / NAME).resolve())
+                memory = {name: node_memory(pid) for name, pid in pids.items()}
+                usage = {name: cgroup_usage(NAME, name) for name in pids}
+            finally:
+                with shielded():
+                    start = time.perf_counter()
+                    destroy(home, state, cidr, nodes)
+                    destroyed = time.perf_counter() - start
+            runs.append(phases_of(stages, created))
+            print(f"run {run}: cluster create {size} with Kubernetes, every health stage passed, after "
+                  f"{created:.2f} s; talosctl health on the healthy cluster {health_seconds:.2f} s; "
+                  f"destroy {destroyed:.2f} s")  # fmt: skip
+            for stage, at in stages:
+                print(f"  {at:7.2f} s  {stage}")
+    print()
+    for line in phase_table(runs, dict(floor.phases)):
+        print(line)
+    median = statistics.median(r[CREATE] for r in runs)
+    print(f"ratio Ichor create {size} (median of {len(runs)}) / floor node Ready: {median / floor_seconds:.2f}x "
+          f"(floor {floor_seconds:.2f} s, Ichor {median:.2f} s)")  # fmt: skip
     print(f"load average at end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    for line in memory_table(nodes, usage, floor_rss):
+    print("memory of the last run's nodes, once healthy:")
+    for line in memory_table(memory, usage, floor_rss):
         print(line)
 
 

@@ -92,3 +92,24 @@ def test_memory_table_keeps_long_node_names_apart(bench: ModuleType) -> None:
     header, kubelet, *_ = bench.memory_table(nodes, dict.fromkeys(names, None), {})
     assert header.split()[3:] == [*names, "floor"]
     assert kubelet.split() == ["kubelet", "90.0", "90.0", "-"]
+
+
+def test_phases_come_from_create_lines_and_the_table_has_median_floor_and_ratio(bench: ModuleType) -> None:
+    stages = [("etcd to be healthy", 6.0), (bench.API_ANSWERS, 12.0), ("all k8s nodes to report", 33.0),
+              ("all k8s nodes to report ready", 34.5), ("coredns to report ready", 52.0)]  # fmt: skip
+    one = bench.phases_of(stages, 52.6)
+    assert one == {"etcd healthy": 6.0, bench.API_ANSWERS: 12.0, "nodes registered": 33.0, "nodes Ready": 34.5,
+                   "coredns ready": 52.0, bench.CREATE: 52.6}  # fmt: skip
+    # No line between "not answering" and OK: the API answered when the nodes had reported.
+    assert bench.phases_of([("all k8s nodes to report", 30.0)], 40.0)[bench.API_ANSWERS] == 30.0
+    two = {**one, "nodes Ready": 40.5, bench.CREATE: 60.0}
+    three = {**one, "nodes Ready": 36.5, bench.CREATE: 50.0}
+    lines = list(bench.phase_table([one, two, three], {"apiserver ready": 3.0, "node registered": 3.1,
+                                                       "node Ready": 3.2}))  # fmt: skip
+    assert lines[0].split() == ["phase", "(s", "since", "create)", "run", "1", "run", "2", "run", "3", "median",
+                                "floor", "ratio"]  # fmt: skip
+    rows = {line[:30].strip(): line[30:].split() for line in lines[1:]}
+    assert rows["nodes Ready"] == ["34.50", "40.50", "36.50", "36.50", "3.20", "11.4x"]
+    assert rows["etcd healthy"] == ["6.00", "6.00", "6.00", "6.00", "-", "-"]
+    assert rows["kube-proxy ready"] == ["-", "-", "-", "-", "-", "-"]
+    assert rows[bench.CREATE] == ["52.60", "60.00", "50.00", "52.60", "3.20", "16.4x"]

@@ -57,3 +57,41 @@ def test_a_new_kubelet_image_restarts_the_kubelet_and_nothing_else_does(tmp_path
 
     state: object = None
     run(main)
+
+
+def test_a_kubelet_that_started_without_a_client_certificate_restarts_once_when_it_has_one(
+    tmp_path: Path, monkeypatch: object
+) -> None:
+    """Budget 3 s: the certificate is looked for every 0.05 s here."""
+    from ichor.machined.resources import SERVICES, ServiceSpec
+
+    monkeypatch.setattr(area, "CERT_POLL", 0.05)  # type: ignore[attr-defined]
+    layout = Layout(tmp_path, "10.5.0.2", platform=Platform.CONTAINER)
+    restarts: list[str] = []
+
+    async def changed() -> None:
+        restarts.append("restart")
+
+    async def main() -> None:
+        async with running(*area.kubelet_controllers(layout, on_change=changed)) as state:
+            state.create(HOSTNAME_STATUSES.new(HOSTNAME_STATUS_ID, HostnameStatusSpec("w-1", "")))
+            apply(state, _CONFIG % "1.30.3")
+            await _until(lambda: len(restarts) == 1)  # the files written the first time
+            state.create(SERVICES.new("kubelet", ServiceSpec(running=True)))
+            await asyncio.sleep(0.3)
+            assert len(restarts) == 1, "a kubelet waiting for its certificate is left alone"
+            cert = layout.path(area.CLIENT_CERTIFICATE)
+            cert.parent.mkdir(parents=True, exist_ok=True)
+            cert.write_bytes(_CA.crt)  # signed by the CA it trusts: kept
+            await _until(lambda: len(restarts) == 2)  # looked for on its own: no input changed
+            await asyncio.sleep(0.3)
+            assert len(restarts) == 2, "once"
+            # A kubelet that starts with its certificate (a reboot of a joined node) is not restarted.
+            service = state.list("runtime", SERVICES)[0]
+            state.update(service.with_spec(ServiceSpec(running=False)))
+            await asyncio.sleep(0.1)
+            state.update(state.list("runtime", SERVICES)[0].with_spec(ServiceSpec(running=True)))
+            await asyncio.sleep(0.3)
+            assert len(restarts) == 2
+
+    run(main)

@@ -58,6 +58,7 @@ from ichor.machined.resources import (
     NODE_ADDRESS_ROUTED_ID,
     NODE_ADDRESSES,
     OPERATOR_SPECS,
+    SERVICES,
     filtered_node_address_id,
 )
 from ichor.machined.resources._kubelet import (
@@ -99,6 +100,8 @@ __all__ = [
 VALID_SUBNETS_KEY = "machine.kubelet.nodeIP.validSubnets"
 DEFAULT_IMAGE = f"{constants.KUBELET_IMAGE}:v{constants.DEFAULT_KUBERNETES_VERSION}"
 _RETRY_AFTER = 5.0
+CERT_POLL = 1.0
+"""Seconds between looks for the kubelet's client certificate while a kubelet runs without one."""
 
 
 def _network_subnets(config: Config) -> tuple[list[str], list[str]]:
@@ -354,10 +357,18 @@ OPTIONAL_FILES = (credentials.CONFIG_FILE,)
 
 class KubeletServiceController(Controller):
     """Writes the kubelet's files into the node from KubeletSpec and the config; calls ``on_change``
-    after a pass that changed any of them (the node restarts a running kubelet)."""
+    after a pass that changed any of them (the node restarts a running kubelet).
+
+    Not Talos: it also calls ``on_change`` once when a kubelet that started without a client
+    certificate (a node joining: its bootstrap CSR waits for the API server and the controller
+    manager) gets one, looked for every :data:`CERT_POLL` seconds. That kubelet's Node and Pod
+    informers listed with no credentials and were refused until then, and client-go's reflector
+    backs off up to 30 s: it registered its Node up to 7 s after the certificate (its registration
+    retries every 7 s by then), saw the DaemonSet pods (flannel, so the node's Ready) 10-26 s
+    late, and made the static pods' mirror pods late. Restarted, it lists at once."""
 
     name = "k8s.KubeletServiceController"
-    inputs = (Input(KUBELET_SPECS, id=KUBELET_ID), ACTIVE_CONFIG)
+    inputs = (Input(KUBELET_SPECS, id=KUBELET_ID), ACTIVE_CONFIG, Input(SERVICES, id="kubelet"))
     outputs: tuple[Output, ...] = ()
     writes = (
         f"({render.CONFIG_FILE}, {render.BOOTSTRAP_KUBECONFIG}, {render.CA_FILE}, {credentials.CONFIG_FILE}, "
@@ -369,6 +380,8 @@ class KubeletServiceController(Controller):
         self._on_change = on_change
         self._spec: KubeletSpecSpec | None = None
         """The KubeletSpec of the last pass: the one a running kubelet was started from."""
+        self._joining = False
+        """A running kubelet was seen without a client certificate (see the class doc)."""
 
     async def run(self, ctx: ControllerContext) -> None:
         retry: float | None = None
@@ -380,6 +393,7 @@ class KubeletServiceController(Controller):
             if spec is None or config is None or spec.metadata.phase is not Phase.RUNNING:
                 continue
             problems: list[str] = []
+            bootstrap = False  # the kubelet joins with a bootstrap token (it registers a Node)
             # As Talos, a new spec (image, args, mounts: ``upgrade-k8s``, ``machine.kubelet.*``)
             # restarts the kubelet, which reads its spec when it starts.
             changed = self._spec is not None and self._spec != spec.spec
@@ -390,14 +404,34 @@ class KubeletServiceController(Controller):
                     changed |= self._write(path, content, mode)
                 for path in OPTIONAL_FILES:
                     changed |= path not in files and self._remove(path)
-                if render.BOOTSTRAP_KUBECONFIG in files:
+                bootstrap = render.BOOTSTRAP_KUBECONFIG in files
+                if bootstrap:
                     changed |= self._refresh_client(kubelet_ca_bundle(config), kubelet_server(config))
             except (MachineryError, OSError) as err:
                 hint = getattr(err, "hint", None)
                 problems.append(f"{err} ({hint})" if hint else str(err))
+            if self._joined(ctx, bootstrap=bootstrap):
+                ctx.logger.info(
+                    "the kubelet has its client certificate: restarting it, so that it lists at once"
+                )
+                changed = True
             if changed and self._on_change is not None:
                 await self._on_change()
             retry = ctx.waiting_on("kubelet files", problems, retry_after=_RETRY_AFTER)
+            if self._joining:
+                retry = min(retry or CERT_POLL, CERT_POLL)
+
+    def _joined(self, ctx: ControllerContext, *, bootstrap: bool) -> bool:
+        """True once when a running kubelet seen without a client certificate has one."""
+        service = ctx.get_or_none(SERVICES, "kubelet")
+        if not bootstrap or service is None or not service.spec.running:
+            self._joining = False
+            return False
+        if self._read_client_certificate() is None:
+            self._joining = True
+            return False
+        joined, self._joining = self._joining, False
+        return joined
 
     def _read_client_certificate(self) -> bytes | None:
         """The kubelet's current client certificate file (a symlink the kubelet points at its newest
