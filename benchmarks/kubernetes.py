@@ -98,6 +98,30 @@ Left on the path: the kubelets' TLS bootstrap (client certificate 14-32 s after 
 answers: the certificate manager's 2-4-8-16 s backoff), the DaemonSet pods reaching a worker late
 (its pod watch waits for the same Node informer), flannel's start (20-40 s) and CoreDNS (13 s).
 
+Since then (issue 26 §3, this file's ``--runs 3`` before and after, same machine, same hour; before
+is b2f8b2a run with ``PYTHONPATH`` on a worktree, the nodes too): the kubelet fetches the static pod
+list every second, kube-controller-manager and kube-scheduler start once the API server answers
+``/readyz``, KubePrism retries a lost upstream within a second, and a joining kubelet restarts once
+when it has its client certificate (ARCHITECTURE.md, "Bring-up"). Seconds since create started:
+
+    phase                        before: runs          median   after: runs         median   floor
+    etcd healthy                  7.01   6.07   6.51     6.51    5.92   5.89   6.18    5.92       -
+    API server answering         29.08  28.23  28.51    28.51    8.47   8.21   8.55    8.47    2.45
+    nodes registered             47.33  67.24  67.98    67.24   29.78  28.47  28.83   28.83    2.50
+    nodes Ready                  67.71 109.89 103.43   103.43   32.89  31.03  31.42   31.42    2.55
+    static pods running          67.73 109.90 103.44   103.44   32.91  31.05  31.45   31.45       -
+    mirror pods Ready            71.93 125.52 106.04   106.04   40.30  37.87  38.82   38.82       -
+    kube-proxy ready             71.95 125.53 106.04   106.04   40.31  37.88  38.83   38.83       -
+    coredns ready                74.01 125.54 113.72   113.72   51.57  37.89  47.07   47.07       -
+    create (every health stage)  74.15 125.66 113.86   113.86   51.69  38.02  47.20   47.20    2.55
+
+3+1 after, one run: create 58.09 s (etcd healthy 18.67, nodes registered 34.00, Ready 40.49, mirror
+pods 41.83, coredns 57.94). What is left is Kubernetes's own: the controller manager approves the
+first CSR ~16 s after it starts (its node-IPAM controller's ``wait.Poll`` sleeps 10 s before any of
+its informers start), a new mirror pod's status waits for the kubelet's 10 s status batch, and a
+CoreDNS pod whose first readiness probe comes before it is ready waits 10 s (``periodSeconds``) for
+the next: the 38-52 s spread after is mostly that probe.
+
 Root only (container nodes and namespaces need it); exits 2 otherwise. The cluster uses a
 10.2xx.y.0/24 no route of the machine covers (create blackholes it first); the floor only loopback
 and a dummy link inside its own network namespace. Everything is removed in ``finally`` blocks,

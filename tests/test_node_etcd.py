@@ -209,3 +209,20 @@ def test_certificates_name_every_address_etcd_serves_on(tmp_path: Path) -> None:
         )
         addresses = {str(ip) for ip in sans.value.get_values_for_type(x509.IPAddress)}
         assert {"10.5.0.2", "10.6.0.2"} <= addresses and "0.0.0.0" not in addresses, addresses
+
+
+def test_a_join_refused_only_for_now_is_retried_sooner_than_one_with_no_members() -> None:
+    from ichor import etcd as etcdlib
+    from ichor.etcd._connection import translate_grpc_error
+    from ichor.machined.services import etcd as service
+
+    def refused(text: str, status: Status = Status.FAILED_PRECONDITION) -> etcdlib.EtcdError:
+        return translate_grpc_error(
+            GRPCError(status, text), what="member add", endpoint="https://10.5.0.2:2379"
+        )
+
+    assert service.busy(refused("etcdserver: too many learner members in cluster"))
+    assert service.busy(refused("etcdserver: unhealthy cluster", Status.UNAVAILABLE))
+    assert not service.busy(etcdlib.EtcdUnavailableError("no other control plane is known yet"))
+    assert not service.busy(refused("etcdserver: no leader", Status.UNAVAILABLE))
+    assert service.JOIN_BUSY_RETRY < service.JOIN_RETRY
