@@ -50,21 +50,33 @@ import io
 import json
 import os
 import re
-import secrets
 import shutil
-import sys
 import tarfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hello_module import build_hello_extension, hello_skip_reason
-from vm_helpers import build_output, talosctl_in, vm_netns, vm_skip_reason
+from vm_helpers import (
+    Talosctl,
+    bootstrap,
+    build_output,
+    disk_vm_spec,
+    etcd_healthy,
+    gen_node_config,
+    install_to_disk,
+    push_installer,
+    serve_registry,
+    talosctl_in,
+    vm_netns,
+    vm_skip_reason,
+    wait_api,
+)
 
 from ichor.imager import _build
 from ichor.imager._installer_image import open_installer_archive
-from ichor.imager.vm import OVMF_VARS, SerialLog, VMSpec, qemu_command
+from ichor.imager.vm import SerialLog
 from ichor.images import access_log
 from ichor.machinery import proc
 
@@ -150,50 +162,14 @@ def _broken_installer(work: Path, kernel: Path) -> Path:
     return work
 
 
-def _push(netns: str, layout: Path, tag: str) -> None:
-    proc.run(["ip", "netns", "exec", netns, "skopeo", "--insecure-policy", "copy", "--quiet", "--dest-tls-verify=false",
-              f"oci:{layout}:{tag}", f"docker://{REGISTRY}/siderolabs/installer:{tag}"], timeout=300)  # fmt: skip
-
-
 @pytest.fixture
 def registry(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A namespace with the VM's bridge and a registry on the bridge's address."""
-    with vm_netns("ichor-upg", GATEWAY) as netns:
-        state = tmp_path / "registry"
-        state.mkdir()
-        config = state / "registry.yml"
-        config.write_text(
-            "version: 0.1\nlog:\n  level: info\n  formatter: text\n  accesslog:\n    disabled: false\n"
-            f"storage:\n  filesystem:\n    rootdirectory: {state / 'data'}\n"
-            f"http:\n  addr: {REGISTRY}\n  secret: {secrets.token_hex(16)}\n"
-        )
-        log = state / "registry.log"
-        child = proc.start(
-            ["ip", "netns", "exec", netns, "docker-registry", "serve", str(config)], output=log
-        )
-        try:
-            deadline = time.monotonic() + 30
-            while "listening on" not in (log.read_text() if log.exists() else ""):
-                assert child.poll() is None and time.monotonic() < deadline, log.read_text()
-                time.sleep(0.2)
-            yield netns, log
-        finally:
-            child.stop(timeout=5)
-
-
-def _without_direct_boot(command: list[str]) -> list[str]:
-    """The same QEMU booting from its disk and rebooting in place: no ``-kernel``/``-initrd``/
-    ``-append``, no ``-no-reboot``."""
-    out: list[str] = []
-    skip = False
-    for arg in command:
-        if skip:
-            skip = False
-        elif arg in ("-kernel", "-initrd", "-append"):
-            skip = True
-        elif arg != "-no-reboot":
-            out.append(arg)
-    return out
+    with (
+        vm_netns("ichor-upg", GATEWAY) as netns,
+        serve_registry(netns, REGISTRY, tmp_path / "registry") as log,
+    ):
+        yield netns, log
 
 
 class Console:
@@ -224,58 +200,35 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
     netns, registry_log = registry
     figures: dict[str, float] = {}
     t0 = time.monotonic()
-    _push(netns, open_installer_archive(images["installer"], tmp_path / "v2-layout").layout, V2)
-    _push(netns, _broken_installer(tmp_path / "v3-layout", images["kernel"]), V3)
+    push_installer(
+        netns, open_installer_archive(images["installer"], tmp_path / "v2-layout").layout, REGISTRY, V2
+    )
+    push_installer(netns, _broken_installer(tmp_path / "v3-layout", images["kernel"]), REGISTRY, V3)
     figures["push"] = time.monotonic() - t0
 
-    patch = tmp_path / "patch.yaml"
-    patch.write_text(
+    configs = gen_node_config(
+        tmp_path,
+        "upgrade-vm",
+        NODE_IP,
         "machine:\n  install:\n    disk: /dev/vda\n"
         f'    extraKernelArgs: ["-console=tty0", "{IP_ARG}", "panic=10"]\n'
         f'  registries:\n    mirrors:\n      ghcr.io:\n        endpoints: ["http://{REGISTRY}"]\n'
         "  time:\n    disabled: true\n"
         "  kernel:\n    modules:\n      - name: hello\n        parameters: [greeting=upgraded]\n"
-        "cluster:\n  discovery:\n    enabled: false\n"
+        "cluster:\n  discovery:\n    enabled: false\n",
     )
-    configs = tmp_path / "configs"
-    made = proc.run([sys.executable, "-m", "ichor", "gen", "config", "upgrade-vm", f"https://{NODE_IP}:6443",
-                     "--install-disk", "/dev/vda", "--config-patch", f"@{patch}", "--output", str(configs)],
-                    env={**os.environ, "HOME": str(tmp_path)}, check=False)  # fmt: skip
-    assert made.exit_code == 0, made.stdout + made.stderr
     node = ("--talosconfig", str(configs / "talosconfig"), "-e", NODE_IP, "-n", NODE_IP)
 
     def talosctl(*args: str, timeout: float = 300) -> proc.Completed:
         return talosctl_in(netns, tmp_path, *node, *args, timeout=timeout)
 
-    disk = tmp_path / "disk0.raw"
-    with disk.open("wb") as f:
-        f.truncate(3 << 30)
-    vars_copy = tmp_path / "OVMF_VARS.fd"
-    shutil.copyfile(OVMF_VARS, vars_copy)
-    serial1, serial2 = tmp_path / "serial-1.log", tmp_path / "serial-2.log"
-    spec = VMSpec(kernel=images["kernel"], initrd=images["initrd"], serial=serial1, disk=disk, tap="tap0",
-                  memory_mb=1536, uefi_vars=vars_copy,
-                  cmdline=f"console=ttyS0 talos.platform=metal printk.devkmsg=on {IP_ARG}")  # fmt: skip
-    command = qemu_command(spec)
-    vm = proc.start(
-        ["ip", "netns", "exec", netns, "nice", "-n", "10", *command], output=tmp_path / "qemu-1.log"
-    )
+    spec = disk_vm_spec(tmp_path, images["kernel"], images["initrd"], IP_ARG)
+    serial1, serial2 = spec.serial, tmp_path / "serial-2.log"
     relaunched: proc.Background | None = None
     try:
         # --- install v1 from maintenance mode; the node reboots from its disk, slot A ----------------
-        first = SerialLog(serial1, t0)
-        first.wait_for(
-            rf"talosctl apply-config --insecure --nodes {NODE_IP} --file",
-            400,
-            alive=lambda: vm.poll() is None,
-        )
-        applied = talosctl_in(netns, tmp_path, "apply-config", "--insecure", "-n", NODE_IP,
-                              "--file", str(configs / "controlplane.yaml"))  # fmt: skip
-        assert applied.exit_code == 0, applied.stdout + applied.stderr
-        first.wait_for("installation complete: rebooting", 600, alive=lambda: vm.poll() is None)
-        assert vm.wait(timeout=120) == 0
+        second = install_to_disk(netns, tmp_path, spec, configs / "controlplane.yaml", NODE_IP, serial2)
         figures["install"] = time.monotonic() - t0
-        second = [a if a != f"file:{serial1}" else f"file:{serial2}" for a in _without_direct_boot(command)]
         second += ["-device", "i6300esb"]  # a watchdog for the trials (QEMU's action: reset)
         relaunched = proc.start(["ip", "netns", "exec", netns, "nice", "-n", "10", *second],
                                 output=tmp_path / "qemu-2.log")  # fmt: skip
@@ -284,33 +237,12 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
         console = Console(serial2)
         console.wait(rf"boot: slot A \({V1}\), good", 600, alive)
 
-        def api_up(timeout: float = 600) -> float:
-            started = time.monotonic()
-            while True:
-                version = talosctl("version", timeout=60)
-                if version.exit_code == 0:
-                    return time.monotonic() - started
-                assert time.monotonic() - started < timeout, version.stderr + console.log.text()[-3000:]
-                time.sleep(5)
-
-        def etcd_healthy() -> None:
-            """etcd answers: an upgrade of a control plane takes its upgrade mutex there (a kexec
-            reboot brings the API up seconds before etcd)."""
-            deadline = time.monotonic() + 300
-            while "HEALTH   OK" not in talosctl("service", "etcd").stdout:
-                assert time.monotonic() < deadline, "etcd never became healthy"
-                time.sleep(3)
+        def api_up() -> float:
+            return wait_api(talosctl, detail=lambda: console.log.text()[-3000:])
 
         api_up()
-        deadline = time.monotonic() + 120
-        bootstrap = talosctl("bootstrap")
-        # The API answers a moment before TimeStatus is synced: Talos refuses until then.
-        while bootstrap.exit_code != 0 and "time is not in sync yet" in bootstrap.stderr:
-            assert time.monotonic() < deadline, bootstrap.stderr
-            time.sleep(3)
-            bootstrap = talosctl("bootstrap")
-        assert bootstrap.exit_code == 0, bootstrap.stderr
-        etcd_healthy()
+        bootstrap(talosctl)
+        etcd_healthy(talosctl)
         figures["v1 up, etcd healthy"] = time.monotonic() - t0
 
         slots = talosctl("get", "bootslots")
@@ -386,7 +318,7 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
         console.wait(rf"(?<!\()boot: slot A \({re.escape(V1)}\), good(?!\))", 900, alive)  # machined's line
         api_up()
         figures["rollback to API up"] = time.monotonic() - started
-        etcd_healthy()
+        etcd_healthy(talosctl)
         slots = talosctl("get", "bootslots")
         assert re.search(rf"\bA\s+\d+\s+{re.escape(V1)}\s+good\s+0\s+true", slots.stdout), slots.stdout
         assert "ichor.slot=A" in talosctl("read", "/proc/cmdline").stdout
@@ -406,7 +338,7 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
         keys = talosctl("get", "metakeys")
         assert "0x07" not in keys.stdout and "0x08" not in keys.stdout, keys.stdout
         api_up()
-        etcd_healthy()
+        etcd_healthy(talosctl)
 
         # --- a broken upgrade (talos#10364's opposite): v1 -> v2 good -> v3 that cannot boot; after its
         # three tries the node boots v2, the last good slot (not v1, not "the other slot") ------------
@@ -436,7 +368,6 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
         figures["total"] = time.monotonic() - t0
     finally:
         print("figures (s): " + ", ".join(f"{k} {v:.0f}" for k, v in figures.items()))
-        vm.stop(timeout=5)
         if relaunched is not None:
             relaunched.stop(timeout=5)
             text = SerialLog(serial2, 0).text()
@@ -444,8 +375,6 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
             print(text[-8000:])
         print(SerialLog(serial1, 0).text()[-3000:])
 
-
-Talosctl = Callable[..., proc.Completed]
 
 _DIGEST = re.compile(r"\[talos\]|ichor-metal:|Traceback|Error:|task '|Kernel panic|watchdog")
 
