@@ -300,6 +300,10 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
         assert re.search(rf"\bA\s+\d+\s+{re.escape(V1)}\s+installed\s+0\s+false", slots.stdout), slots.stdout
         cmdline = talosctl("read", "/proc/cmdline")
         assert "ichor.slot=B" in cmdline.stdout and "panic=10" in cmdline.stdout, cmdline.stdout
+        # The node reports the version it was upgraded to, as a Talos node reports its installer's.
+        version = talosctl("version")
+        server = version.stdout.partition("Server:")[2]
+        assert re.search(rf"Tag:\s+{re.escape(V2)}\s", server), version.stdout
         keys = talosctl("get", "metakeys")
         assert "survives-reboots" in keys.stdout and "0x06" not in keys.stdout, (
             keys.stdout

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import ipaddress
 import struct
 
@@ -136,3 +137,25 @@ def test_sync_controller_asks_again_as_soon_as_the_node_gets_an_address(
             await assert_resource(state, TIME_STATUSES, "node", lambda r: r.spec.synced)
 
     run(main)
+
+
+def test_a_config_that_disables_time_sync_ends_a_round_under_way() -> None:
+    """A VM's first round asked servers by name before DNS answered and hung ~18 s; the config,
+    active meanwhile with ``machine.time.disabled``, had to wait for it (and etcd with it)."""
+    hung = asyncio.Event()
+
+    async def query(server: str) -> sntp.Sample:
+        hung.set()
+        await asyncio.Event().wait()  # never answers: only a cancelled round ends
+        raise AssertionError("unreachable")
+
+    async def main() -> None:
+        async with running(*network.time_server_controllers(), TimeSyncController(query)) as state:
+            apply(state, SERVERS)
+            await asyncio.wait_for(hung.wait(), 5)
+            apply(state, SERVERS.replace("    servers:", "    disabled: true\n    servers:"))
+            await assert_resource(
+                state, TIME_STATUSES, "node", lambda r: r.spec.synced and r.spec.sync_disabled
+            )
+
+    run(main, timeout=10)

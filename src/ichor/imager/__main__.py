@@ -33,6 +33,7 @@ from ichor.imager._installer_image import open_installer_archive
 from ichor.images import DOCKER_HUB, Reference, parse_reference, push
 from ichor.machinery import TALOS_VERSION
 from ichor.machinery.errors import MachineryError
+from ichor.machinery.imageversion import is_version
 from ichor.machinery.meta import MetaValue
 
 
@@ -43,6 +44,15 @@ def _meta(text: str) -> MetaValue:
         raise InputError(
             f"--meta {text!r}: {err}", hint="pass --meta KEY=VALUE, KEY a number 0-255 (0xa=...)"
         ) from None
+
+
+def _version(text: str) -> str:
+    if not is_version(text):
+        raise InputError(
+            f"--version {text!r} is not a version tag",
+            hint="pass --version as a tag such as v1.7.7-ichor.2 (letters, digits, .+_-, at most 64 characters)",
+        )
+    return text
 
 
 def _epoch() -> int:
@@ -133,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
             meta=tuple(_meta(m) for m in args.meta), out_format=args.out_format, epoch=_epoch(), say=say,
             system_extension_images=tuple(args.system_extension_image), rootfs_overlay=args.rootfs_overlay,
             remove=tuple(args.rm), kernel_path=args.kernel_path, modules_dir=args.modules_dir,
-            version=args.version,
+            version=_version(args.version),
         )  # fmt: skip
         push_to = _push_target(args.push, args.profile)
         artefact = build(args.profile, options)

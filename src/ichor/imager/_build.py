@@ -46,6 +46,7 @@ from ichor.installer._grub_images import build_grub_images
 from ichor.machinery import proc
 from ichor.machinery.constants import ETCD_VERSION, TALOS_VERSION
 from ichor.machinery.extensions import ExtensionMetadata
+from ichor.machinery.imageversion import IMAGE_VERSION_FILE
 from ichor.machinery.meta import MetaValue
 
 __all__ = [
@@ -497,12 +498,16 @@ class _Builder:
         def skip(path: Path) -> bool:
             return "__pycache__" in path.parts or path.suffix == ".pyc"
 
-        key = {"v": BUILDER_VERSION, "source": _layers.tree_digest(source, skip=skip), "talos": TALOS_VERSION,
+        version = self.options.version
+        key = {"v": BUILDER_VERSION, "source": _layers.tree_digest(source, skip=skip), "talos": version,
                "rm": self.removals()}  # fmt: skip
 
         def fill(tree: Path) -> None:
             target = tree / _layers.SITE / "ichor"
-            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            shutil.copytree(
+                source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", IMAGE_VERSION_FILE)
+            )
+            (target / IMAGE_VERSION_FILE).write_text(f"{version}\n")  # what the node reports (imageversion)
             (tree / "sbin").mkdir()
             # Stage 1 mounts what the installer needs here (imager/_initramfs.py).
             (tree / "usr/install").mkdir(parents=True)
@@ -510,8 +515,8 @@ class _Builder:
             (tree / "sbin/init").chmod(0o755)
             (tree / "etc").mkdir()
             (tree / "etc/os-release").write_text(
-                f'NAME="Talos"\nID=talos\nVERSION_ID={TALOS_VERSION}\n'
-                f'PRETTY_NAME="Talos ({TALOS_VERSION})"\nHOME_URL="https://www.talos.dev/"\n'
+                f'NAME="Talos"\nID=talos\nVERSION_ID={version}\n'
+                f'PRETTY_NAME="Talos ({version})"\nHOME_URL="https://www.talos.dev/"\n'
                 'BUG_REPORT_URL="https://github.com/siderolabs/talos/issues"\n'
             )
             _layers.normalise_modes(target)

@@ -36,7 +36,7 @@ from ichor.machined.platform import Layout, Platform
 from ichor.machined.resources import MACHINE_CONFIGS, MachineStage, register_node_types
 from ichor.machined.sequencer import NodeParts, Sequencer
 from ichor.machined.services import Service, ServiceInfo, Supervisor
-from ichor.machinery.constants import TALOS_VERSION
+from ichor.machinery.imageversion import running_version
 
 if TYPE_CHECKING:
     from ichor.machined.bootdisk import BootDisk
@@ -129,7 +129,7 @@ class Node:
         )  # fmt: skip
         for controller in controllers:
             runtime.register(controller)
-        say(f"Ichor {TALOS_VERSION}-compatible node booting on {layout.address} (root {layout.root})")
+        say(f"Ichor {running_version()}-compatible node booting on {layout.address} (root {layout.root})")
         install, install_check = self._installation()
         store = ConfigStore(layout, state, self.events, say=say, clock=self.clock, source=self.config_source,
                             install_check=install_check)  # fmt: skip

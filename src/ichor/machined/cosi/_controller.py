@@ -176,6 +176,12 @@ class ControllerContext:
                         await task
         self._wakeup.clear()
 
+    async def until_changed(self) -> None:
+        """Return when an input changed since :meth:`changed` last returned, without taking the
+        change: the next :meth:`changed` returns at once. For racing long work against the inputs
+        (cancel the work when this returns first)."""
+        await self._wakeup.wait()
+
     # -- declarations ------------------------------------------------------------------------
 
     def _check_read(self, namespace: str, type: str, id: str | None) -> None:

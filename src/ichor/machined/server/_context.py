@@ -40,7 +40,7 @@ from ichor.machined.server._etcd_ops import EtcdOperations
 from ichor.machined.server._etcd_upgrade import ETCD_SINGLE_MEMBER
 from ichor.machined.services import Supervisor
 from ichor.machinery import pki
-from ichor.machinery.constants import TALOS_VERSION
+from ichor.machinery.imageversion import running_version
 
 if TYPE_CHECKING:
     from ichor.machined.partitions import SystemPartitions
@@ -126,7 +126,7 @@ class MachineContext:
         arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(_host.machine(), _host.machine())
         reply = machine_pb2.Version(
             version=machine_pb2.VersionInfo(
-                tag=TALOS_VERSION, sha=f"ichor-{__version__}", built="",
+                tag=running_version(), sha=f"ichor-{__version__}", built="",
                 go_version=f"python{_host.python_version()}", os="linux", arch=arch,
             ),
             platform=machine_pb2.PlatformInfo(name=self.layout.platform.value, mode=self.layout.platform.mode),

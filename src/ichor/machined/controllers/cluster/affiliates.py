@@ -42,6 +42,7 @@ from ichor.machined.resources import (
 from ichor.machined.resources._feature_configs import KUBESPAN_CONFIG_ID, KUBESPAN_CONFIGS
 from ichor.machinery.constants import TALOS_VERSION
 from ichor.machinery.hostport import join_host_port
+from ichor.machinery.imageversion import running_version
 from ichor.machinery.kubespan import ULA_SIDEROLINK
 from ichor.machinery.subnets import filter_addresses
 
@@ -62,7 +63,12 @@ DEFAULT_API_SERVER_PORT = 6443
 KUBESPAN_PORT = 51820
 """Talos's ``constants.KubeSpanDefaultPort``."""
 OPERATING_SYSTEM = f"Ichor ({TALOS_VERSION})"
-"""What this node reports as its OS (Talos reports ``Talos (v1.7.6)``)."""
+"""What a node run from the source tree (container, process) sends; an OS image sends its own version."""
+
+
+def operating_system() -> str:
+    """What this node reports as its OS (Talos reports ``Talos (v1.7.6)``)."""
+    return f"Ichor ({running_version()})"
 
 
 def local_affiliate_controller(layout: Layout) -> TransformController[AffiliateSpec]:
@@ -104,7 +110,7 @@ def local_affiliate_controller(layout: Layout) -> TransformController[AffiliateS
                 addresses=addresses,
                 hostname=hostname.spec.fqdn,
                 nodename=hostname.spec.hostname,
-                operating_system=OPERATING_SYSTEM,
+                operating_system=operating_system(),
                 machine_type=kind,
                 control_plane=control_plane,
                 kubespan=_kubespan_affiliate(ctx),
