@@ -27,7 +27,9 @@ console lines of every transition. v2 also carries the Proprietary Kernel Module
 out-of-tree ``hello.ko`` (built here from source, ``tests/hello_module.py``) as a system extension,
 and the config asks for it in ``machine.kernel.modules``: on v1 ``get waits`` names it with
 modprobe's reason; after ``upgrade --preserve=true`` to v2 it is in ``/proc/modules`` with its
-parameter (budget 60 s after the bless); after the rollback to v1 it is gone again. With these
+parameter (budget 60 s after the bless); after the rollback to v1 it is gone again. v2 is also built
+with ``--rootfs-overlay`` (the "Customizing the Root Filesystem" procedure): its file is readable
+after the upgrade and gone after the rollback. With these
 checks the file took 891 s (images 17 s, upgrade to blessed 122 s, total in the VM 872 s); with the
 refusal's no-change checks too, 1154 s on a host running other helpers' work (images 36 s, install 94 s,
 v1 up 206 s, upgrade to blessed 217 s, rollback 116 s, broken upgrade to fallback 206 s, staged 247 s).
@@ -89,6 +91,10 @@ IP_ARG = f"ip={NODE_IP}::{GATEWAY}:255.255.255.0::eth0:off"
 V1 = "v1.7.6"
 V2 = "v1.7.7-ichor.2"
 V3 = "v1.7.8-broken"
+OVERLAY_FILE = "/etc/ichor/v2-overlay.txt"
+"""A file only v2's installer carries (``imager --rootfs-overlay``): there after the upgrade to v2,
+gone after the rollback to v1."""
+OVERLAY_TEXT = "added by imager --rootfs-overlay to v1.7.7-ichor.2\n"
 
 
 def _skip_reason() -> str | None:
@@ -115,8 +121,12 @@ def images(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     # the image's kernel headers and packed as a system extension (v1 has no such module).
     _root, release = _build._Builder(_build.BuildOptions(output=Path(os.devnull))).kernel()
     hello = build_hello_extension(tmp_path_factory.mktemp("hello"), release)
+    # ... and a file of the "Customizing the Root Filesystem" procedure (001:250-298), as a top layer.
+    overlay = tmp_path_factory.mktemp("overlay")
+    (overlay / Path(OVERLAY_FILE).parent.relative_to("/")).mkdir(parents=True)
+    (overlay / OVERLAY_FILE.lstrip("/")).write_text(OVERLAY_TEXT)
     installer = build_output(out / "v2", "installer", "installer-amd64.tar", "--version", V2,
-                             "--system-extension-image", str(hello))  # fmt: skip
+                             "--system-extension-image", str(hello), "--rootfs-overlay", str(overlay))  # fmt: skip
     print(f"images built in {time.monotonic() - started:.0f} s")
     return {"kernel": kernel, "initrd": initrd, "installer": installer}
 
@@ -309,6 +319,8 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
             keys.stdout
         )  # fallback tag dropped
         _hello_loaded(talosctl, console.log)  # the module v2's extension carries, with its parameter
+        overlaid = talosctl("read", OVERLAY_FILE)
+        assert overlaid.exit_code == 0 and overlaid.stdout == OVERLAY_TEXT, overlaid.stdout + overlaid.stderr
 
         # --- rollback: back on v1, slot A ------------------------------------------------------------
         console.step()
@@ -328,6 +340,7 @@ def test_upgrade_bless_rollback_meta_and_a_broken_upgrade_falling_back(
         assert "ichor.slot=A" in talosctl("read", "/proc/cmdline").stdout
         assert "survives-reboots" in talosctl("get", "metakeys").stdout
         _no_hello(talosctl)  # back on an image without the module: gone
+        assert talosctl("read", OVERLAY_FILE).exit_code != 0, "v1 has no overlay file"
 
         # --- --stage: META 7/8, the upgrade performed at the next boot, then its trial and bless ------
         console.step()
