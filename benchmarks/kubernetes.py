@@ -116,7 +116,9 @@ when it has its client certificate (ARCHITECTURE.md, "Bring-up"). Seconds since 
     create (every health stage)  74.15 125.66 113.86   113.86   51.69  38.02  47.20   47.20    2.55
 
 3+1 after, one run: create 58.09 s (etcd healthy 18.67, nodes registered 34.00, Ready 40.49, mirror
-pods 41.83, coredns 57.94). What is left is Kubernetes's own: the controller manager approves the
+pods 41.83, coredns 57.94); with the faster etcd join too (``--controlplanes 3 --runs 3``, load
+average 0.2 at start): create 56.01 s median (53.61-57.03; etcd healthy 15.26, API answering 16.28,
+registered 34.49, Ready 40.42, mirror pods 45.17, coredns 55.83). What is left is Kubernetes's own: the controller manager approves the
 first CSR ~16 s after it starts (its node-IPAM controller's ``wait.Poll`` sleeps 10 s before any of
 its informers start), a new mirror pod's status waits for the kubelet's 10 s status batch, and a
 CoreDNS pod whose first readiness probe comes before it is ready waits 10 s (``periodSeconds``) for
