@@ -149,7 +149,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from kubefloor import Floor, shielded
-from provisioners import _free_cidr, _rss
+from provisioners import _env, _free_cidr, _rss, _talosctl
 
 from ichor.kubebuild import ensure_built
 from ichor.machinery.errors import MachineryError
@@ -304,17 +304,6 @@ def cgroup_usage(cluster: str, node: str) -> int | None:
                 with contextlib.suppress(OSError, ValueError):
                     return int((directory / name).read_text())
     return None
-
-
-def _talosctl(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([PY, "-m", "ichor", *args], env=_env(home), cwd=home, capture_output=True, text=True,
-                          timeout=timeout, check=False)  # fmt: skip
-
-
-def _env(home: Path) -> dict[str, str]:
-    # The user's build cache, not one under the temporary HOME (which would rebuild Kubernetes).
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return dict(os.environ, HOME=str(home), TALOSCONFIG=str(home / "talosconfig"), XDG_CACHE_HOME=cache)
 
 
 def parse_stage(line: str) -> str | None:

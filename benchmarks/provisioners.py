@@ -80,11 +80,15 @@ HEALTHY = re.compile(
 )
 
 
-def _talosctl(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    # The user's build cache, not one under the temporary HOME (which would rebuild Kubernetes).
+def _env(home: Path) -> dict[str, str]:
+    """The environment of a ``talosctl`` with its own HOME (and talosconfig there) but the user's
+    build cache: one under the temporary HOME would rebuild Kubernetes."""
     cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    env = dict(os.environ, HOME=str(home), TALOSCONFIG=str(home / "talosconfig"), XDG_CACHE_HOME=cache)
-    return subprocess.run([PY, "-m", "ichor", *args], env=env, cwd=home, capture_output=True, text=True,
+    return dict(os.environ, HOME=str(home), TALOSCONFIG=str(home / "talosconfig"), XDG_CACHE_HOME=cache)
+
+
+def _talosctl(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PY, "-m", "ichor", *args], env=_env(home), cwd=home, capture_output=True, text=True,
                           timeout=timeout, check=False)  # fmt: skip
 
 

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from kubernetes import sweep
-from provisioners import _free_cidr
+from provisioners import _env, _free_cidr
 
 from ichor.images import ImageSpec, build_layout, busybox_rootfs, parse_reference, push
 from ichor.kubebuild import ensure_built, ensure_kubernetes
@@ -79,11 +79,6 @@ spec:
   selector: {app: web}
   ports: [{port: 80, targetPort: 80, nodePort: %(port)d}]
 """
-
-
-def _env(home: Path) -> dict[str, str]:
-    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return dict(os.environ, HOME=str(home), TALOSCONFIG=str(home / "talosconfig"), XDG_CACHE_HOME=cache)
 
 
 def _run(home: Path, *args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
