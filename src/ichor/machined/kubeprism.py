@@ -32,6 +32,8 @@ import time
 from collections.abc import Awaitable, Callable, Iterable
 from types import TracebackType
 
+from ichor.machinery.aio import race
+
 __all__ = [
     "DIAL_TIMEOUT",
     "HEALTH_INTERVAL",
@@ -287,15 +289,8 @@ class Balancer:
             # rounds then come every second (a kubelet that starts before its API server fails its
             # first dials; waiting out 20 s here kept it from its client certificate).
             self._lost.clear()
-            interval = asyncio.ensure_future(self._sleep(self.health_interval))
-            lost = asyncio.ensure_future(self._lost.wait())
-            try:
-                await asyncio.wait((interval, lost), return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for task in (interval, lost):
-                    task.cancel()
-                await asyncio.gather(interval, lost, return_exceptions=True)
-            if lost.done() and not lost.cancelled():
+            lost, _ = await race(self._sleep(self.health_interval), self._lost)
+            if lost:
                 await self._sleep(min(self.health_interval, RECOVERY_INTERVAL))
 
     # -- proxying ----------------------------------------------------------------------------

@@ -18,7 +18,6 @@ controller is :func:`~ichor.machined.controllers.runtime.time_status_controller`
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 
 from ichor.machined import sntp
@@ -34,6 +33,7 @@ from ichor.machined.resources import (
     TIME_STATUSES,
     TimeStatusSpec,
 )
+from ichor.machinery.aio import race
 
 __all__ = ["POLL_INTERVAL", "RETRY_INTERVAL", "TimeSyncController"]
 
@@ -73,22 +73,13 @@ class TimeSyncController(Controller):
             status = ctx.get_or_none(TIME_SERVER_STATUSES, TIME_SERVER_ID)
             servers = status.spec.time_servers if status is not None else ()
             failures: list[str] = []
-            round_ = asyncio.ensure_future(self._round(servers, failures))
-            change = asyncio.ensure_future(ctx.until_changed())
-            try:
-                await asyncio.wait((round_, change), return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                change.cancel()
-                if not round_.done():
-                    round_.cancel()
-                await asyncio.gather(round_, change, return_exceptions=True)
-            if round_.cancelled():
+            changed, found = await race(self._round(servers, failures), ctx.until_changed())
+            if changed:
                 # An input changed during the round (the config arrived with machine.time.disabled,
                 # the node got its address, other servers): start over with it at once. A round
                 # that asks servers by name can take many seconds when DNS does not answer yet.
                 wait = None
                 continue
-            found = round_.result()
             answered = found is not None
             if found is not None:
                 server, sample = found

@@ -24,8 +24,9 @@ from typing import Any
 from ichor.machined.cri import CRIError, Ctr
 from ichor.machined.services._errors import RunnerError
 from ichor.machined.services._events import ServiceState
-from ichor.machined.services._runners import Recorder, RunContext, _exit_text, race
+from ichor.machined.services._runners import Recorder, RunContext, _exit_text
 from ichor.machinery import proc
+from ichor.machinery.aio import race
 from ichor.machinery.errors import ProcessError
 from ichor.machinery.files import write_atomic
 

@@ -17,11 +17,12 @@ import signal
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Protocol, TypeVar
+from typing import IO, Protocol
 
 from ichor.machined.services._errors import RunnerError
 from ichor.machined.services._events import ServiceState
 from ichor.machinery import proc
+from ichor.machinery.aio import race
 from ichor.machinery.errors import ProcessError
 from ichor.machinery.goquote import quote
 
@@ -35,10 +36,8 @@ __all__ = [
     "RunnerFactory",
     "goroutine",
     "process",
-    "race",
 ]
 
-T = TypeVar("T")
 
 Recorder = Callable[[ServiceState, str], None]
 """How a runner reports a state change with Talos's message (``Process ... started with PID n``)."""
@@ -66,23 +65,6 @@ class Runner(Protocol):
 
 RunnerFactory = Callable[[RunContext], "Runner | None"]
 """Builds a fresh runner for each start; returning None makes the service ``Skipped``."""
-
-
-async def race(work: Awaitable[T], stop: asyncio.Event) -> tuple[bool, T | None]:
-    """Await ``work`` unless ``stop`` is set first: ``(stopped, result)``; the loser is cancelled."""
-    worker: asyncio.Future[Any] = asyncio.ensure_future(work)
-    stopper: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
-    try:
-        await asyncio.wait({worker, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in (worker, stopper):
-            if not task.done():
-                task.cancel()
-        await asyncio.gather(worker, stopper, return_exceptions=True)
-    if worker.done() and not worker.cancelled():
-        result: T = worker.result()
-        return False, result
-    return True, None
 
 
 def _exit_text(code: int) -> str:

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any
 from ichor.machined.services._conditions import Condition, join_descriptions
 from ichor.machined.services._errors import RunnerError
 from ichor.machined.services._events import EventHistory, HealthStatus, ServiceEvent, ServiceState
-from ichor.machined.services._runners import RunContext, Runner, race
+from ichor.machined.services._runners import RunContext, Runner
 from ichor.machined.services._service import RestartPolicy, Service
+from ichor.machinery.aio import race
 
 if TYPE_CHECKING:
     from ichor.machined.services._supervisor import Supervisor
