@@ -12,6 +12,7 @@ from pathlib import Path
 from controller_helpers import apply, run, running
 
 from ichor.machined.controllers.k8s import kubelet as area
+from ichor.machined.controllers.k8s import kubelet_render as render
 from ichor.machined.platform import Layout, Platform
 from ichor.machined.resources import HOSTNAME_STATUS_ID, HOSTNAME_STATUSES, HostnameStatusSpec
 from ichor.machined.resources._kubelet import KUBELET_ID, KUBELET_SPECS
@@ -80,7 +81,7 @@ def test_a_kubelet_that_started_without_a_client_certificate_restarts_once_when_
             state.create(SERVICES.new("kubelet", ServiceSpec(running=True)))
             await asyncio.sleep(0.3)
             assert len(restarts) == 1, "a kubelet waiting for its certificate is left alone"
-            cert = layout.path(area.CLIENT_CERTIFICATE)
+            cert = layout.path(render.CLIENT_CERTIFICATE)
             cert.parent.mkdir(parents=True, exist_ok=True)
             cert.write_bytes(_CA.crt)  # signed by the CA it trusts: kept
             await _until(lambda: len(restarts) == 2)  # looked for on its own: no input changed

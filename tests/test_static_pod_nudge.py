@@ -11,8 +11,8 @@ from typing import Any
 from controller_helpers import ADDRESS, run, running
 
 from ichor.machined.controllers.k8s import static_pod_server
+from ichor.machined.controllers.k8s.kubelet_render import CLIENT_CERTIFICATE
 from ichor.machined.controllers.k8s.static_pod_server import (
-    KUBELET_CLIENT_CERT,
     REGISTERED_ANNOTATION,
     StaticPodServerController,
     pod_list,
@@ -79,7 +79,7 @@ def test_the_serial_goes_up_each_step_of_the_window_after_the_client_certificate
                 await asyncio.sleep(0.05)
             assert "annotations" not in items[0]["metadata"]
             first_uid = items[0]["metadata"]["uid"]
-            cert = layout.path(KUBELET_CLIENT_CERT)
+            cert = layout.path(CLIENT_CERTIFICATE)
             cert.parent.mkdir(parents=True)
             cert.write_text("cert")
             for _ in range(40):

@@ -348,9 +348,6 @@ def kubelet_files(spec: KubeletSpecSpec, config: Config) -> dict[str, tuple[str 
     return files
 
 
-CLIENT_CERTIFICATE = f"{render.PKI_DIR}/kubelet-client-current.pem"
-"""The kubelet's client certificate and key, which it writes once its bootstrap CSR is signed."""
-
 OPTIONAL_FILES = (credentials.CONFIG_FILE,)
 """Files :func:`kubelet_files` writes only for some specs: removed from the node when it does not."""
 
@@ -436,7 +433,7 @@ class KubeletServiceController(Controller):
     def _read_client_certificate(self) -> bytes | None:
         """The kubelet's current client certificate file (a symlink the kubelet points at its newest
         ``kubelet-client-<time>.pem`` by its own absolute path), or None when it has none yet."""
-        current = self._layout.path(CLIENT_CERTIFICATE)
+        current = self._layout.path(render.CLIENT_CERTIFICATE)
         if current.is_symlink():
             target = os.readlink(current)
             current = self._layout.path(target) if target.startswith("/") else current.parent / target

@@ -41,6 +41,7 @@ from .kubelet_credentials import credential_provider_args
 __all__ = [
     "BOOTSTRAP_KUBECONFIG",
     "CA_FILE",
+    "CLIENT_CERTIFICATE",
     "CONFIG_FILE",
     "DENIED_ARGS",
     "PROTECTED_CONFIG_FIELDS",
@@ -56,6 +57,9 @@ BOOTSTRAP_KUBECONFIG = "/etc/kubernetes/bootstrap-kubeconfig"
 KUBECONFIG = "/etc/kubernetes/kubeconfig-kubelet"
 CA_FILE = "/etc/kubernetes/pki/ca.crt"
 PKI_DIR = "/var/lib/kubelet/pki"
+CLIENT_CERTIFICATE = f"{PKI_DIR}/kubelet-client-current.pem"
+"""The kubelet's client certificate and key, which it writes once its bootstrap CSR is signed (a
+symlink to its newest ``kubelet-client-<time>.pem``)."""
 CRI_ENDPOINT = "unix:///run/containerd/containerd.sock"
 RESOLV_CONF = "/system/resolved/resolv.conf"
 MANIFESTS_DIR = "/etc/kubernetes/manifests"

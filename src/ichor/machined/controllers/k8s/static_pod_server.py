@@ -41,6 +41,7 @@ from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any
 
+from ichor.machined.controllers.k8s.kubelet_render import CLIENT_CERTIFICATE
 from ichor.machined.cosi import Controller, ControllerContext, Input, Output
 from ichor.machined.platform import Layout
 from ichor.machined.resources._k8s import (
@@ -51,7 +52,6 @@ from ichor.machined.resources._k8s import (
 )
 
 __all__ = [
-    "KUBELET_CLIENT_CERT",
     "MAX_REQUEST_HEAD",
     "REGISTERED_ANNOTATION",
     "REGISTERED_POLL",
@@ -67,12 +67,10 @@ MAX_REQUEST_HEAD = 8192
 REQUEST_TIMEOUT = 10.0
 
 
-KUBELET_CLIENT_CERT = "/var/lib/kubelet/pki/kubelet-client-current.pem"
-"""Node-relative: the kubelet's client certificate, there once its TLS bootstrap is done."""
 REGISTERED_ANNOTATION = "ichor.dev/kubelet-registered"
 """Set on every served pod once the kubelet has its client certificate (see the module doc)."""
 REGISTERED_POLL = 1.0
-"""Seconds between looks for :data:`KUBELET_CLIENT_CERT` while it is absent and pods are served."""
+"""Seconds between looks for ``kubelet_render.CLIENT_CERTIFICATE`` while it is absent and pods are served."""
 REGISTERED_WINDOW = 120.0
 """Seconds after the client certificate is seen during which the serial goes up: the reflector's
 30 s backoff plus a minute's resync, after which the kubelet's own resync has run."""
@@ -175,7 +173,7 @@ class StaticPodServerController(Controller):
             while True:
                 await ctx.changed(timeout=retry)
                 pods = self._pods = [(r.id, dict(r.spec.pod)) for r in ctx.list(STATIC_PODS)]
-                if self._registered_at is None and self._layout.path(KUBELET_CLIENT_CERT).exists():
+                if self._registered_at is None and self._layout.path(CLIENT_CERTIFICATE).exists():
                     self._registered_at = self._clock()
                 retry = None if self._registered_at is not None or not pods else REGISTERED_POLL
                 for id_ in sorted({id_ for id_, _ in pods} - served):
