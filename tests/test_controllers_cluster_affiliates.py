@@ -7,7 +7,6 @@ from pathlib import Path
 
 from discovery_helpers import Node, config_text, run, running
 
-from ichor.machined.controllers.cluster import OPERATING_SYSTEM
 from ichor.machined.cosi import assert_no_resource, assert_resource
 from ichor.machined.resources import (
     AFFILIATES,
@@ -18,6 +17,7 @@ from ichor.machined.resources import (
     NODE_ADDRESSES,
     NodeAddressSpec,
 )
+from ichor.machinery import TALOS_VERSION
 
 
 def test_local_affiliate_info_and_member_without_a_server(tmp_path: Path) -> None:
@@ -32,7 +32,8 @@ def test_local_affiliate_info_and_member_without_a_server(tmp_path: Path) -> Non
             assert local.spec.hostname == "cp-1" and local.spec.nodename == "cp-1"
             assert local.spec.addresses == (ipaddress.ip_address("127.44.1.9"),)
             assert (
-                local.spec.operating_system == OPERATING_SYSTEM and local.spec.machine_type == "controlplane"
+                local.spec.operating_system == f"Ichor ({TALOS_VERSION})"
+                and local.spec.machine_type == "controlplane"
             )
             assert local.spec.control_plane is not None and local.spec.control_plane.api_server_port == 6443
             await assert_resource(node.state, MEMBERS, "cp-1", lambda r: r.spec.node_id == node_id)

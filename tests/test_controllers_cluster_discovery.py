@@ -12,7 +12,7 @@ from pathlib import Path
 from discovery_helpers import Node, config_text, discovery_server, run, running
 
 from ichor.discovery import RemoteAffiliate
-from ichor.machined.controllers.cluster import OPERATING_SYSTEM, affiliate_from_pb, affiliate_to_pb
+from ichor.machined.controllers.cluster import affiliate_from_pb, affiliate_to_pb
 from ichor.machined.controllers.cluster.discovery import affiliate_endpoints
 from ichor.machined.cosi import assert_no_resource, assert_resource
 from ichor.machined.resources import (
@@ -25,6 +25,7 @@ from ichor.machined.resources import (
     AffiliateSpec,
     KubeSpanAffiliateSpec,
 )
+from ichor.machinery import TALOS_VERSION
 
 
 def test_affiliate_survives_the_wire_encoding() -> None:
@@ -33,7 +34,7 @@ def test_affiliate_survives_the_wire_encoding() -> None:
         addresses=(ipaddress.ip_address("10.5.0.2"), ipaddress.ip_address("fd00::2")),
         hostname="cp-1.lab",
         nodename="cp-1",
-        operating_system=OPERATING_SYSTEM,
+        operating_system=f"Ichor ({TALOS_VERSION})",
         machine_type="controlplane",
     )
     back = affiliate_from_pb(RemoteAffiliate("n1", affiliate_to_pb(spec)))
@@ -68,7 +69,7 @@ def test_two_nodes_see_each_other_as_members_and_a_reset_removes_one(tmp_path: P
                 seen = worker.state.get("cluster", MEMBERS, "cp-1")
                 assert seen.spec.machine_type == "controlplane"
                 assert seen.spec.addresses == (ipaddress.ip_address("127.44.1.2"),)
-                assert seen.spec.operating_system == OPERATING_SYSTEM
+                assert seen.spec.operating_system == f"Ichor ({TALOS_VERSION})"
                 # Control plane endpoints: only the control plane node's address, on both nodes.
                 for node in (cp, worker):
                     await assert_resource(

@@ -13,7 +13,6 @@ node's services.
 from __future__ import annotations
 
 from ichor.machined.controllers.cluster.affiliates import (
-    OPERATING_SYSTEM,
     affiliate_merge_controller,
     endpoint_controller,
     local_affiliate_controller,
@@ -38,7 +37,6 @@ from ichor.machined.platform import Layout
 
 __all__ = [
     "DEFAULT_DISCOVERY_ENDPOINT",
-    "OPERATING_SYSTEM",
     "ClientFactory",
     "DiscoveryServiceController",
     "affiliate_from_pb",

@@ -40,7 +40,6 @@ from ichor.machined.resources import (
     filtered_node_address_id,
 )
 from ichor.machined.resources._feature_configs import KUBESPAN_CONFIG_ID, KUBESPAN_CONFIGS
-from ichor.machinery.constants import TALOS_VERSION
 from ichor.machinery.hostport import join_host_port
 from ichor.machinery.imageversion import running_version
 from ichor.machinery.kubespan import ULA_SIDEROLINK
@@ -52,22 +51,21 @@ _AFFILIATE_ADDRESSES = tuple(
 """What a node tells its peers it is reached on (Talos's ``routed-no-k8s``): never a pod network address."""
 
 __all__ = [
-    "OPERATING_SYSTEM",
     "affiliate_merge_controller",
     "endpoint_controller",
     "local_affiliate_controller",
     "member_controller",
+    "operating_system",
 ]
 
 DEFAULT_API_SERVER_PORT = 6443
 KUBESPAN_PORT = 51820
 """Talos's ``constants.KubeSpanDefaultPort``."""
-OPERATING_SYSTEM = f"Ichor ({TALOS_VERSION})"
-"""What a node run from the source tree (container, process) sends; an OS image sends its own version."""
 
 
 def operating_system() -> str:
-    """What this node reports as its OS (Talos reports ``Talos (v1.7.6)``)."""
+    """What this node reports as its OS (Talos reports ``Talos (v1.7.6)``): ``Ichor (v1.7.6)`` from the
+    source tree (container, process nodes), an OS image's own version on metal."""
     return f"Ichor ({running_version()})"
 
 
