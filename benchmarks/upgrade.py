@@ -70,7 +70,6 @@ are gone from every boot.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import signal
@@ -84,6 +83,7 @@ from typing import Any, NoReturn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 import vm_helpers as helpers
+from cluster_helpers import json_documents
 
 from ichor.imager._installer_image import open_installer_archive
 from ichor.imager.vm import SerialLog
@@ -106,11 +106,7 @@ PATCH = (
 def booted_slot(bootslots_json: str) -> tuple[str, str, str] | None:
     """``(slot, version, state)`` of the slot ``get bootslots -o json`` (one object per resource,
     one after another) says is booted, or None."""
-    decoder, text, at = json.JSONDecoder(), bootslots_json.strip(), 0
-    while at < len(text):
-        document, at = decoder.raw_decode(text, at)
-        while at < len(text) and text[at].isspace():
-            at += 1
+    for document in json_documents(bootslots_json):
         spec: dict[str, Any] = document.get("spec") or {}
         if spec.get("booted") is True:
             return str(document["metadata"]["id"]), str(spec.get("version")), str(spec.get("state"))

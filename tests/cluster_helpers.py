@@ -6,9 +6,11 @@ Shared by the end-to-end cluster tests; the talosconfig is the one ``cluster cre
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from ichor.machinery import proc
 
@@ -30,6 +32,16 @@ def cli_env(home: Path) -> dict[str, str]:
 def talosctl_in(home: Path, *args: str, timeout: float = 180) -> proc.Completed:
     env = cli_env(home)
     return proc.run([sys.executable, "-m", "ichor", *args], env=env, cwd=home, check=False, timeout=timeout)
+
+
+def json_documents(text: str) -> list[dict[str, Any]]:
+    """The objects of ``talosctl get -o json``'s output: one JSON object per resource, one after
+    another (not a list)."""
+    decoder, found, at = json.JSONDecoder(), [], 0
+    while (at := text.find("{", at)) != -1:
+        item, at = decoder.raw_decode(text, at)
+        found.append(item)
+    return found
 
 
 NO_TALOS_GO_TYPE = frozenset({

@@ -12,7 +12,6 @@ written with our etcd client and a control plane's admin certificate.
 from __future__ import annotations
 
 import asyncio
-import json
 import random
 import re
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cluster_helpers import json_documents
 from cluster_helpers import talosctl_in as _talosctl
 
 from ichor import etcd as etcdlib
@@ -68,13 +68,7 @@ def _statuses(home: Path, nodes: list[str]) -> dict[str, dict[str, Any]]:
     out = _talosctl(home, "-n", ",".join(nodes), "get", "etcdbackupstatuses", "-o", "json")
     if out.exit_code != 0:
         return {}
-    found: dict[str, dict[str, Any]] = {}
-    decoder = json.JSONDecoder()
-    text, at = out.stdout, 0
-    while (at := text.find("{", at)) != -1:
-        item, at = decoder.raw_decode(text, at)
-        found[item["node"]] = item["spec"]
-    return found
+    return {item["node"]: item["spec"] for item in json_documents(out.stdout)}
 
 
 def _backup_files(roots: list[Path]) -> list[Path]:

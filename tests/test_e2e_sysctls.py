@@ -9,10 +9,10 @@ are unchanged afterwards.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from cluster_helpers import json_documents
 from container_helpers import CONTAINER_NODES, container_cluster, host_sysctls
 
 pytestmark = [pytest.mark.e2e, CONTAINER_NODES]
@@ -32,11 +32,7 @@ def _host() -> dict[str, str]:
 
 
 def _statuses(text: str) -> dict[str, dict[str, object]]:
-    decoder, found, at = json.JSONDecoder(), {}, 0
-    while (at := text.find("{", at)) != -1:
-        item, at = decoder.raw_decode(text, at)
-        found[item["metadata"]["id"]] = item["spec"]
-    return found
+    return {item["metadata"]["id"]: item["spec"] for item in json_documents(text)}
 
 
 def test_net_keys_apply_in_the_nodes_namespace_and_host_keys_are_refused(tmp_path: Path) -> None:
